@@ -1,0 +1,138 @@
+// Package command defines the small, versioned message that scour's
+// dispatcher publishes to a host's queue (routing key host.<host>) or as an
+// instance-scoped broadcast, and that the per-host intake hands to handlers.
+//
+// A command is a trigger, never a source of device identity (safety rule 3):
+// it names an instance and what happened to it. Which devices are affected is
+// always read from this host's Placement tree and local hardware discovery.
+package command
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the schema version of Command written by this binary. A
+// consumer rejects (poisons) a command whose version it does not know.
+const Version = 1
+
+// Kind says what a handler does with a command.
+type Kind string
+
+const (
+	// KindClaim: the instance now holds devices on the target host
+	// (create, unshelve, resize_finish on dest, live_migration_post_dest,
+	// rebuild). Record claims, burn what Nova left unburned.
+	KindClaim Kind = "claim"
+	// KindRelease: the instance is gone (delete.end). Release its claims,
+	// then reconcile the host.
+	KindRelease Kind = "release"
+	// KindShelveOffload: the instance left the host but keeps existing;
+	// release its devices and keep the claim dormant for the unshelve.
+	KindShelveOffload Kind = "shelve-offload"
+	// KindMoveSource: a move finished and the source host releases the
+	// instance's claims (resize_confirm.end, live_migration_post.end).
+	KindMoveSource Kind = "move-source"
+	// KindRevert: resize_revert.end, broadcast. The host holding a claim for
+	// the instance that no allocation backs any more releases it.
+	KindRevert Kind = "revert"
+	// KindVolume: volume attach/detach/swap; update the claim's volumes.
+	KindVolume Kind = "volume"
+	// KindReconcile: scan the host (evacuate, operator request).
+	KindReconcile Kind = "reconcile"
+)
+
+// Kinds lists every kind, for metrics and validation.
+var Kinds = []Kind{KindClaim, KindRelease, KindShelveOffload, KindMoveSource, KindRevert, KindVolume, KindReconcile}
+
+// Scope says who receives a command.
+type Scope string
+
+const (
+	ScopeHost      Scope = "host"      // routing key host.<Host>
+	ScopeBroadcast Scope = "broadcast" // every host; instance-scoped
+)
+
+// VolumeChange describes a volume event. IsRoot is true when the volume is
+// (or was) the instance's boot volume (boot_index 0).
+type VolumeChange struct {
+	Action      string `json:"action"` // attach | detach | swap
+	VolumeID    string `json:"volume_id,omitempty"`
+	OldVolumeID string `json:"old_volume_id,omitempty"`
+	NewVolumeID string `json:"new_volume_id,omitempty"`
+	IsRoot      bool   `json:"is_root,omitempty"`
+}
+
+// Command is what travels on scour's own exchange.
+type Command struct {
+	Version      int           `json:"version"`
+	Kind         Kind          `json:"kind"`
+	Scope        Scope         `json:"scope"`
+	Host         string        `json:"host,omitempty"` // target host; empty for broadcasts
+	Node         string        `json:"node,omitempty"` // payload node, a hint only
+	InstanceUUID string        `json:"instance_uuid,omitempty"`
+	ProjectID    string        `json:"project_id,omitempty"`
+	UserID       string        `json:"user_id,omitempty"`
+	State        string        `json:"state,omitempty"`
+	EventType    string        `json:"event_type"`
+	Format       string        `json:"format"` // versioned | legacy | scour
+	MessageID    string        `json:"message_id,omitempty"`
+	RequestID    string        `json:"request_id,omitempty"`
+	Timestamp    time.Time     `json:"timestamp"`
+	Volumes      []string      `json:"volumes,omitempty"` // volume ids from block_devices when present
+	Volume       *VolumeChange `json:"volume,omitempty"`
+}
+
+// ErrInvalid marks a command that can never be processed (poison it).
+var ErrInvalid = errors.New("invalid command")
+
+// Validate reports every problem with c, wrapped in ErrInvalid.
+func (c *Command) Validate() error {
+	var errs []error
+	if c.Version != Version {
+		errs = append(errs, fmt.Errorf("unsupported command version %d (this binary knows %d)", c.Version, Version))
+	}
+	known := false
+	for _, k := range Kinds {
+		known = known || k == c.Kind
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("unknown kind %q", c.Kind))
+	}
+	switch c.Scope {
+	case ScopeHost:
+		if c.Host == "" {
+			errs = append(errs, errors.New("host-scoped command without host"))
+		}
+	case ScopeBroadcast:
+	default:
+		errs = append(errs, fmt.Errorf("unknown scope %q", c.Scope))
+	}
+	if c.Kind != KindReconcile && c.InstanceUUID == "" {
+		errs = append(errs, fmt.Errorf("%s command without instance_uuid", c.Kind))
+	}
+	if c.Kind == KindVolume && c.Volume == nil {
+		errs = append(errs, errors.New("volume command without volume change"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Marshal encodes c as JSON.
+func Marshal(c *Command) ([]byte, error) { return json.Marshal(c) }
+
+// Unmarshal decodes and validates a command.
+func Unmarshal(b []byte) (*Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON command: %w", ErrInvalid, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
