@@ -1,0 +1,153 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"time"
+)
+
+// Config says how to reach Placement and which names scour uses there.
+//
+// Authentication, in order of precedence:
+//  1. Endpoint + Token: a fixed Placement URL and a static token (noauth2
+//     deployments and tests send "admin"). No Keystone.
+//  2. Cloud (or OS_CLOUD): an entry of clouds.yaml (+ secure.yaml), found
+//     like python-openstackclient does (OS_CLIENT_CONFIG_FILE, ./,
+//     ~/.config/openstack, /etc/openstack) or at CloudsFile. Password,
+//     token and application-credential auth types all work.
+//  3. OS_* environment variables (OS_AUTH_URL, OS_USERNAME/OS_PASSWORD or
+//     OS_APPLICATION_CREDENTIAL_ID/SECRET, ...).
+//
+// With Keystone the token is re-authenticated transparently on expiry.
+// Endpoint without Token, with Keystone auth, overrides the catalog URL.
+type Config struct {
+	// Node is this host's compute node name (Nova's nodename), which is the
+	// compute node resource provider's name.
+	Node string `yaml:"node"`
+
+	Cloud      string `yaml:"cloud"`       // clouds.yaml entry; "" = OS_CLOUD
+	CloudsFile string `yaml:"clouds_file"` // explicit clouds.yaml path
+	Endpoint   string `yaml:"endpoint"`    // Placement URL, bypasses the catalog
+	Token      string `yaml:"token"`       // static token (with Endpoint)
+	Region     string `yaml:"region"`
+	Interface  string `yaml:"interface"` // public, internal (default), admin
+
+	CACert   string `yaml:"cacert"`
+	Cert     string `yaml:"cert"`
+	Key      string `yaml:"key"`
+	Insecure bool   `yaml:"insecure"`
+
+	// OneTimeUseTrait marks OTU devices (default HW_PCI_ONE_TIME_USE).
+	OneTimeUseTrait string `yaml:"one_time_use_trait"`
+	// QuarantineTrait marks devices that must not return to the pool
+	// (default CUSTOM_SCOUR_QUARANTINED).
+	QuarantineTrait string `yaml:"quarantine_trait"`
+	// PublishCapabilityTraits publishes CUSTOM_SCOUR_* capability traits on
+	// device RPs (default false).
+	PublishCapabilityTraits bool `yaml:"publish_capability_traits"`
+
+	// RequestTimeout bounds one HTTP request (default 30s).
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// Retry bounds retries of conflicts, network errors and 5xx.
+	Retry RetryConfig `yaml:"retry"`
+}
+
+// RetryConfig is a bounded exponential backoff with jitter.
+type RetryConfig struct {
+	Attempts int           `yaml:"attempts"` // total tries (default 8)
+	Base     time.Duration `yaml:"base"`     // first wait (default 50ms)
+	Max      time.Duration `yaml:"max"`      // cap per wait (default 2s)
+	Budget   time.Duration `yaml:"budget"`   // total time (default 30s)
+}
+
+const (
+	DefaultOneTimeUseTrait = "HW_PCI_ONE_TIME_USE"
+	DefaultQuarantineTrait = "CUSTOM_SCOUR_QUARANTINED"
+)
+
+func (c *Config) setDefaults() {
+	if c.Node == "" {
+		c.Node, _ = os.Hostname()
+	}
+	if c.OneTimeUseTrait == "" {
+		c.OneTimeUseTrait = DefaultOneTimeUseTrait
+	}
+	if c.QuarantineTrait == "" {
+		c.QuarantineTrait = DefaultQuarantineTrait
+	}
+	if c.Interface == "" {
+		c.Interface = "internal"
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.Retry.Attempts == 0 {
+		c.Retry.Attempts = 8
+	}
+	if c.Retry.Base == 0 {
+		c.Retry.Base = 50 * time.Millisecond
+	}
+	if c.Retry.Max == 0 {
+		c.Retry.Max = 2 * time.Second
+	}
+	if c.Retry.Budget == 0 {
+		c.Retry.Budget = 30 * time.Second
+	}
+}
+
+var traitRE = regexp.MustCompile(`^[A-Z0-9_]{1,255}$`)
+
+// Validate reports every problem at once. It never prints secrets.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
+	if c.Node == "" {
+		bad("placement.node: empty; set it to this host's Nova compute node name")
+	}
+	if c.Endpoint != "" {
+		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("placement.endpoint: %q is not an http(s) URL", c.Endpoint)
+		}
+	}
+	if c.Token != "" && c.Endpoint == "" {
+		bad("placement.token: a static token needs placement.endpoint (the catalog is not consulted)")
+	}
+	if (c.Cert == "") != (c.Key == "") {
+		bad("placement.cert and placement.key: set both or neither")
+	}
+	for _, f := range []struct{ name, path string }{{"cacert", c.CACert}, {"cert", c.Cert}, {"key", c.Key}, {"clouds_file", c.CloudsFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			bad("placement.%s: %v", f.name, err)
+		}
+	}
+	switch c.Interface {
+	case "public", "internal", "admin":
+	default:
+		bad("placement.interface: %q is not public, internal or admin", c.Interface)
+	}
+	if !traitRE.MatchString(c.OneTimeUseTrait) {
+		bad("placement.one_time_use_trait: %q is not a trait name (A-Z, 0-9, _)", c.OneTimeUseTrait)
+	}
+	if !traitRE.MatchString(c.QuarantineTrait) || !isCustom(c.QuarantineTrait) {
+		bad("placement.quarantine_trait: %q must be a CUSTOM_ trait name", c.QuarantineTrait)
+	}
+	if c.QuarantineTrait == c.OneTimeUseTrait {
+		bad("placement.quarantine_trait: must differ from one_time_use_trait")
+	}
+	if c.RequestTimeout < 0 {
+		bad("placement.request_timeout: negative")
+	}
+	r := c.Retry
+	if r.Attempts < 1 || r.Base <= 0 || r.Max < r.Base || r.Budget <= 0 {
+		bad("placement.retry: want attempts >= 1, 0 < base <= max, budget > 0 (got %d, %s, %s, %s)", r.Attempts, r.Base, r.Max, r.Budget)
+	}
+	return errors.Join(errs...)
+}
+
+func isCustom(t string) bool { return len(t) > 7 && t[:7] == "CUSTOM_" }

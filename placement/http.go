@@ -1,0 +1,128 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/sethvargo/go-retry"
+)
+
+// errConflict marks a 409 generation conflict: re-read and retry.
+var errConflict = errors.New("resource provider generation conflict")
+
+// do issues one request. path is relative to the Placement endpoint and
+// may carry a query. Every call is counted. Bodies are marshalled by
+// gophercloud into a bytes.Reader, so requests carry Content-Length
+// (uwsgi rejects chunked bodies).
+func (c *Client) do(ctx context.Context, method, path string, body, out any, ok ...int) error {
+	c.calls.Add(1)
+	countCall(ctx)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	ro := &gophercloud.RequestOpts{JSONBody: body, JSONResponse: out, OkCodes: ok}
+	_, err := c.sc.Request(ctx, method, c.sc.Endpoint+path, ro) // gophercloud closes the body
+	err = classify(method, path, err)
+	c.metrics.WithLabelValues(method, outcome(err)).Inc()
+	return err
+}
+
+func outcome(err error) string {
+	var api *APIError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, errConflict):
+		return "conflict"
+	case errors.As(err, &api):
+		return strconv.Itoa(api.Status)
+	default:
+		return "error"
+	}
+}
+
+// classify turns gophercloud/net errors into this package's error kinds.
+// Anything that is not a definite answer from Placement (network failure,
+// timeout, unparseable body, 5xx) is recoverable.
+func classify(method, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	code, ok := responseCode(err)
+	if !ok {
+		return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w", method, path, err)}
+	}
+	api := &APIError{Status: code.Actual, Method: method, URL: "/" + path}
+	var body struct {
+		Errors []struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(code.Body, &body) == nil && len(body.Errors) > 0 {
+		api.Code = body.Errors[0].Code
+		api.Detail = strings.Join(strings.Fields(body.Errors[0].Detail), " ")
+	} else {
+		api.Detail = strings.TrimSpace(string(code.Body))
+		if len(api.Detail) > 200 {
+			api.Detail = api.Detail[:200] + "..."
+		}
+	}
+	switch {
+	case code.Actual == http.StatusConflict && (api.Code == "" || api.Code == "placement.concurrent_update"):
+		return fmt.Errorf("%w: %w", errConflict, api)
+	case code.Actual == http.StatusNotFound:
+		return fmt.Errorf("%w: %w", ErrNotFound, api)
+	case code.Actual == http.StatusNotAcceptable:
+		return fmt.Errorf("%w: %w (Placement no longer serves the microversion negotiated at start; restart scour)", ErrMicroversion, api)
+	case code.Actual >= 500, code.Actual == http.StatusTooManyRequests,
+		code.Actual == http.StatusUnauthorized, code.Actual == http.StatusForbidden:
+		return &RecoverableError{Err: api}
+	}
+	return api
+}
+
+func responseCode(err error) (gophercloud.ErrUnexpectedResponseCode, bool) {
+	var v gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &v) {
+		return v, true
+	}
+	var p *gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &p) && p != nil {
+		return *p, true
+	}
+	return v, false
+}
+
+// retry runs f until it succeeds, returns a permanent error, or the retry
+// budget (Config.Retry) is spent. Conflicts and recoverable errors are
+// retried; a conflict that outlasts the budget becomes recoverable.
+func (c *Client) retry(ctx context.Context, f func(context.Context) error) error {
+	r := c.cfg.Retry
+	b := retry.NewExponential(r.Base)
+	b = retry.WithJitterPercent(25, b)
+	b = retry.WithCappedDuration(r.Max, b)
+	b = retry.WithMaxRetries(uint64(r.Attempts-1), b)
+	b = retry.WithMaxDuration(r.Budget, b)
+	tries := 0
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		tries++
+		err := f(ctx)
+		if errors.Is(err, errConflict) || IsRecoverable(err) {
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	if errors.Is(err, errConflict) {
+		return &RecoverableError{Err: fmt.Errorf("gave up after %d tries: %w", tries, err)}
+	}
+	if err != nil && ctx.Err() != nil && !IsRecoverable(err) {
+		return &RecoverableError{Err: err}
+	}
+	return err
+}

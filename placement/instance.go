@@ -1,0 +1,75 @@
+package placement
+
+import (
+	"context"
+	"net/http"
+	"sort"
+)
+
+// InstanceClaim is what Placement holds for one instance on this host.
+type InstanceClaim struct {
+	Instance string
+	// Devices are this host's OTU device RPs the instance holds.
+	Devices []Device
+	// Compute is the instance's resources on the compute node RP (VCPU,
+	// MEMORY_MB, DISK_GB, ...), for the claim record.
+	Compute      map[string]int
+	ProjectID    string
+	UserID       string
+	ConsumerType string
+}
+
+// InstanceDevices reads GET /allocations/{instance} and keeps only RPs of
+// this host's tree carrying the OTU trait (identity from this host's
+// Placement tree, never from a notification). 2 calls (+1 the first time
+// to find the compute node). Devices carry Ref, resource class and Used
+// only: read a device with Device for its full state.
+func (c *Client) InstanceDevices(ctx context.Context, instance string) (*InstanceClaim, error) {
+	node, err := c.nodeRP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Allocations map[string]struct {
+			Resources map[string]int `json:"resources"`
+		} `json:"allocations"`
+		ProjectID    string `json:"project_id"`
+		UserID       string `json:"user_id"`
+		ConsumerType string `json:"consumer_type"`
+	}
+	err = c.retry(ctx, func(ctx context.Context) error {
+		return c.do(ctx, http.MethodGet, "allocations/"+instance, nil, &body, http.StatusOK)
+	})
+	if err != nil {
+		return nil, err
+	}
+	claim := &InstanceClaim{Instance: instance, ProjectID: body.ProjectID, UserID: body.UserID,
+		ConsumerType: body.ConsumerType, Compute: map[string]int{}}
+	if len(body.Allocations) == 0 {
+		return claim, nil
+	}
+	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	if err != nil {
+		return nil, err
+	}
+	for rp, a := range body.Allocations {
+		if rp == node {
+			for rc, n := range a.Resources {
+				claim.Compute[rc] = n
+			}
+		}
+	}
+	for _, p := range devs {
+		a, ok := body.Allocations[p.UUID]
+		if !ok {
+			continue
+		}
+		d := Device{Ref: refOf(p)}
+		for rc, n := range a.Resources {
+			d.Inventory.ResourceClass, d.Used = rc, n
+		}
+		claim.Devices = append(claim.Devices, d)
+	}
+	sort.Slice(claim.Devices, func(i, j int) bool { return claim.Devices[i].Address < claim.Devices[j].Address })
+	return claim, nil
+}

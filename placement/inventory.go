@@ -1,0 +1,140 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// rawInventory is an RP's inventory exactly as Placement returned it. Writes
+// send Fields back untouched except reserved: Placement resets omitted
+// fields to defaults and gophercloud's Inventory (no omitempty, float32
+// allocation_ratio) would change them, so scour never re-encodes them.
+type rawInventory struct {
+	Generation int
+	Count      int // inventories on the RP
+	Fields     map[string]json.RawMessage
+	Inv        Inventory
+}
+
+func (c *Client) readInventory(ctx context.Context, uuid string) (*rawInventory, error) {
+	var body struct {
+		Generation  int                                   `json:"resource_provider_generation"`
+		Inventories map[string]map[string]json.RawMessage `json:"inventories"`
+	}
+	if err := c.do(ctx, http.MethodGet, "resource_providers/"+uuid+"/inventories", nil, &body, http.StatusOK); err != nil {
+		return nil, err
+	}
+	r := &rawInventory{Generation: body.Generation, Count: len(body.Inventories)}
+	for rc, f := range body.Inventories {
+		// With more than one inventory the device is unmanaged; keep the
+		// lexically first so results are stable.
+		if r.Fields != nil && rc > r.Inv.ResourceClass {
+			continue
+		}
+		inv, err := decodeInventory(rc, f)
+		if err != nil {
+			return nil, &RecoverableError{Err: fmt.Errorf("placement GET /resource_providers/%s/inventories: %w", uuid, err)}
+		}
+		r.Fields, r.Inv = f, inv
+	}
+	return r, nil
+}
+
+func decodeInventory(rc string, f map[string]json.RawMessage) (Inventory, error) {
+	inv := Inventory{ResourceClass: rc}
+	for k, dst := range map[string]any{
+		"total": &inv.Total, "reserved": &inv.Reserved, "min_unit": &inv.MinUnit,
+		"max_unit": &inv.MaxUnit, "step_size": &inv.StepSize, "allocation_ratio": &inv.AllocationRatio,
+	} {
+		raw, ok := f[k]
+		if !ok {
+			return inv, fmt.Errorf("inventory %s has no %s", rc, k)
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return inv, fmt.Errorf("inventory %s field %s: %w", rc, k, err)
+		}
+	}
+	return inv, nil
+}
+
+// writeReserved PUTs the inventory read in r with only reserved changed,
+// at r's generation. A 409 means the RP changed since r was read.
+func (c *Client) writeReserved(ctx context.Context, uuid string, r *rawInventory, reserved int) error {
+	body := make(map[string]json.RawMessage, len(r.Fields)+1)
+	for k, v := range r.Fields {
+		body[k] = v
+	}
+	body["reserved"] = json.RawMessage(strconv.Itoa(reserved))
+	body["resource_provider_generation"] = json.RawMessage(strconv.Itoa(r.Generation))
+	if h := c.beforeInventoryWrite; h != nil {
+		h(ctx, uuid)
+	}
+	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/inventories/"+r.Inv.ResourceClass, body, nil, http.StatusOK)
+}
+
+// consumers lists who holds the RP: GET .../allocations.
+func (c *Client) consumers(ctx context.Context, uuid, rc string) (gen, used int, who []string, err error) {
+	var body struct {
+		Generation  int `json:"resource_provider_generation"`
+		Allocations map[string]struct {
+			Resources map[string]int `json:"resources"`
+		} `json:"allocations"`
+	}
+	if err := c.do(ctx, http.MethodGet, "resource_providers/"+uuid+"/allocations", nil, &body, http.StatusOK); err != nil {
+		return 0, 0, nil, err
+	}
+	for consumer, a := range body.Allocations {
+		who = append(who, consumer)
+		if rc == "" {
+			for _, n := range a.Resources {
+				used += n
+			}
+		} else {
+			used += a.Resources[rc]
+		}
+	}
+	return body.Generation, used, who, nil
+}
+
+// traitsOf reads an RP's traits and generation.
+func (c *Client) traitsOf(ctx context.Context, uuid string) (gen int, traits []string, err error) {
+	var body struct {
+		Generation int      `json:"resource_provider_generation"`
+		Traits     []string `json:"traits"`
+	}
+	err = c.do(ctx, http.MethodGet, "resource_providers/"+uuid+"/traits", nil, &body, http.StatusOK)
+	return body.Generation, body.Traits, err
+}
+
+// putTraits replaces an RP's traits at generation gen.
+func (c *Client) putTraits(ctx context.Context, uuid string, gen int, traits []string) error {
+	if traits == nil {
+		traits = []string{}
+	}
+	body := map[string]any{"resource_provider_generation": gen, "traits": traits}
+	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/traits", body, nil, http.StatusOK)
+}
+
+// ensureTrait creates a CUSTOM_ trait once per client (PUT /traits/NAME is
+// idempotent: 201 created, 204 existed).
+func (c *Client) ensureTrait(ctx context.Context, name string) error {
+	c.mu.Lock()
+	ok := c.traitsOK[name]
+	c.mu.Unlock()
+	if ok || !isCustom(name) {
+		return nil
+	}
+	err := c.retry(ctx, func(ctx context.Context) error {
+		return c.do(ctx, http.MethodPut, "traits/"+name, nil, nil, http.StatusCreated, http.StatusNoContent)
+	})
+	if err != nil {
+		return fmt.Errorf("creating trait %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.traitsOK[name] = true
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,184 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// ScanResult is one host scan.
+type ScanResult struct {
+	Node     string
+	NodeUUID string
+	Devices  []Device // sorted by PCI address; unmanaged ones included
+	Calls    int      // Placement requests this scan made
+}
+
+// scanConcurrency bounds parallel per-device reads (Placement's default
+// uwsgi deployment serves a handful of threads per process).
+const scanConcurrency = 4
+
+type callCounter struct{}
+
+// withCounter makes every request under ctx also count into n.
+func withCounter(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, callCounter{}, n)
+}
+
+func countCall(ctx context.Context) {
+	if n, ok := ctx.Value(callCounter{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+}
+
+type provider struct {
+	UUID       string `json:"uuid"`
+	Name       string `json:"name"`
+	ParentUUID string `json:"parent_provider_uuid"`
+	RootUUID   string `json:"root_provider_uuid"`
+}
+
+// Scan reads every OTU device of this host. Calls: 1 list of the tree with
+// the OTU trait, 1 list with OTU+quarantine traits, then per device 2
+// (inventories, allocations); plus 1 the first time to find the compute
+// node by name. Devices are read in parallel (4 at a time).
+func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
+	var n atomic.Int64
+	ctx = withCounter(ctx, &n)
+	node, err := c.nodeRP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	if err != nil {
+		return nil, err
+	}
+	quarantined, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait+","+c.cfg.QuarantineTrait)
+	if err != nil {
+		return nil, err
+	}
+	q := make(map[string]bool, len(quarantined))
+	for _, p := range quarantined {
+		q[p.UUID] = true
+	}
+	out := make([]Device, len(devs))
+	errs := make([]error, len(devs))
+	sem := make(chan struct{}, scanConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range devs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = c.readDevice(ctx, p, q[p.UUID])
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("host scan of %s: %w", c.cfg.Node, devErr("read", out[i].Ref, err))
+		}
+		if out[i].State == StateUnmanaged {
+			c.log.Warn("skipping device scour does not manage", "device", out[i].Name, "rp", out[i].UUID, "why", out[i].Why)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Address != out[j].Address {
+			return out[i].Address < out[j].Address
+		}
+		return out[i].Name < out[j].Name
+	})
+	return &ScanResult{Node: c.cfg.Node, NodeUUID: node, Devices: out, Calls: int(n.Load())}, nil
+}
+
+// readDevice does the two per-device reads and derives the state.
+func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (Device, error) {
+	d := Device{Ref: refOf(p), Quarantined: quarantined}
+	var inv *rawInventory
+	err := c.retry(ctx, func(ctx context.Context) error {
+		var err error
+		inv, err = c.readInventory(ctx, p.UUID)
+		if err != nil {
+			return err
+		}
+		gen, used, who, err := c.consumers(ctx, p.UUID, inv.Inv.ResourceClass)
+		if err != nil {
+			return err
+		}
+		if gen != inv.Generation {
+			// Changed between the two reads: read both again so state is
+			// derived from one consistent generation.
+			return errConflict
+		}
+		d.Generation, d.Used, d.Consumers = gen, used, who
+		return nil
+	})
+	if err != nil {
+		return d, err
+	}
+	d.Inventory = inv.Inv
+	sort.Strings(d.Consumers)
+	deriveState(&d, inv.Count)
+	return d, nil
+}
+
+func refOf(p provider) Ref {
+	r := Ref{UUID: p.UUID, Name: p.Name}
+	if a, err := parseAddress(p.Name); err == nil {
+		r.Address = a
+	}
+	return r
+}
+
+// nodeRP finds (once) the compute node RP named Config.Node.
+func (c *Client) nodeRP(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	id := c.nodeUUID
+	c.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	var body struct {
+		Providers []provider `json:"resource_providers"`
+	}
+	err := c.retry(ctx, func(ctx context.Context) error {
+		return c.do(ctx, http.MethodGet, "resource_providers?name="+url.QueryEscape(c.cfg.Node), nil, &body, http.StatusOK)
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding compute node %q in Placement: %w", c.cfg.Node, err)
+	}
+	if len(body.Providers) != 1 {
+		return "", fmt.Errorf("compute node %q: %w (found %d providers with that name; set placement.node to Nova's nodename for this host)",
+			c.cfg.Node, ErrNotFound, len(body.Providers))
+	}
+	c.mu.Lock()
+	c.nodeUUID = body.Providers[0].UUID
+	c.mu.Unlock()
+	return body.Providers[0].UUID, nil
+}
+
+// listTree lists the providers in the node's tree having all traits
+// (comma-separated).
+func (c *Client) listTree(ctx context.Context, node, traits string) ([]provider, error) {
+	var body struct {
+		Providers []provider `json:"resource_providers"`
+	}
+	q := url.Values{"in_tree": {node}, "required": {traits}}
+	err := c.retry(ctx, func(ctx context.Context) error {
+		return c.do(ctx, http.MethodGet, "resource_providers?"+q.Encode(), nil, &body, http.StatusOK)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s's devices with trait(s) %s: %w (a missing trait means Placement's os-traits lacks it: configure placement.one_time_use_trait)", c.cfg.Node, traits, err)
+	}
+	var out []provider
+	for _, p := range body.Providers {
+		if p.UUID != node {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
