@@ -10,17 +10,17 @@
 //
 // # States
 //
-//	              Nova claims (allocation + reserved=total)
-//	 available ───────────────────────────────▶ burned-in-use
-//	 (reserved=0,                                (allocated,
-//	  no allocations)                             reserved=total)
-//	     ▲                                            │ instance freed
-//	     │ Unreserve (after a clean pipeline run)      ▼
-//	     └──────────────────────────────────────── dirty
-//	                                        (reserved=total, no allocations)
-//	                                              │ Quarantine ▲ Unquarantine
-//	                                              ▼            │ (operator)
-//	                                          quarantined (dirty + trait)
+//	             Nova claims (allocation + reserved=total)
+//	available ───────────────────────────────▶ burned-in-use
+//	(reserved=0,                                (allocated,
+//	 no allocations)                             reserved=total)
+//	    ▲                                            │ instance freed
+//	    │ Unreserve (after a clean pipeline run)      ▼
+//	    └──────────────────────────────────────── dirty
+//	                                       (reserved=total, no allocations)
+//	                                             │ Quarantine ▲ Unquarantine
+//	                                             ▼            │ (operator)
+//	                                         quarantined (dirty + trait)
 //
 // in-use is an allocated device whose reserved is still below total (Nova
 // before 2025.2, or a device flagged late): Burn moves it to burned-in-use.
