@@ -1,0 +1,162 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// dispatch starts workers for queued devices, up to MaxConcurrentCleans.
+// A worker keeps taking queued devices until the queue is empty, so the
+// number of goroutines never exceeds the limit however long the queue is.
+func (r *Reconciler) dispatch(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.running) < r.cfg.MaxConcurrentCleans {
+		q, ok := r.popLocked()
+		if !ok {
+			return
+		}
+		r.wg.Add(1)
+		go r.work(ctx, q)
+	}
+}
+
+// popLocked takes the oldest queued device and marks it running.
+func (r *Reconciler) popLocked() (queued, bool) {
+	for len(r.order) > 0 {
+		rp := r.order[0]
+		r.order = r.order[1:]
+		q, ok := r.pending[rp]
+		if !ok {
+			continue // unqueued by a later scan
+		}
+		delete(r.pending, rp)
+		q.since = r.now()
+		r.running[rp] = q
+		return q, true
+	}
+	return queued{}, false
+}
+
+func (r *Reconciler) work(ctx context.Context, q queued) {
+	defer r.wg.Done()
+	for {
+		r.cleanOne(ctx, q)
+		r.mu.Lock()
+		delete(r.running, q.dev.RPUUID)
+		var ok bool
+		if ctx.Err() == nil {
+			q, ok = r.popLocked()
+		}
+		r.mu.Unlock()
+		if !ok {
+			return
+		}
+	}
+}
+
+// cleanOne runs one device's pipeline and acts on the verdict. Only
+// "clean" leads to an un-reserve (safety rule 1), and the gate re-checks
+// allocations inside it (rule 2). Everything else keeps the device
+// reserved (rule 4).
+func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
+	d := q.dev
+	log := r.log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address, "trigger", q.trigger)
+	req := CleanRequest{Device: d, Trigger: q.trigger}
+	if prev, ok, err := r.c.LatestClaimForDevice(ctx, d.RPUUID); err != nil {
+		log.Warn("previous tenant unknown: claims database unreadable; the record says unknown", "error", err)
+	} else if ok {
+		req.PreviousInstance, req.PreviousProject = prev.InstanceUUID, prev.ProjectID
+	}
+	log = log.With("previous_instance", req.PreviousInstance)
+	r.m.cleansStarted.Inc()
+	log.Info("cleaning run started")
+	res, err := r.cl.Clean(ctx, req)
+	if err != nil {
+		r.m.cleansDone.WithLabelValues("error").Inc()
+		log.Error("cleaning run failed; the device stays reserved and is retried after a backoff", "error", err)
+		r.fail(d, gaugeBackoff)
+		return
+	}
+	r.m.cleansDone.WithLabelValues(string(res.Verdict)).Inc()
+	log = log.With("run", res.RunID, "verdict", res.Verdict)
+	switch res.Verdict {
+	case VerdictClean:
+		r.unreserve(ctx, log, d, res)
+	case VerdictQuarantine:
+		r.quarantine(ctx, log, d, res)
+	case VerdictRetryLater:
+		log.Warn("cleaning run will be retried; the device stays reserved", "detail", res.Detail)
+		r.fail(d, gaugeBackoff)
+	case VerdictAborted:
+		log.Info("device got allocated during the run; left alone", "detail", res.Detail)
+	case VerdictNoProfile:
+		// Not quarantined: the device is not faulty, the config lacks a
+		// profile. It stays reserved and visible; a config fix lets a
+		// later scan clean it without an operator un-quarantine.
+		log.Error("no cleaning profile matches the device; it stays reserved and is never returned uncleaned (add a profile for its resource class or vendor:product)", "detail", res.Detail)
+		r.fail(d, gaugeNoProfile)
+	default:
+		log.Error("cleaner returned an unknown verdict; treated as retry-later", "detail", res.Detail)
+		r.fail(d, gaugeBackoff)
+	}
+}
+
+func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, res CleanResult) {
+	err := r.p.Unreserve(ctx, d)
+	switch {
+	case errors.Is(err, ErrAllocated):
+		r.m.unreserves.WithLabelValues("allocated").Inc()
+		log.Warn("cleaned device is allocated now; not un-reserved, left alone", "error", err)
+		return
+	case err != nil:
+		r.m.unreserves.WithLabelValues("error").Inc()
+		log.Error("cleaned device could not be un-reserved; it stays reserved and is retried after a backoff (check Placement)", "error", err)
+		r.fail(d, gaugeBackoff)
+		return
+	}
+	r.m.unreserves.WithLabelValues("ok").Inc()
+	r.mu.Lock()
+	delete(r.backoff, d.RPUUID)
+	r.mu.Unlock()
+	log.Info("device cleaned and returned to the pool")
+	if rr, ok := r.cl.(ReturnRecorder); ok {
+		if err := rr.RecordReturned(ctx, res.RunID, d); err != nil {
+			log.Warn("device returned but its record was not closed as returned", "error", err)
+		}
+	}
+}
+
+func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device, res CleanResult) {
+	if err := r.p.Quarantine(ctx, d, res.Detail); err != nil {
+		log.Error("device must be quarantined but the trait could not be set; it stays reserved and is retried after a backoff (check Placement)", "detail", res.Detail, "error", err)
+		r.fail(d, gaugeBackoff)
+		return
+	}
+	log.Error("device quarantined: it stays reserved until an operator un-quarantines it", "detail", res.Detail)
+	if qr, ok := r.cl.(QuarantineRecorder); ok {
+		if err := qr.RecordQuarantined(ctx, res.RunID, d, res.Detail); err != nil {
+			log.Warn("device quarantined but its record was not closed as quarantined", "error", err)
+		}
+	}
+}
+
+// fail puts the device in exponential backoff (BackoffBase doubling up to
+// BackoffMax, ±20% jitter) so a persistently failing device isn't hammered.
+func (r *Reconciler) fail(d Device, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.backoff[d.RPUUID]
+	b.failures++
+	wait := r.cfg.BackoffBase
+	for i := 1; i < b.failures && wait < r.cfg.BackoffMax; i++ {
+		wait *= 2
+	}
+	wait = min(wait, r.cfg.BackoffMax)
+	wait += time.Duration((rand.Float64()*0.4 - 0.2) * float64(wait))
+	b.until, b.why = r.now().Add(wait), why
+	r.backoff[d.RPUUID] = b
+}

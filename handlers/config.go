@@ -1,0 +1,95 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes the handlers and the reconciler. Zero values take the
+// defaults below; New calls setDefaults then Validate.
+type Config struct {
+	// Host is this scourd's host (routing key host.<Host>); a host-scoped
+	// command for another host is a routing bug and is poisoned.
+	Host string
+	// Node is the compute node resource provider name, stored in claims.
+	Node string
+	// ReconcileInterval is the period of the full scan (default 5m),
+	// jittered by ReconcileJitter (a fraction, default 0.1 = ±10%).
+	ReconcileInterval time.Duration
+	ReconcileJitter   float64
+	// ScanDebounce is how long a triggered scan waits for more triggers,
+	// so a burst of releases costs one scan (default 1s).
+	ScanDebounce time.Duration
+	// FollowUpDelay schedules one more scan after a triggered one, for
+	// allocations Nova removes shortly after its notification (a move's
+	// migration allocation). Default 30s; negative disables.
+	FollowUpDelay time.Duration
+	// ClaimExpiry is claim_expiry_time: an open claim no allocation backs
+	// is swept once older than this (default 300s). Dormant claims stay.
+	ClaimExpiry time.Duration
+	// MaxConcurrentCleans bounds the cleaning runs this reconciler has in
+	// flight (default 4); the cleaner may bound further per profile.
+	MaxConcurrentCleans int
+	// BackoffBase/BackoffMax bound the per-device wait after retry-later,
+	// a cleaner error or a failed Placement write (defaults 1m, 30m).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// StuckAfter: a run in flight longer than this is reported stuck
+	// (default 2h; set it above the longest pipeline's total timeout).
+	StuckAfter time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Node == "" {
+		c.Node = c.Host
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.ReconcileInterval, 5*time.Minute)
+	def(&c.ScanDebounce, time.Second)
+	def(&c.FollowUpDelay, 30*time.Second)
+	def(&c.ClaimExpiry, 300*time.Second)
+	def(&c.BackoffBase, time.Minute)
+	def(&c.BackoffMax, 30*time.Minute)
+	def(&c.StuckAfter, 2*time.Hour)
+	if c.ReconcileJitter == 0 {
+		c.ReconcileJitter = 0.1
+	}
+	if c.MaxConcurrentCleans == 0 {
+		c.MaxConcurrentCleans = 4
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Host == "" {
+		errs = append(errs, errors.New("host is required"))
+	}
+	for name, d := range map[string]time.Duration{
+		"reconcile_interval": c.ReconcileInterval, "scan_debounce": c.ScanDebounce,
+		"claim_expiry_time": c.ClaimExpiry, "backoff_base": c.BackoffBase,
+		"backoff_max": c.BackoffMax, "stuck_after": c.StuckAfter,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
+		}
+	}
+	if c.ReconcileJitter < 0 || c.ReconcileJitter >= 1 {
+		errs = append(errs, fmt.Errorf("reconcile_jitter must be in [0,1), got %v", c.ReconcileJitter))
+	}
+	if c.MaxConcurrentCleans < 0 {
+		errs = append(errs, fmt.Errorf("max_concurrent_cleans must be positive, got %d", c.MaxConcurrentCleans))
+	}
+	if c.BackoffMax < c.BackoffBase {
+		errs = append(errs, fmt.Errorf("backoff_max (%s) is below backoff_base (%s)", c.BackoffMax, c.BackoffBase))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("lifecycle config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package handlerstest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/scour-project/scour/handlers"
+)
+
+// Cleaner records every run and measures concurrency. Without CleanF it
+// behaves as the real engine does at its allocation check: aborted when W
+// shows the device allocated, else clean.
+type Cleaner struct {
+	W      *World
+	CleanF func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error)
+
+	mu          sync.Mutex
+	calls       []handlers.CleanRequest
+	inFlight    map[string]int
+	cur, maxCur int
+	overlaps    int // runs started while the same device had one in flight
+	returned    []string
+	quarantined []string
+}
+
+var (
+	_ handlers.Cleaner            = (*Cleaner)(nil)
+	_ handlers.ReturnRecorder     = (*Cleaner)(nil)
+	_ handlers.QuarantineRecorder = (*Cleaner)(nil)
+)
+
+func (c *Cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+	c.mu.Lock()
+	if c.inFlight == nil {
+		c.inFlight = map[string]int{}
+	}
+	rp := req.Device.RPUUID
+	if c.inFlight[rp] > 0 {
+		c.overlaps++
+	}
+	c.inFlight[rp]++
+	c.cur++
+	c.maxCur = max(c.maxCur, c.cur)
+	c.calls = append(c.calls, req)
+	n := len(c.calls)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inFlight[rp]--
+		c.cur--
+		c.mu.Unlock()
+	}()
+	if c.CleanF != nil {
+		return c.CleanF(ctx, req)
+	}
+	if c.W != nil && c.W.Device(rp).InUse() {
+		return handlers.CleanResult{Verdict: handlers.VerdictAborted, RunID: fmt.Sprint("run-", n)}, nil
+	}
+	return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
+}
+
+func (c *Cleaner) RecordReturned(ctx context.Context, runID string, d handlers.Device) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.returned = append(c.returned, runID)
+	return nil
+}
+
+func (c *Cleaner) RecordQuarantined(ctx context.Context, runID string, d handlers.Device, reason string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quarantined = append(c.quarantined, runID)
+	return nil
+}
+
+// Calls returns the runs started, in order.
+func (c *Cleaner) Calls() []handlers.CleanRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]handlers.CleanRequest(nil), c.calls...)
+}
+
+// CallsFor counts runs started for rp.
+func (c *Cleaner) CallsFor(rp string) int {
+	n := 0
+	for _, r := range c.Calls() {
+		if r.Device.RPUUID == rp {
+			n++
+		}
+	}
+	return n
+}
+
+// MaxConcurrent is the most runs ever in flight together.
+func (c *Cleaner) MaxConcurrent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxCur
+}
+
+// Overlaps counts runs started for a device that already had one.
+func (c *Cleaner) Overlaps() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.overlaps
+}
+
+// Returned and Quarantined list the run ids closed through the recorders.
+func (c *Cleaner) Returned() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.returned...)
+}
+
+func (c *Cleaner) Quarantined() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.quarantined...)
+}

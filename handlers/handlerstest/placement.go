@@ -1,0 +1,68 @@
+package handlerstest
+
+import (
+	"context"
+
+	"github.com/scour-project/scour/handlers"
+)
+
+// Placement delegates to W unless a function field replaces the call.
+type Placement struct {
+	W                    *World
+	ScanHostF            func(ctx context.Context) ([]handlers.Device, error)
+	InstanceAllocationsF func(ctx context.Context, instance string) (handlers.InstanceAllocation, error)
+	BurnF                func(ctx context.Context, d handlers.Device) error
+	UnreserveF           func(ctx context.Context, d handlers.Device) error
+	QuarantineF          func(ctx context.Context, d handlers.Device, reason string) error
+}
+
+var _ handlers.Placement = (*Placement)(nil)
+
+func (p *Placement) ScanHost(ctx context.Context) ([]handlers.Device, error) {
+	if p.ScanHostF != nil {
+		return p.ScanHostF(ctx)
+	}
+	return p.W.ScanHost(ctx)
+}
+
+func (p *Placement) InstanceAllocations(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+	if p.InstanceAllocationsF != nil {
+		return p.InstanceAllocationsF(ctx, instance)
+	}
+	return p.W.InstanceAllocations(ctx, instance)
+}
+
+func (p *Placement) Burn(ctx context.Context, d handlers.Device) error {
+	if p.BurnF != nil {
+		return p.BurnF(ctx, d)
+	}
+	return p.W.Burn(ctx, d)
+}
+
+func (p *Placement) Unreserve(ctx context.Context, d handlers.Device) error {
+	if p.UnreserveF != nil {
+		return p.UnreserveF(ctx, d)
+	}
+	return p.W.Unreserve(ctx, d)
+}
+
+func (p *Placement) Quarantine(ctx context.Context, d handlers.Device, reason string) error {
+	if p.QuarantineF != nil {
+		return p.QuarantineF(ctx, d, reason)
+	}
+	return p.W.Quarantine(ctx, d, reason)
+}
+
+// Hardware reports every address present unless PresentF says otherwise.
+type Hardware struct {
+	PresentF func(ctx context.Context, addr hardwareAddress) (bool, error)
+}
+
+var _ handlers.Hardware = (*Hardware)(nil)
+
+func (h *Hardware) Present(ctx context.Context, addr hardwareAddress) (bool, error) {
+	if h.PresentF != nil {
+		return h.PresentF(ctx, addr)
+	}
+	return true, nil
+}

@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scour-project/scour/command"
+)
+
+// metrics are scour_lifecycle_*; registered on the caller's registry.
+type metrics struct {
+	commands      *prometheus.CounterVec // kind, outcome
+	scans         *prometheus.CounterVec // result
+	devices       *prometheus.GaugeVec   // state
+	burns         *prometheus.CounterVec // result
+	cleansStarted prometheus.Counter
+	cleansDone    *prometheus.CounterVec // verdict
+	unreserves    *prometheus.CounterVec // result
+	claimsSwept   prometheus.Counter
+	stuck         prometheus.Gauge
+}
+
+// Command outcomes.
+const (
+	outcomeOK        = "ok"
+	outcomePermanent = "permanent"
+	outcomeTransient = "transient"
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns, sub = "scour", "lifecycle"
+	m := &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "commands_total", Help: "Commands handled, by kind and outcome (ok, permanent, transient)."},
+			[]string{"kind", "outcome"}),
+		scans: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "scans_total", Help: "Reconciler scans of this host's Placement tree, by result."},
+			[]string{"result"}),
+		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "devices", Help: "One-time-use devices of this host by state at the last scan (cleaning, absent, no-profile and backoff are scour's own)."},
+			[]string{"state"}),
+		burns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "burns_total", Help: "Burns (reserved=total) of devices Nova left unburned, by result."},
+			[]string{"result"}),
+		cleansStarted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "cleans_started_total", Help: "Cleaning runs started."}),
+		cleansDone: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "cleans_finished_total", Help: "Cleaning runs finished, by verdict (error: the cleaner failed)."},
+			[]string{"verdict"}),
+		unreserves: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "unreserves_total", Help: "Un-reserves of cleaned devices, by result (ok, allocated, error)."},
+			[]string{"result"}),
+		claimsSwept: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "claims_swept_total", Help: "Open claims released as orphans (no allocation, older than claim_expiry_time)."}),
+		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "stuck_runs", Help: "Cleaning runs in flight for longer than stuck_after."}),
+	}
+	for _, k := range command.Kinds {
+		for _, o := range []string{outcomeOK, outcomePermanent, outcomeTransient} {
+			m.commands.WithLabelValues(string(k), o)
+		}
+	}
+	for _, v := range Verdicts {
+		m.cleansDone.WithLabelValues(string(v))
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.cleansStarted,
+		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck} {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,156 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Reconciler is level-triggered and the source of truth: it reads this
+// host's Placement tree and drives every device toward its end state,
+// whatever notifications were missed, duplicated or reordered. It scans on
+// start, after triggers (coalesced: a burst of releases costs about one
+// scan), once more FollowUpDelay after a triggered scan, and every
+// ReconcileInterval (jittered), earlier when a device's backoff ends.
+//
+// Cleaning runs asynchronously, at most MaxConcurrentCleans at a time and
+// never two for one device; a scan only queues dirty devices, so neither a
+// scan nor Handle ever waits for a clean.
+type Reconciler struct {
+	cfg     Config
+	p       Placement
+	c       Claims
+	hw      Hardware
+	cl      Cleaner
+	m       *metrics
+	log     *slog.Logger
+	now     func() time.Time
+	onStuck func(Device, time.Duration)
+
+	trigger chan string // capacity 1: a full channel is the "dirty" flag
+	scanMu  sync.Mutex  // one scan at a time
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[string]queued // RP UUID → device waiting for a worker
+	order   []string          // FIFO of pending RP UUIDs
+	running map[string]queued // RP UUID → run in flight
+	backoff map[string]backoff
+}
+
+type queued struct {
+	dev     Device
+	trigger string
+	since   time.Time
+}
+
+type backoff struct {
+	failures int
+	until    time.Time
+	why      string // scour's own state shown in the devices gauge
+}
+
+func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler {
+	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
+		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
+		trigger: make(chan string, 1), pending: map[string]queued{}, running: map[string]queued{},
+		backoff: map[string]backoff{}}
+}
+
+// Trigger asks for a scan soon. It never blocks; triggers that arrive
+// while one is already pending are merged into it.
+func (r *Reconciler) Trigger(reason string) {
+	select {
+	case r.trigger <- reason:
+	default:
+	}
+}
+
+// Run scans until ctx is done, then waits for in-flight cleans (which see
+// the same ctx cancelled; the cleaner resumes them from their checkpoint
+// on the next start).
+func (r *Reconciler) Run(ctx context.Context) error {
+	defer r.wg.Wait()
+	r.scan(ctx, "start")
+	periodic := time.NewTimer(r.nextDelay())
+	defer periodic.Stop()
+	var followUp <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reason := <-r.trigger:
+			if !sleep(ctx, r.cfg.ScanDebounce) {
+				return nil
+			}
+			select { // merge triggers that arrived while debouncing
+			case <-r.trigger:
+			default:
+			}
+			r.scan(ctx, reason)
+			if r.cfg.FollowUpDelay > 0 && followUp == nil {
+				followUp = time.After(r.cfg.FollowUpDelay)
+			}
+		case <-followUp:
+			followUp = nil
+			r.scan(ctx, "follow-up")
+		case <-periodic.C:
+			r.scan(ctx, "interval")
+		}
+		periodic.Reset(r.nextDelay())
+	}
+}
+
+func (r *Reconciler) scan(ctx context.Context, reason string) {
+	if err := r.Scan(ctx, reason); err != nil {
+		r.log.Warn("scan failed; the next scan retries", "trigger", reason, "error", err)
+	}
+}
+
+// nextDelay is the jittered interval, shortened to the earliest end of a
+// device's backoff.
+func (r *Reconciler) nextDelay() time.Duration {
+	d := r.cfg.ReconcileInterval
+	d += time.Duration((rand.Float64()*2 - 1) * r.cfg.ReconcileJitter * float64(d))
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.backoff {
+		if w := b.until.Sub(now); w > 0 && w < d {
+			d = w
+		}
+	}
+	return max(d, r.cfg.ScanDebounce, time.Millisecond)
+}
+
+// WaitIdle waits until no clean is queued or running (tests, scourctl).
+func (r *Reconciler) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		idle := len(r.pending) == 0 && len(r.running) == 0
+		r.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,162 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Scour's refinements of the dirty state, for the devices gauge.
+const (
+	gaugeCleaning  = "cleaning"
+	gaugeBackoff   = "backoff"
+	gaugeAbsent    = "absent" // dirty in Placement, not found on this host
+	gaugeNoProfile = "no-profile"
+)
+
+// Scan reads this host's tree once and acts on it: burns allocated devices
+// Nova left unburned, queues dirty devices for cleaning (never one the scan
+// shows allocated, quarantined, absent locally, already running or backing
+// off), sweeps orphan claims and reports stuck runs. It returns once the
+// work is queued; cleans run on the reconciler's workers under ctx.
+func (r *Reconciler) Scan(ctx context.Context, reason string) error {
+	r.scanMu.Lock()
+	defer r.scanMu.Unlock()
+	devs, err := r.p.ScanHost(ctx)
+	if err != nil {
+		r.m.scans.WithLabelValues("error").Inc()
+		return fmt.Errorf("scan host %s devices in Placement: %w (retried at the next scan; check Placement is reachable)", r.cfg.Host, err)
+	}
+	r.m.scans.WithLabelValues("ok").Inc()
+	now := r.now()
+	counts := map[string]int{}
+	candidates, toBurn := r.classify(devs, now, counts)
+	for _, d := range candidates {
+		if r.present(ctx, d) {
+			r.enqueue(d, reason, now)
+			counts[string(StateDirty)]++
+		} else {
+			counts[gaugeAbsent]++
+		}
+	}
+	var errs []error
+	for _, d := range toBurn {
+		errs = append(errs, r.burn(ctx, d))
+	}
+	errs = append(errs, r.sweep(ctx, devs, now))
+	r.reportStuck(now)
+	r.m.devices.Reset()
+	for state, n := range counts {
+		r.m.devices.WithLabelValues(state).Set(float64(n))
+	}
+	r.dispatch(ctx)
+	return errors.Join(errs...)
+}
+
+// classify sorts the scan under r.mu: it drops from the queue every device
+// that is no longer dirty and returns the dirty ones free to clean.
+func (r *Reconciler) classify(devs []Device, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for _, d := range devs {
+		seen[d.RPUUID] = true
+		_, running := r.running[d.RPUUID]
+		b, backingOff := r.backoff[d.RPUUID]
+		switch {
+		case d.State == StateUnmanaged:
+			r.unqueueLocked(d.RPUUID)
+			counts[string(StateUnmanaged)]++
+		case d.InUse():
+			r.unqueueLocked(d.RPUUID)
+			if d.NeedsBurn() {
+				toBurn = append(toBurn, d)
+				counts[string(StateInUse)]++
+			} else {
+				counts[string(StateBurnedInUse)]++
+			}
+		case d.Quarantined:
+			r.unqueueLocked(d.RPUUID)
+			counts[string(StateQuarantined)]++
+		case !d.Dirty():
+			r.unqueueLocked(d.RPUUID)
+			delete(r.backoff, d.RPUUID)
+			counts[string(StateAvailable)]++
+		case running:
+			counts[gaugeCleaning]++
+		case backingOff && now.Before(b.until):
+			r.unqueueLocked(d.RPUUID)
+			counts[b.why]++
+		default:
+			candidates = append(candidates, d)
+		}
+	}
+	for rp := range r.pending {
+		if !seen[rp] { // gone from the tree
+			r.unqueueLocked(rp)
+		}
+	}
+	return candidates, toBurn
+}
+
+// present is safety rule 3's local half: a dirty device in Placement that
+// this host cannot see is reported, not cleaned.
+func (r *Reconciler) present(ctx context.Context, d Device) bool {
+	ok, err := r.hw.Present(ctx, d.Address)
+	if err != nil {
+		r.log.Warn("cannot tell whether a dirty device is present; not cleaned this scan", "device", d.RPName, "address", d.Address, "error", err)
+		return false
+	}
+	if !ok {
+		r.log.Warn("dirty device in Placement is not a PCI device of this host; not cleaned (check [pci] device_spec, the RP name and the PCI bus)", "device", d.RPName, "address", d.Address)
+	}
+	return ok
+}
+
+func (r *Reconciler) burn(ctx context.Context, d Device) error {
+	if err := r.p.Burn(ctx, d); err != nil {
+		r.m.burns.WithLabelValues("error").Inc()
+		return fmt.Errorf("device %s: burn (reserved=total) of an allocated device: %w (retried at the next scan; until then the device could return to the pool uncleaned)", d.RPName, err)
+	}
+	r.m.burns.WithLabelValues("ok").Inc()
+	r.log.Info("burned an allocated device Nova left unburned", "device", d.RPName, "consumers", d.Consumers)
+	return nil
+}
+
+func (r *Reconciler) enqueue(d Device, trigger string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q, ok := r.pending[d.RPUUID]; ok {
+		q.dev = d // keep its place and first trigger, refresh the snapshot
+		r.pending[d.RPUUID] = q
+		return
+	}
+	r.pending[d.RPUUID] = queued{dev: d, trigger: trigger, since: now}
+	r.order = append(r.order, d.RPUUID)
+}
+
+func (r *Reconciler) unqueueLocked(rp string) {
+	delete(r.pending, rp) // order is cleaned lazily by popLocked
+}
+
+// reportStuck logs and counts runs in flight longer than StuckAfter.
+func (r *Reconciler) reportStuck(now time.Time) {
+	r.mu.Lock()
+	var stuck []queued
+	for _, q := range r.running {
+		if now.Sub(q.since) > r.cfg.StuckAfter {
+			stuck = append(stuck, q)
+		}
+	}
+	r.mu.Unlock()
+	r.m.stuck.Set(float64(len(stuck)))
+	for _, q := range stuck {
+		running := now.Sub(q.since)
+		r.log.Error("cleaning run is stuck: in flight longer than stuck_after; the device stays reserved (check the cleaner's logs and the step's process; restart scourd to resume the run from its checkpoint)",
+			"device", q.dev.RPName, "address", q.dev.Address, "running", running.Round(time.Second), "stuck_after", r.cfg.StuckAfter)
+		if r.onStuck != nil {
+			r.onStuck(q.dev, running)
+		}
+	}
+}

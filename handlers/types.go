@@ -1,0 +1,203 @@
+package handlers
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+)
+
+// DeviceState is what the Placement gate derives for one one-time-use
+// device resource provider. The handlers re-derive what they act on from
+// the raw fields (Total, Reserved, Consumers, Quarantined) and use State
+// only to honour Unmanaged, so an adapter that gets State wrong cannot make
+// scour clean an allocated device.
+type DeviceState string
+
+const (
+	StateAvailable   DeviceState = "available"     // reserved=0, no allocations
+	StateInUse       DeviceState = "in-use"        // allocated, reserved<total
+	StateBurnedInUse DeviceState = "burned-in-use" // allocated, reserved=total
+	StateDirty       DeviceState = "dirty"         // reserved=total, no allocations
+	StateQuarantined DeviceState = "quarantined"   // dirty + quarantine trait
+	StateUnmanaged   DeviceState = "unmanaged"     // a shape scour does not handle
+)
+
+// Device is one one-time-use device of THIS host's Placement tree (safety
+// rule 3: identity never comes from a notification).
+type Device struct {
+	RPUUID        string
+	RPName        string
+	Address       hardware.Address
+	ResourceClass string
+	Total         int
+	Reserved      int
+	// Allocated is true when Placement shows any allocation (usage > 0)
+	// on the device, whether or not Consumers could be listed.
+	Allocated   bool
+	Consumers   []string
+	Quarantined bool
+	State       DeviceState
+}
+
+// InUse reports whether Placement shows an allocation on the device.
+func (d Device) InUse() bool { return d.Allocated || len(d.Consumers) > 0 }
+
+// HeldBy reports whether consumer holds an allocation on the device.
+func (d Device) HeldBy(consumer string) bool { return slices.Contains(d.Consumers, consumer) }
+
+// Dirty reports a device that needs cleaning: fully reserved, no
+// allocation, not quarantined, of a managed shape.
+func (d Device) Dirty() bool {
+	return d.State != StateUnmanaged && d.Total > 0 && d.Reserved >= d.Total && !d.InUse() && !d.Quarantined
+}
+
+// NeedsBurn reports an allocated device that Nova left below reserved=total
+// (Nova before 2025.2, or a device flagged one-time-use late).
+func (d Device) NeedsBurn() bool {
+	return d.State != StateUnmanaged && d.InUse() && d.Total > 0 && d.Reserved < d.Total
+}
+
+// InstanceAllocation is what GET /allocations/{instance} says about one
+// instance, restricted to this host's tree: its one-time-use devices and
+// the compute node resources recorded in the claim.
+type InstanceAllocation struct {
+	Devices  []Device
+	VCPU     int
+	MemoryMB int
+	DiskGB   int
+}
+
+// Placement is the subset of the Placement gate the handlers use.
+type Placement interface {
+	// ScanHost lists this host's one-time-use devices with their state.
+	ScanHost(ctx context.Context) ([]Device, error)
+	// InstanceAllocations reads one instance's allocations; devices are
+	// those of this host's tree that carry the one-time-use trait.
+	InstanceAllocations(ctx context.Context, instance string) (InstanceAllocation, error)
+	// Burn sets reserved=total on an allocated device. Idempotent.
+	Burn(ctx context.Context, d Device) error
+	// Unreserve returns a device to the pool. The gate re-reads the
+	// inventory and refuses (wrapping ErrAllocated) when an allocation
+	// exists: safety rule 2's second check.
+	Unreserve(ctx context.Context, d Device) error
+	// Quarantine adds the quarantine trait and keeps the device reserved.
+	Quarantine(ctx context.Context, d Device, reason string) error
+}
+
+// Hardware answers whether a PCI function exists on this host.
+type Hardware interface {
+	Present(ctx context.Context, addr hardware.Address) (bool, error)
+}
+
+// ClaimState is a claim's lifecycle state.
+type ClaimState string
+
+const (
+	ClaimActive   ClaimState = "active"
+	ClaimDormant  ClaimState = "dormant" // shelved offloaded; kept for unshelve
+	ClaimReleased ClaimState = "released"
+	ClaimOrphaned ClaimState = "orphaned" // swept: no allocation backs it
+)
+
+// Volumes is what scour knows of an instance's volumes. RootDetached means
+// the boot volume was detached (instance stopped or shelved offloaded):
+// the instance has "no root volume" until an is_root attach.
+type Volumes struct {
+	IDs          []string
+	Root         string
+	RootDetached bool
+}
+
+// Claim records that an instance holds (or held) one device of this host.
+type Claim struct {
+	ID            string // assigned by the store
+	Host, Node    string
+	InstanceUUID  string
+	ProjectID     string
+	UserID        string
+	DeviceRP      string
+	Address       hardware.Address
+	ResourceClass string
+	VCPU          int
+	MemoryMB      int
+	DiskGB        int
+	ResizeTarget  bool // second claim of a same-host resize
+	State         ClaimState
+	Volumes       Volumes
+	MessageID     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Claims is the subset of the claims store the handlers use. Every method
+// is scoped to this host.
+type Claims interface {
+	// RecordClaim upserts by (InstanceUUID, DeviceRP, ResizeTarget) and
+	// leaves the claim active: replaying an event changes nothing.
+	RecordClaim(ctx context.Context, c Claim) error
+	// ClaimsForInstance returns the instance's claims in every state.
+	ClaimsForInstance(ctx context.Context, instance string) ([]Claim, error)
+	// SetClaimState moves one claim to state; reason goes in its history.
+	SetClaimState(ctx context.Context, id string, state ClaimState, reason string) error
+	// UpdateVolumes applies fn, in one transaction, to the volumes of
+	// every active or dormant claim of the instance. No claim: no-op.
+	UpdateVolumes(ctx context.Context, instance string, fn func(*Volumes)) error
+	// OpenClaims returns the active and dormant claims.
+	OpenClaims(ctx context.Context) ([]Claim, error)
+	// LatestClaimForDevice returns the newest claim on a device in any
+	// state (the previous tenant, for the cleaning record).
+	LatestClaimForDevice(ctx context.Context, rpUUID string) (Claim, bool, error)
+}
+
+// Verdict is how a cleaning run ended.
+type Verdict string
+
+const (
+	VerdictClean      Verdict = "clean"       // every required step succeeded, record stored
+	VerdictRetryLater Verdict = "retry-later" // recoverable failure, budget left
+	VerdictQuarantine Verdict = "quarantine"  // permanent failure or retire
+	VerdictAborted    Verdict = "aborted"     // the device got allocated: left alone
+	VerdictNoProfile  Verdict = "no-profile"  // no pipeline profile matches the device
+)
+
+// Verdicts lists every verdict, for metrics.
+var Verdicts = []Verdict{VerdictClean, VerdictRetryLater, VerdictQuarantine, VerdictAborted, VerdictNoProfile}
+
+// CleanRequest asks the cleaner to run (or resume) the device's pipeline.
+type CleanRequest struct {
+	Device           Device
+	PreviousInstance string // "" when the device was found dirty without a claim
+	PreviousProject  string
+	Trigger          string // what made the reconciler look: start, interval, release, ...
+}
+
+// CleanResult is a finished run. Detail is the operator-facing reason for
+// anything but clean.
+type CleanResult struct {
+	Verdict Verdict
+	RunID   string
+	Detail  string
+}
+
+// Cleaner runs a device's pipeline. It checks Placement for allocations
+// immediately before its first destructive step (safety rule 2), persists
+// every step and the record before returning clean (rule 1), and resumes
+// an open run from its checkpoint (rule 5). A returned error is treated as
+// retry-later.
+type Cleaner interface {
+	Clean(ctx context.Context, req CleanRequest) (CleanResult, error)
+}
+
+// ReturnRecorder is an optional Cleaner capability: told once a cleaned
+// device was un-reserved, it closes the run's record as "returned".
+type ReturnRecorder interface {
+	RecordReturned(ctx context.Context, runID string, d Device) error
+}
+
+// QuarantineRecorder is an optional Cleaner capability: told once the
+// quarantine trait is on the device, it closes the record as "quarantined".
+type QuarantineRecorder interface {
+	RecordQuarantined(ctx context.Context, runID string, d Device, reason string) error
+}
