@@ -14,11 +14,11 @@ import (
 // handlers.Placement with the gate's rules: Unreserve refuses (wrapping
 // handlers.ErrAllocated) while the device is allocated.
 type World struct {
-	mu      sync.Mutex
-	devs    map[string]*handlers.Device
-	order   []string
-	res     map[string][3]int // instance → VCPU, MEMORY_MB, DISK_GB
-	counts  map[string]int    // "op/rp" → calls
+	mu     sync.Mutex
+	devs   map[string]*handlers.Device
+	order  []string
+	res    map[string][3]int // instance → VCPU, MEMORY_MB, DISK_GB
+	counts map[string]int    // "op/rp" → calls
 }
 
 // NewWorld returns an empty tree.
