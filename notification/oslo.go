@@ -128,4 +128,3 @@ func writePyString(b *bytes.Buffer, s string) {
 	}
 	b.WriteByte('"')
 }
-
