@@ -9,3 +9,16 @@ var (
 	// ErrToolMissing: the tool needed is not installed on this host.
 	ErrToolMissing = errors.New("tool not installed")
 )
+
+var (
+	// ErrUnknownCapability: a capability name scour does not know and
+	// that is not operator-defined (custom.*). Requirements naming one are
+	// config errors; declared values naming one are logged and ignored.
+	ErrUnknownCapability = errors.New("unknown capability name")
+	// ErrWrongDriver: the action needs the device bound to another driver
+	// (an NVMe bound to vfio-pci has no controller or block device). The
+	// pipeline can BindDriver and retry.
+	ErrWrongDriver = errors.New("device is not bound to the driver this action needs")
+	// ErrNoDevice: no PCI function with that address on this host.
+	ErrNoDevice = errors.New("no such PCI device on this host")
+)
