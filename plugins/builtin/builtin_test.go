@@ -1,0 +1,303 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline/fakehw"
+	"github.com/scour-project/scour/plugins"
+)
+
+const addr = hardware.Address("0000:81:00.0")
+
+func run(t *testing.T, name string, be hardware.Backend, dev *hardware.Device, args map[string]any) (*plugins.Result, error) {
+	t.Helper()
+	spec, ok := Lookup(name)
+	if !ok {
+		t.Fatalf("no built-in %s", name)
+	}
+	if err := spec.CheckArgs(args); err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	if dev == nil {
+		dev = &hardware.Device{Address: addr, Kind: hardware.KindNVMe}
+	}
+	return spec.Run(context.Background(), be, &Target{Device: dev, Step: name, Args: args})
+}
+
+func TestWearCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		log  hardware.SmartLog
+		args map[string]any
+		code int // 0: ok
+	}{
+		{"healthy", hardware.SmartLog{PercentUsed: 10, AvailSpare: 100, SpareThresh: 10}, nil, 0},
+		{"at default threshold", hardware.SmartLog{PercentUsed: 90, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
+		{"over 100", hardware.SmartLog{PercentUsed: 130, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
+		{"below custom threshold", hardware.SmartLog{PercentUsed: 79, AvailSpare: 100, SpareThresh: 10}, map[string]any{"max_percent_used": 80}, 0},
+		{"at custom threshold", hardware.SmartLog{PercentUsed: 80, AvailSpare: 100, SpareThresh: 10}, map[string]any{"max_percent_used": 80}, plugins.CodeRetire},
+		{"critical warning", hardware.SmartLog{CriticalWarning: 4, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
+		{"spare below threshold", hardware.SmartLog{AvailSpare: 5, SpareThresh: 10}, nil, plugins.CodeRetire},
+		{"bad threshold", hardware.SmartLog{}, map[string]any{"max_percent_used": "lots"}, plugins.CodeInvalidConfig},
+		{"misspelt arg", hardware.SmartLog{}, map[string]any{"max_percent": 50}, plugins.CodeInvalidConfig},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			be := &fakehw.Backend{SmartLogF: func(context.Context, hardware.Address) (*hardware.SmartLog, error) { l := tc.log; return &l, nil }}
+			res, err := run(t, "nvme-wear-check", be, nil, tc.args)
+			if got := plugins.CodeOf(err); got != tc.code {
+				t.Fatalf("code %d (%v), want %d", got, err, tc.code)
+			}
+			details := map[string]any{}
+			if res != nil {
+				details = res.Details
+			} else if pe := plugins.AsError(err); pe.Code == plugins.CodeRetire {
+				details = pe.Details
+			}
+			if tc.code == 0 || tc.code == plugins.CodeRetire {
+				if details["percent_used"] != tc.log.PercentUsed || details["avail_spare"] != tc.log.AvailSpare {
+					t.Fatalf("values not recorded: %v", details)
+				}
+			}
+		})
+	}
+}
+
+func TestSanitizeChoosesBestAction(t *testing.T) {
+	nvme := func(sanicap int, caps hardware.Capabilities) *hardware.Device {
+		return &hardware.Device{Address: addr, Kind: hardware.KindNVMe, NVMe: &hardware.NVMeInfo{SANICAP: sanicap}, Capabilities: caps}
+	}
+	tests := []struct {
+		name   string
+		dev    *hardware.Device
+		args   map[string]any
+		want   string // action, "" when it must fail
+		code   int
+		errMsg string
+	}{
+		{"all: crypto", nvme(0b111, nil), nil, "crypto", 0, ""},
+		{"block+overwrite: block", nvme(0b110, nil), nil, "block", 0, ""},
+		{"overwrite only", nvme(0b100, nil), nil, "overwrite", 0, ""},
+		{"capability wins over sanicap", nvme(0b111, hardware.Capabilities{"nvme.sanitize": {Kind: hardware.KindOrdered, Items: []string{"overwrite", "block"}}}), nil, "block", 0, ""},
+		{"forced supported", nvme(0b111, nil), map[string]any{"action": "overwrite"}, "overwrite", 0, ""},
+		{"forced unsupported", nvme(0b010, nil), map[string]any{"action": "crypto"}, "", plugins.CodeUnsupported, `does not support sanitize action "crypto"`},
+		{"none supported", nvme(0, nil), nil, "", plugins.CodeUnsupported, "supports no sanitize action"},
+		{"bad action", nvme(0b111, nil), map[string]any{"action": "shred"}, "", plugins.CodeInvalidConfig, "shred"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got hardware.SanitizeAction
+			be := &fakehw.Backend{SanitizeF: func(_ context.Context, _ hardware.Address, a hardware.SanitizeAction, _ time.Duration, p hardware.Progress) error {
+				got = a
+				p(0.5)
+				return nil
+			}}
+			res, err := run(t, "nvme-sanitize", be, tc.dev, tc.args)
+			if tc.want == "" {
+				if plugins.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.errMsg) {
+					t.Fatalf("err %v, want code %d with %q", err, tc.code, tc.errMsg)
+				}
+				if got != "" {
+					t.Fatalf("sanitize %s ran although the step failed", got)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want || res.Details["action"] != tc.want {
+				t.Fatalf("ran %q (%v, %v), want %s", got, res, err, tc.want)
+			}
+		})
+	}
+	// A backend failure names the device and stays transient.
+	be := &fakehw.Backend{SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+		return errors.New("sanitize-log: SSTAT 3 (failed)")
+	}}
+	_, err := run(t, "nvme-sanitize", be, nvme(0b1, nil), nil)
+	if plugins.CodeOf(err) != plugins.CodeTryAgainLater || !strings.Contains(err.Error(), string(addr)) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestFormatSES(t *testing.T) {
+	tests := []struct {
+		name string
+		info hardware.NVMeInfo
+		args map[string]any
+		ses  int
+		code int
+	}{
+		{"crypto allowed", hardware.NVMeInfo{OACS: 0x2, FNA: 0x4, Namespaces: []string{"/dev/nvme0n1", "/dev/nvme0n2"}}, nil, 2, 0},
+		{"no crypto", hardware.NVMeInfo{OACS: 0x2, FNA: 0x0, Namespaces: []string{"/dev/nvme0n1"}}, nil, 1, 0},
+		{"crypto opted out", hardware.NVMeInfo{OACS: 0x2, FNA: 0x4, Namespaces: []string{"/dev/nvme0n1"}}, map[string]any{"crypto": false}, 1, 0},
+		{"no format support", hardware.NVMeInfo{OACS: 0, Namespaces: []string{"/dev/nvme0n1"}}, nil, 0, plugins.CodeUnsupported},
+		{"bound to vfio", hardware.NVMeInfo{OACS: 0x2, BoundToVFIO: true}, nil, 0, plugins.CodeUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []int
+			be := &fakehw.Backend{FormatF: func(_ context.Context, _ hardware.Address, _ string, ses int) error { seen = append(seen, ses); return nil }}
+			info := tc.info
+			_, err := run(t, "nvme-format", be, &hardware.Device{Address: addr, NVMe: &info}, tc.args)
+			if plugins.CodeOf(err) != tc.code {
+				t.Fatalf("err %v, want code %d", err, tc.code)
+			}
+			if tc.code != 0 {
+				if len(seen) != 0 {
+					t.Fatalf("formatted %v although unsupported", seen)
+				}
+				return
+			}
+			if len(seen) != len(info.Namespaces) || slices.ContainsFunc(seen, func(s int) bool { return s != tc.ses }) {
+				t.Fatalf("ses per namespace %v, want %d for each of %v", seen, tc.ses, info.Namespaces)
+			}
+		})
+	}
+}
+
+func TestFirmwareFlash(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "fw.bin")
+	os.WriteFile(img, []byte("known good firmware"), 0o644)
+	sum := sha256.Sum256([]byte("known good firmware"))
+	good := hex.EncodeToString(sum[:])
+	wrong := strings.Repeat("ab", 32)
+
+	var flashed bool
+	version := "22.31.1014"
+	be := &fakehw.Backend{
+		FlashFirmwareF: func(context.Context, hardware.Address, hardware.FirmwareImage, hardware.Progress) error {
+			flashed = true
+			return nil
+		},
+		FirmwareVersionsF: func(context.Context, hardware.Address) (map[string]string, error) {
+			return map[string]string{"fw.mgmt": version}, nil
+		},
+	}
+	args := func(sum, ver string) map[string]any {
+		return map[string]any{"image": img, "sha256": sum, "version": ver, "component": "fw.mgmt"}
+	}
+	_, err := run(t, "firmware-flash", be, nil, args(wrong, version))
+	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "refusing to flash") || flashed {
+		t.Fatalf("hash mismatch: err %v, flashed %v", err, flashed)
+	}
+	if _, err := run(t, "firmware-flash", be, nil, args(good, version)); err != nil || !flashed {
+		t.Fatalf("good image: err %v, flashed %v", err, flashed)
+	}
+	_, err = run(t, "firmware-flash", be, nil, args(good, "23.0.1"))
+	if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "want 23.0.1") {
+		t.Fatalf("version mismatch: err %v", err)
+	}
+	_, err = run(t, "firmware-flash", be, nil, map[string]any{"image": img})
+	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "sha256: required") {
+		t.Fatalf("missing args: %v", err)
+	}
+}
+
+func TestGPUScrubAndResetMapErrors(t *testing.T) {
+	be := &fakehw.Backend{} // nil fields: ErrUnsupported
+	for _, name := range []string{"gpu-scrub", "pci-reset"} {
+		_, err := run(t, name, be, nil, nil)
+		if plugins.CodeOf(err) != plugins.CodeUnsupported || !strings.Contains(err.Error(), string(addr)) {
+			t.Errorf("%s: err %v, want unsupported naming the device", name, err)
+		}
+	}
+	be.ScrubGPUF = func(_ context.Context, _ hardware.Address, p hardware.Progress) error { p(1); return nil }
+	if _, err := run(t, "gpu-scrub", be, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mediaFile creates a file of size random bytes.
+func mediaFile(t *testing.T, size int) hardware.Media {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "media")
+	b := make([]byte, size)
+	rand.Read(b)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return hardware.Media{Path: p, Size: int64(size)}
+}
+
+func TestOverwriteThenVerify(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int
+		args    map[string]any
+		pattern byte
+	}{
+		{"zeros aligned", 9 << 20, nil, 0},
+		{"zeros unaligned tail", 5<<20 + 1234, map[string]any{"block_size": 1 << 20, "queue_depth": 3}, 0},
+		{"pattern", 3 << 20, map[string]any{"pattern": "0xa5"}, 0xa5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, tc.size)
+			be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}
+			res, err := run(t, "overwrite", be, nil, tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Details["bytes"] != int64(tc.size) {
+				t.Fatalf("details %v", res.Details)
+			}
+			got, _ := os.ReadFile(m.Path)
+			if len(got) != tc.size || !bytes.Equal(got, bytes.Repeat([]byte{tc.pattern}, tc.size)) {
+				t.Fatalf("media is not all %#x after overwrite (len %d)", tc.pattern, len(got))
+			}
+			vargs := map[string]any{"mode": "all"}
+			if p, ok := tc.args["pattern"]; ok {
+				vargs["pattern"] = p
+			}
+			if _, err := run(t, "verify", be, nil, vargs); err != nil {
+				t.Fatalf("verify after overwrite: %v", err)
+			}
+			// Corrupt one byte near the end: a full verify finds it.
+			f, _ := os.OpenFile(m.Path, os.O_WRONLY, 0)
+			f.WriteAt([]byte{tc.pattern ^ 0xff}, int64(tc.size-3))
+			f.Close()
+			_, err = run(t, "verify", be, nil, vargs)
+			if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "offset") {
+				t.Fatalf("verify of corrupted media: %v", err)
+			}
+			// Sampling always includes the last block.
+			vargs["mode"], vargs["samples"] = "sample", 2
+			if _, err := run(t, "verify", be, nil, vargs); plugins.CodeOf(err) != plugins.CodePermanent {
+				t.Fatalf("sampled verify missed the last block: %v", err)
+			}
+		})
+	}
+}
+
+func TestOverwriteWithoutMediaIsUnsupported(t *testing.T) {
+	_, err := run(t, "overwrite", &fakehw.Backend{}, nil, nil)
+	if plugins.CodeOf(err) != plugins.CodeUnsupported {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestCheckArgsRejects(t *testing.T) {
+	for name, args := range map[string]map[string]any{
+		"overwrite":     {"block_size": 1000},
+		"verify":        {"mode": "most"},
+		"nvme-format":   {"crypto": "yes"},
+		"nvme-sanitize": {"poll": "soon"},
+		"pci-reset":     {"force": true},
+	} {
+		spec, _ := Lookup(name)
+		if err := spec.CheckArgs(args); err == nil {
+			t.Errorf("%s accepted args %v", name, args)
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// Overwrite and verify act on the media the Backend names (namespace block
+// devices, simulated media files). Writes are large (default 4 MiB),
+// aligned and O_DIRECT so they reach the device rather than the page cache;
+// a file system that refuses O_DIRECT gets buffered writes and an fsync.
+
+const align = 4096
+
+func init() {
+	register(Spec{
+		Name:        "overwrite",
+		Destructive: true,
+		Does:        "write args.pattern (default zero) over every media path with aligned O_DIRECT writes of args.block_size (default 4MiB), args.queue_depth at once (default 2), then fsync",
+		Run:         overwriteStep,
+		CheckArgs:   func(a map[string]any) error { _, err := mediaArgs(a, false); return err },
+	})
+	register(Spec{
+		Name:      "verify",
+		Does:      "read back every media path with O_DIRECT (args.mode: all, or sample args.samples blocks; default sample 64) and compare with args.pattern",
+		Run:       verifyStep,
+		CheckArgs: func(a map[string]any) error { _, err := mediaArgs(a, true); return err },
+	})
+}
+
+// MediaOptions configures Overwrite and Verify.
+type MediaOptions struct {
+	Pattern    byte
+	BlockSize  int
+	QueueDepth int
+	All        bool // verify every block rather than a sample
+	Samples    int
+}
+
+func mediaArgs(a map[string]any, verify bool) (MediaOptions, error) {
+	known := []string{"pattern", "block_size", "queue_depth"}
+	if verify {
+		known = append(known, "mode", "samples")
+	}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	add(onlyArgs(a, known...))
+	o := MediaOptions{}
+	pat, err := argString(a, "pattern", "zero")
+	add(err)
+	switch {
+	case pat == "zero":
+	default:
+		n, perr := strconv.ParseUint(strings.TrimPrefix(pat, "0x"), 16, 8)
+		if perr != nil {
+			add(fmt.Errorf("pattern: %q is neither zero nor a hex byte like 0xff", pat))
+		}
+		o.Pattern = byte(n)
+	}
+	bs, err := argInt(a, "block_size", 4<<20)
+	add(err)
+	if bs < align || bs%align != 0 || bs > 256<<20 {
+		add(fmt.Errorf("block_size: %d must be a multiple of %d up to 256MiB", bs, align))
+	}
+	o.BlockSize = int(bs)
+	qd, err := argInt(a, "queue_depth", 2)
+	add(err)
+	if qd < 1 || qd > 64 {
+		add(fmt.Errorf("queue_depth: %d must be 1..64", qd))
+	}
+	o.QueueDepth = int(qd)
+	mode, err := argString(a, "mode", "sample")
+	add(err)
+	if mode != "sample" && mode != "all" {
+		add(fmt.Errorf("mode: %q must be sample or all", mode))
+	}
+	o.All = mode == "all"
+	n, err := argInt(a, "samples", 64)
+	add(err)
+	if n < 1 {
+		add(fmt.Errorf("samples: %d must be at least 1", n))
+	}
+	o.Samples = int(n)
+	return o, errors.Join(errs...)
+}
+
+func overwriteStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	return onMedia(ctx, be, t, false, Overwrite)
+}
+
+func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	return onMedia(ctx, be, t, true, Verify)
+}
+
+type mediaFunc func(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error)
+
+func onMedia(ctx context.Context, be hardware.Backend, t *Target, verify bool, f mediaFunc) (*plugins.Result, error) {
+	o, err := mediaArgs(t.Args, verify)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	media, err := be.Media(ctx, t.Device.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listing media of %s: %w", t.Device.Address, err)
+	}
+	if len(media) == 0 {
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "%s exposes no media to overwrite (NVMe bound to vfio-pci? give the step driver: nvme)", t.Device.Address)
+	}
+	var total Stats
+	var perMedia []any
+	for i, m := range media {
+		st, err := f(ctx, m, o, func(x float64) { t.progress((float64(i) + x) / float64(len(media))) })
+		if err != nil {
+			return nil, err
+		}
+		total.Bytes += st.Bytes
+		total.Elapsed += st.Elapsed
+		total.Direct = st.Direct
+		perMedia = append(perMedia, map[string]any{"path": m.Path, "bytes": st.Bytes, "direct": st.Direct, "mib_per_s": st.MiBps()})
+	}
+	return plugins.OK(map[string]any{"media": perMedia, "bytes": total.Bytes, "mib_per_s": total.MiBps()}), nil
+}
+
+// Stats reports what Overwrite or Verify did.
+type Stats struct {
+	Bytes   int64
+	Elapsed time.Duration
+	Direct  bool // O_DIRECT was used
+}
+
+// MiBps is the throughput in MiB/s.
+func (s Stats) MiBps() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Bytes) / (1 << 20) / s.Elapsed.Seconds()
+}
+
+// alignedBuf returns n bytes aligned for O_DIRECT, filled with pattern.
+func alignedBuf(n int, pattern byte) []byte {
+	raw := make([]byte, n+align)
+	off := align - int(uintptr(unsafe.Pointer(&raw[0]))%align)
+	if off == align {
+		off = 0
+	}
+	b := raw[off : off+n]
+	if pattern != 0 {
+		for i := range b {
+			b[i] = pattern
+		}
+	}
+	return b
+}
+
+// openMedia opens m with O_DIRECT when the file system allows it.
+func openMedia(path string, flag int) (f *os.File, direct bool, err error) {
+	f, err = os.OpenFile(path, flag|syscall.O_DIRECT, 0)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, syscall.EINVAL) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, flag, 0)
+	return f, false, err
+}
+
+// mediaSize is m.Size, or the size found by seeking to the end (block
+// devices report 0 in stat).
+func mediaSize(f *os.File, m hardware.Media) (int64, error) {
+	if m.Size > 0 {
+		return m.Size, nil
+	}
+	return f.Seek(0, 2)
+}
+
+// chunks hands out [off, off+n) ranges to workers.
+type chunks struct {
+	next atomic.Int64
+	size int64
+	bs   int64
+	done atomic.Int64
+}
+
+func (c *chunks) take() (off, n int64, ok bool) {
+	off = c.next.Add(c.bs) - c.bs
+	if off >= c.size {
+		return 0, 0, false
+	}
+	return off, min(c.bs, c.size-off), true
+}
+
+// parallel runs fn on qd workers until chunks run out or one fails.
+func parallel(ctx context.Context, qd int, c *chunks, p hardware.Progress, fn func(buf []byte, off int64) error, bufs func() []byte) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	stop := make(chan struct{})
+	fail := func(err error) { once.Do(func() { firstErr = err; close(stop) }) }
+	for range qd {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := bufs()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := ctx.Err(); err != nil {
+					fail(err)
+					return
+				}
+				off, n, ok := c.take()
+				if !ok {
+					return
+				}
+				if err := fn(buf[:n], off); err != nil {
+					fail(err)
+					return
+				}
+				if p != nil {
+					p(float64(c.done.Add(n)) / float64(c.size))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}

@@ -1,0 +1,140 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+func init() {
+	register(Spec{
+		Name:        "nvme-sanitize",
+		Destructive: true,
+		Does:        "nvme sanitize <ctrl> -a <4 crypto|2 block|3 overwrite> (best the controller's sanicap offers, or args.action), then poll nvme sanitize-log -o json",
+		Run:         sanitize,
+		CheckArgs: func(a map[string]any) error {
+			act, err := argString(a, "action", "")
+			if err == nil && act != "" && !slices.Contains(hardware.SanitizeScale, act) {
+				err = fmt.Errorf("action: %q is not one of %v", act, hardware.SanitizeScale)
+			}
+			_, perr := argDuration(a, "poll", 0)
+			return errors.Join(onlyArgs(a, "action", "poll"), err, perr)
+		},
+	})
+	register(Spec{
+		Name:        "nvme-format",
+		Destructive: true,
+		Does:        "nvme format <namespace> -s 2 (crypto erase when id-ctrl fna bit 2 allows and args.crypto is not false) else -s 1 (user-data erase); never -s 0",
+		Run:         format,
+		CheckArgs: func(a map[string]any) error {
+			_, err := argBool(a, "crypto", true)
+			return errors.Join(onlyArgs(a, "crypto"), err)
+		},
+	})
+}
+
+// sanitizeMethods lists the sanitize actions the controller supports, from
+// the nvme.sanitize capability or, failing that, id-ctrl sanicap.
+func sanitizeMethods(d *hardware.Device) []string {
+	if v, ok := d.Capabilities["nvme.sanitize"]; ok && len(v.Items) > 0 {
+		return v.Items
+	}
+	var out []string
+	if d.NVMe != nil {
+		for bit, m := range map[int]hardware.SanitizeAction{2: hardware.SanitizeOverwrite, 1: hardware.SanitizeBlock, 0: hardware.SanitizeCrypto} {
+			if d.NVMe.SANICAP&(1<<bit) != 0 {
+				out = append(out, string(m))
+			}
+		}
+	}
+	return out
+}
+
+// chooseSanitize picks crypto > block > overwrite among what the controller
+// supports, or checks a forced action.
+func chooseSanitize(d *hardware.Device, forced string) (hardware.SanitizeAction, error) {
+	have := sanitizeMethods(d)
+	if forced != "" {
+		if !slices.Contains(have, forced) {
+			return "", plugins.Errorf(plugins.CodeUnsupported, "NVMe %s does not support sanitize action %q (supports %v): change args.action or use nvme-format/overwrite", d.Address, forced, have)
+		}
+		return hardware.SanitizeAction(forced), nil
+	}
+	for _, m := range slices.Backward(hardware.SanitizeScale) {
+		if slices.Contains(have, m) {
+			return hardware.SanitizeAction(m), nil
+		}
+	}
+	return "", plugins.Errorf(plugins.CodeUnsupported, "NVMe %s supports no sanitize action (sanicap empty): use nvme-format or overwrite in its pipeline", d.Address)
+}
+
+func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	forced, _ := argString(t.Args, "action", "")
+	poll, err := argDuration(t.Args, "poll", 5*time.Second)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	action, err := chooseSanitize(t.Device, forced)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := be.Sanitize(ctx, t.Device.Address, action, poll, t.progress); err != nil {
+		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
+	}
+	t.progress(1)
+	return plugins.OK(map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
+}
+
+// formatSES is 2 (crypto erase) when the controller's fna allows it and the
+// step does not opt out, else 1 (user-data erase). Never 0: `-s 0` erases
+// nothing yet reports success.
+func formatSES(d *hardware.Device, crypto bool) int {
+	if !crypto {
+		return 1
+	}
+	if v, ok := d.Capabilities["nvme.crypto_format"]; ok {
+		if v.Bool {
+			return 2
+		}
+		return 1
+	}
+	if d.NVMe != nil && d.NVMe.FNA&0x4 != 0 {
+		return 2
+	}
+	return 1
+}
+
+func formatSupported(d *hardware.Device) bool {
+	if v, ok := d.Capabilities["nvme.format"]; ok {
+		return v.Bool
+	}
+	return d.NVMe != nil && d.NVMe.OACS&0x2 != 0
+}
+
+func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	crypto, err := argBool(t.Args, "crypto", true)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	d := t.Device
+	if !formatSupported(d) {
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s does not support Format NVM (oacs bit 1 clear)", d.Address)
+	}
+	if d.NVMe == nil || len(d.NVMe.Namespaces) == 0 {
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s has no namespace block devices (bound to %q): give the step driver: nvme", d.Address, d.Driver)
+	}
+	ses := formatSES(d, crypto)
+	for i, ns := range d.NVMe.Namespaces {
+		if err := be.Format(ctx, d.Address, ns, ses); err != nil {
+			return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
+		}
+		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
+	}
+	return plugins.OK(map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
+}

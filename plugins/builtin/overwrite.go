@@ -1,0 +1,101 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// Overwrite writes o.Pattern over all of m and syncs it.
+func Overwrite(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error) {
+	start := time.Now()
+	f, direct, err := openMedia(m.Path, os.O_WRONLY)
+	if err != nil {
+		return Stats{}, fmt.Errorf("opening media %s for overwrite: %w", m.Path, err)
+	}
+	defer f.Close()
+	size, err := mediaSize(f, m)
+	if err != nil {
+		return Stats{}, fmt.Errorf("size of media %s: %w", m.Path, err)
+	}
+	// O_DIRECT needs aligned lengths: the aligned body goes direct, an
+	// unaligned tail (only simulated media have one) goes buffered.
+	body := size
+	if direct {
+		body = size &^ (align - 1)
+	}
+	c := &chunks{size: body, bs: int64(o.BlockSize)}
+	write := func(buf []byte, off int64) error {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return fmt.Errorf("writing media %s at offset %d: %w", m.Path, off, err)
+		}
+		return nil
+	}
+	if err := parallel(ctx, o.QueueDepth, c, p, write, func() []byte { return alignedBuf(o.BlockSize, o.Pattern) }); err != nil {
+		if direct && errors.Is(err, syscall.EINVAL) && c.done.Load() == 0 {
+			// The file system accepted O_DIRECT at open but not on write.
+			return overwriteBuffered(ctx, m, o, p, start)
+		}
+		return Stats{}, asMediaError(err)
+	}
+	if tail := size - body; tail > 0 {
+		if err := writeTail(m.Path, body, tail, o.Pattern); err != nil {
+			return Stats{}, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return Stats{}, fmt.Errorf("fsync of media %s: %w", m.Path, err)
+	}
+	return Stats{Bytes: size, Elapsed: time.Since(start), Direct: direct}, nil
+}
+
+func overwriteBuffered(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress, start time.Time) (Stats, error) {
+	f, err := os.OpenFile(m.Path, os.O_WRONLY, 0)
+	if err != nil {
+		return Stats{}, fmt.Errorf("opening media %s for overwrite: %w", m.Path, err)
+	}
+	defer f.Close()
+	size, err := mediaSize(f, m)
+	if err != nil {
+		return Stats{}, err
+	}
+	c := &chunks{size: size, bs: int64(o.BlockSize)}
+	err = parallel(ctx, o.QueueDepth, c, p, func(buf []byte, off int64) error {
+		_, err := f.WriteAt(buf, off)
+		return err
+	}, func() []byte { return alignedBuf(o.BlockSize, o.Pattern) })
+	if err != nil {
+		return Stats{}, asMediaError(fmt.Errorf("writing media %s: %w", m.Path, err))
+	}
+	if err := f.Sync(); err != nil {
+		return Stats{}, fmt.Errorf("fsync of media %s: %w", m.Path, err)
+	}
+	return Stats{Bytes: size, Elapsed: time.Since(start)}, nil
+}
+
+func writeTail(path string, off, n int64, pattern byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(alignedBuf(int(n), pattern), off); err != nil {
+		return fmt.Errorf("writing tail of media %s: %w", path, err)
+	}
+	return f.Sync()
+}
+
+// asMediaError keeps context errors as they are (timeout/cancel) and makes
+// I/O errors transient: the run is retried within budget, then quarantined.
+func asMediaError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &plugins.Error{Code: plugins.CodeTryAgainLater, Msg: err.Error()}
+}

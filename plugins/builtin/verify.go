@@ -1,0 +1,93 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// Verify reads m back (all of it, or o.Samples blocks including the first
+// and the last) with O_DIRECT, so the page cache cannot answer for the
+// device, and fails permanently on the first byte that is not o.Pattern.
+func Verify(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error) {
+	start := time.Now()
+	f, direct, err := openMedia(m.Path, os.O_RDONLY)
+	if err != nil {
+		return Stats{}, fmt.Errorf("opening media %s for verify: %w", m.Path, err)
+	}
+	defer f.Close()
+	size, err := mediaSize(f, m)
+	if err != nil {
+		return Stats{}, err
+	}
+	bs := int64(o.BlockSize)
+	blocks := (size + bs - 1) / bs
+	var offsets []int64
+	if o.All || int64(o.Samples) >= blocks {
+		for i := range blocks {
+			offsets = append(offsets, i*bs)
+		}
+	} else {
+		offsets = []int64{0, (blocks - 1) * bs}
+		for len(offsets) < o.Samples {
+			offsets = append(offsets, rand.Int64N(blocks)*bs)
+		}
+	}
+	want := alignedBuf(o.BlockSize, o.Pattern)
+	buf := alignedBuf(o.BlockSize, 0)
+	var read int64
+	for i, off := range offsets {
+		if err := ctx.Err(); err != nil {
+			return Stats{}, err
+		}
+		n := min(bs, size-off)
+		got, err := readBlock(f, m.Path, buf, off, n, direct)
+		if err != nil {
+			return Stats{}, asMediaError(err)
+		}
+		if !bytes.Equal(got, want[:len(got)]) {
+			bad := firstDiff(got, want)
+			return Stats{}, &plugins.Error{Code: plugins.CodePermanent,
+				Msg:     fmt.Sprintf("verify of media %s failed: byte at offset %d is %#x, want %#x: the overwrite did not reach the device", m.Path, off+int64(bad), got[bad], o.Pattern),
+				Details: map[string]any{"path": m.Path, "offset": off + int64(bad)}}
+		}
+		read += int64(len(got))
+		if p != nil {
+			p(float64(i+1) / float64(len(offsets)))
+		}
+	}
+	return Stats{Bytes: read, Elapsed: time.Since(start), Direct: direct}, nil
+}
+
+// readBlock reads n bytes at off; with O_DIRECT an unaligned tail is read
+// through a second, buffered descriptor.
+func readBlock(f *os.File, path string, buf []byte, off, n int64, direct bool) ([]byte, error) {
+	if direct && n%align != 0 {
+		g, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer g.Close()
+		f = g
+	}
+	got, err := f.ReadAt(buf[:n], off)
+	if err != nil && int64(got) != n {
+		return nil, fmt.Errorf("reading media %s at offset %d: %w", path, off, err)
+	}
+	return buf[:n], nil
+}
+
+func firstDiff(got, want []byte) int {
+	for i := range got {
+		if got[i] != want[i] {
+			return i
+		}
+	}
+	return 0
+}

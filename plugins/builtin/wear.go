@@ -1,0 +1,68 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// nvme-wear-check reads the smart log (`nvme smart-log -o json`) and
+// retires the device when it is worn: percent_used at or above
+// max_percent_used (default 90), critical_warning non-zero, or avail_spare
+// below spare_thresh. It records the values either way.
+func init() {
+	register(Spec{
+		Name: "nvme-wear-check",
+		Does: "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh",
+		Run:  wearCheck,
+		CheckArgs: func(a map[string]any) error {
+			_, err := wearThreshold(a)
+			return errors.Join(onlyArgs(a, "max_percent_used"), err)
+		},
+	})
+}
+
+func wearThreshold(a map[string]any) (int64, error) {
+	n, err := argInt(a, "max_percent_used", 90)
+	if err == nil && (n < 1 || n > 255) {
+		err = fmt.Errorf("max_percent_used: %d is outside 1..255", n)
+	}
+	return n, err
+}
+
+func wearCheck(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	limit, err := wearThreshold(t.Args)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	sl, err := be.SmartLog(ctx, t.Device.Address)
+	if err != nil {
+		return nil, fmt.Errorf("reading smart log of %s: %w", t.Device.Address, err)
+	}
+	details := map[string]any{
+		"percent_used":     sl.PercentUsed,
+		"critical_warning": sl.CriticalWarning,
+		"avail_spare":      sl.AvailSpare,
+		"spare_thresh":     sl.SpareThresh,
+		"max_percent_used": limit,
+	}
+	var why []string
+	if int64(sl.PercentUsed) >= limit {
+		why = append(why, fmt.Sprintf("percent_used %d >= %d", sl.PercentUsed, limit))
+	}
+	if sl.CriticalWarning != 0 {
+		why = append(why, fmt.Sprintf("critical_warning %#x", sl.CriticalWarning))
+	}
+	if sl.AvailSpare < sl.SpareThresh {
+		why = append(why, fmt.Sprintf("avail_spare %d%% < spare_thresh %d%%", sl.AvailSpare, sl.SpareThresh))
+	}
+	if len(why) > 0 {
+		return nil, &plugins.Error{Code: plugins.CodeRetire, Details: details,
+			Msg: fmt.Sprintf("NVMe %s is worn out (%v): retire it and replace the drive", t.Device.Address, why)}
+	}
+	t.progress(1)
+	return plugins.OK(details), nil
+}
