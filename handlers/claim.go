@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +44,13 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 	claimed := map[string]bool{}
 	for _, d := range alloc.Devices {
 		dlog := log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address)
-		if d.NeedsBurn() {
-			if err := h.p.Burn(ctx, d); err != nil {
+		if !burned(d) {
+			err := h.p.Burn(ctx, d)
+			if errors.Is(err, ErrNotAllocated) {
+				dlog.Info("device freed before it could be burned; left to the reconciler")
+				continue
+			}
+			if err != nil {
 				h.m.burns.WithLabelValues("error").Inc()
 				errs = append(errs, fmt.Errorf("instance %s device %s: burn (reserved=total): %w (retried; until it succeeds the device would return to the pool uncleaned when the instance goes)", c.InstanceUUID, d.RPName, err))
 				continue
@@ -52,8 +58,8 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 			h.m.burns.WithLabelValues("ok").Inc()
 			dlog.Info("burned device Nova left unburned")
 		}
-		cl := Claim{Host: h.cfg.Host, Node: h.cfg.Node, InstanceUUID: c.InstanceUUID, ProjectID: c.ProjectID,
-			UserID: c.UserID, DeviceRP: d.RPUUID, Address: d.Address, ResourceClass: d.ResourceClass,
+		cl := Claim{Host: h.cfg.Host, Node: h.cfg.Node, InstanceUUID: c.InstanceUUID,
+			ProjectID: cmp.Or(alloc.ProjectID, c.ProjectID), UserID: cmp.Or(alloc.UserID, c.UserID), DeviceRP: d.RPUUID, Address: d.Address, ResourceClass: d.ResourceClass,
 			VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, ResizeTarget: resizeTarget,
 			State: ClaimActive, Volumes: vols, MessageID: c.MessageID, CreatedAt: h.now(), UpdatedAt: h.now()}
 		if err := h.c.RecordClaim(ctx, cl); err != nil {
@@ -99,3 +105,6 @@ func hasOtherOpenClaim(existing []Claim, devs []Device) bool {
 	}
 	return false
 }
+
+// burned: the device is known to be fully reserved already.
+func burned(d Device) bool { return d.Total > 0 && d.Reserved >= d.Total }

@@ -15,6 +15,10 @@ var (
 	// ErrAllocated is what a Placement adapter wraps when Unreserve (or
 	// anything else) refused because the device is allocated.
 	ErrAllocated = errors.New("device is allocated")
+	// ErrNotAllocated is what a Placement adapter wraps when Burn found
+	// nobody holding the device: the instance left meanwhile, and the
+	// reconciler owns the device now.
+	ErrNotAllocated = errors.New("device is not allocated")
 )
 
 // IsPermanent reports whether err must not be retried: an invalid command

@@ -115,7 +115,11 @@ func (r *Reconciler) present(ctx context.Context, d Device) bool {
 }
 
 func (r *Reconciler) burn(ctx context.Context, d Device) error {
-	if err := r.p.Burn(ctx, d); err != nil {
+	err := r.p.Burn(ctx, d)
+	if errors.Is(err, ErrNotAllocated) {
+		return nil // freed since the scan read it; the next scan sees it dirty
+	}
+	if err != nil {
 		r.m.burns.WithLabelValues("error").Inc()
 		return fmt.Errorf("device %s: burn (reserved=total) of an allocated device: %w (retried at the next scan; until then the device could return to the pool uncleaned)", d.RPName, err)
 	}

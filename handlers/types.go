@@ -61,12 +61,17 @@ func (d Device) NeedsBurn() bool {
 
 // InstanceAllocation is what GET /allocations/{instance} says about one
 // instance, restricted to this host's tree: its one-time-use devices and
-// the compute node resources recorded in the claim.
+// the compute node resources recorded in the claim. A device whose Total
+// is 0 (inventory not read) is burned anyway: Burn is idempotent.
+// ProjectID/UserID, when Placement has them (1.38+), win over the
+// command's.
 type InstanceAllocation struct {
-	Devices  []Device
-	VCPU     int
-	MemoryMB int
-	DiskGB   int
+	Devices   []Device
+	VCPU      int
+	MemoryMB  int
+	DiskGB    int
+	ProjectID string
+	UserID    string
 }
 
 // Placement is the subset of the Placement gate the handlers use.
@@ -76,7 +81,8 @@ type Placement interface {
 	// InstanceAllocations reads one instance's allocations; devices are
 	// those of this host's tree that carry the one-time-use trait.
 	InstanceAllocations(ctx context.Context, instance string) (InstanceAllocation, error)
-	// Burn sets reserved=total on an allocated device. Idempotent.
+	// Burn sets reserved=total on an allocated device. Idempotent. It
+	// wraps ErrNotAllocated when nobody holds the device any more.
 	Burn(ctx context.Context, d Device) error
 	// Unreserve returns a device to the pool. The gate re-reads the
 	// inventory and refuses (wrapping ErrAllocated) when an allocation
