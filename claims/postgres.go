@@ -1,0 +1,43 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
+)
+
+// openPostgres opens one pool for reads and writes; PostgreSQL's row locks
+// (SELECT ... FOR UPDATE) serialize writers of the same rows.
+func (s *Store) openPostgres(ctx context.Context) error {
+	s.d = postgresDialect
+	db, err := sql.Open("pgx", s.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("claims: postgres dsn %s: %w", redactDSN(s.cfg.DSN), err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return fmt.Errorf("claims: connect to postgres %s: %w (check dsn and that the server accepts this host)", redactDSN(s.cfg.DSN), err)
+	}
+	s.w, s.r = db, db
+	return nil
+}
+
+// redactDSN hides the password of a URL-style DSN.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

@@ -1,0 +1,43 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Purge deletes finished cleaning runs (with their steps) and ended claims
+// older than record_retention; it is the only deletion the store makes.
+// With retention 0 (the default) it deletes nothing. Unfinished runs and
+// live claims are never purged, whatever their age.
+func (s *Store) Purge(ctx context.Context) (runs, claims int, err error) {
+	if s.cfg.RecordRetention <= 0 {
+		return 0, 0, nil
+	}
+	cutoff := formatTS(s.now().Add(-s.cfg.RecordRetention))
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		// Steps first: the foreign key's ON DELETE CASCADE would do it, but
+		// only where foreign keys are enforced.
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_steps WHERE run_id IN
+			(SELECT id FROM cleaning_runs WHERE ended_at IS NOT NULL AND ended_at < ?)`), cutoff); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE ended_at IS NOT NULL AND ended_at < ?`), cutoff)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		runs = int(n)
+		res, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claims WHERE state IN ('released', 'orphaned') AND released_at < ?`), cutoff)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		claims = int(n)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("claims: purge records older than %s: %w", s.cfg.RecordRetention, err)
+	}
+	return runs, claims, nil
+}

@@ -1,0 +1,225 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, pipeline, pipeline_version,
+	triggered_by, state, summary, started_at, ended_at`
+
+func scanRun(sc scanner) (Run, error) {
+	var r Run
+	var started string
+	var ended sql.NullString
+	err := sc.Scan(&r.ID, &r.Host, &r.DeviceRP, &r.Address, &r.Serial, &r.Model, &r.PrevInstance, &r.PrevProject,
+		&r.Pipeline, &r.PipelineVersion, &r.Trigger, &r.State, &r.Summary, &started, &ended)
+	if err != nil {
+		return r, err
+	}
+	if r.StartedAt, err = parseTS(started); err == nil {
+		r.EndedAt, err = parseNullTS(ended)
+	}
+	if err != nil {
+		return r, fmt.Errorf("run %s: timestamp: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+func (s *Store) queryRuns(ctx context.Context, q querier, where string, args ...any) ([]Run, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT `+runCols+` FROM cleaning_runs WHERE `+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// OpenRun returns the device's unfinished run when there is one (resumed
+// true: the engine continues it at its first unfinished step) and creates
+// a new run otherwise. There is never more than one unfinished run per
+// device, on either backend (a partial unique index enforces it).
+func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool, err error) {
+	var errs []error
+	if rs.Host == "" {
+		errs = append(errs, errors.New("host is empty"))
+	}
+	if rs.DeviceRP == "" {
+		errs = append(errs, errors.New("device resource provider uuid is empty"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Run{}, false, fmt.Errorf("claims: open cleaning run for device %s (%s): %w", rs.DeviceRP, rs.Address, err)
+	}
+	if rs.PrevInstance == "" {
+		rs.PrevInstance = UnknownTenant
+	}
+	if rs.PrevProject == "" {
+		rs.PrevProject = UnknownTenant
+	}
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		open, err := s.queryRuns(ctx, tx, `host = ? AND device_rp = ? AND ended_at IS NULL`+s.d.forUpdate, rs.Host, rs.DeviceRP)
+		if err != nil {
+			return err
+		}
+		if len(open) > 0 {
+			run, resumed = open[0], true
+			return nil
+		}
+		run = Run{ID: newID(), RunStart: rs, State: RunRunning, StartedAt: s.now().UTC().Truncate(time.Microsecond)}
+		resumed = false
+		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_runs (`+runCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL)`),
+			run.ID, rs.Host, rs.DeviceRP, rs.Address, rs.Serial, rs.Model, rs.PrevInstance, rs.PrevProject,
+			rs.Pipeline, rs.PipelineVersion, rs.Trigger, formatTS(run.StartedAt))
+		return err
+	})
+	if err != nil {
+		return Run{}, false, fmt.Errorf("claims: open cleaning run for device %s (%s) on host %s: %w", rs.DeviceRP, rs.Address, rs.Host, err)
+	}
+	return run, resumed, nil
+}
+
+// GetRun returns one run.
+func (s *Store) GetRun(ctx context.Context, runID string) (Run, error) {
+	rs, err := s.queryRuns(ctx, s.r, `id = ?`, runID)
+	if err != nil {
+		return Run{}, fmt.Errorf("claims: cleaning run %s: %w", runID, err)
+	}
+	if len(rs) == 0 {
+		return Run{}, fmt.Errorf("claims: cleaning run %s: %w", runID, ErrNoRun)
+	}
+	return rs[0], nil
+}
+
+// UnfinishedRuns returns the host's running runs; the engine resumes them
+// at start.
+func (s *Store) UnfinishedRuns(ctx context.Context, host string) ([]Run, error) {
+	rs, err := s.queryRuns(ctx, s.r, `host = ? AND ended_at IS NULL ORDER BY started_at, id`, host)
+	if err != nil {
+		return nil, fmt.Errorf("claims: unfinished cleaning runs on host %s: %w", host, err)
+	}
+	return rs, nil
+}
+
+// RunFilter selects runs for ListRuns; empty fields match everything.
+type RunFilter struct {
+	Host string
+	// Device matches the resource provider uuid or the PCI address.
+	Device string
+	State  RunState
+	Limit  int
+}
+
+// ListRuns returns matching runs, newest first.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	conds, args := []string{"1 = 1"}, []any{}
+	if f.Host != "" {
+		conds, args = append(conds, "host = ?"), append(args, f.Host)
+	}
+	if f.Device != "" {
+		conds, args = append(conds, "(device_rp = ? OR address = ?)"), append(args, f.Device, f.Device)
+	}
+	if f.State != "" {
+		conds, args = append(conds, "state = ?"), append(args, string(f.State))
+	}
+	q := strings.Join(conds, " AND ") + " ORDER BY started_at DESC, id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rs, err := s.queryRuns(ctx, s.r, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claims: list cleaning runs: %w", err)
+	}
+	return rs, nil
+}
+
+// FinishRun gives the run its verdict and seals it: afterwards neither the
+// run nor its steps change. RunReturned is refused (ErrNotClean) unless
+// every step's last attempt ended ok or skipped and no step is still
+// running. Finishing again with the same state is a no-op, so a caller
+// that crashed after FinishRun can repeat it; a different state is
+// ErrRunFinished.
+func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, summary string) error {
+	switch state {
+	case RunReturned, RunQuarantined, RunAborted:
+	default:
+		return fmt.Errorf("claims: finish cleaning run %s: state %q is not a verdict (returned, quarantined, aborted)", runID, state)
+	}
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		run, err := s.lockRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if run.Finished() {
+			if run.State == state {
+				return nil
+			}
+			return fmt.Errorf("%w as %s at %s", ErrRunFinished, run.State, run.EndedAt.Format(tsLayout))
+		}
+		if state == RunReturned {
+			if err := s.checkClean(ctx, tx, runID); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?`),
+			string(state), boundOutput(summary), s.stamp(), runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("claims: finish cleaning run %s as %s: %w", runID, state, err)
+	}
+	return nil
+}
+
+// lockRun reads the run inside tx, locking its row on PostgreSQL so that
+// step writes and FinishRun of one run serialize.
+func (s *Store) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, error) {
+	rs, err := s.queryRuns(ctx, tx, `id = ?`+s.d.forUpdate, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	if len(rs) == 0 {
+		return Run{}, ErrNoRun
+	}
+	return rs[0], nil
+}
+
+func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, runID string) error {
+	steps, err := s.steps(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("%w: no step ran", ErrNotClean)
+	}
+	last := map[string]Step{}
+	for _, st := range steps {
+		last[st.Name] = st
+	}
+	var bad []string
+	for _, st := range steps {
+		if l := last[st.Name]; l.Seq == st.Seq && !l.Done() {
+			outcome := string(l.Outcome)
+			if outcome == "" {
+				outcome = "still running"
+			}
+			bad = append(bad, fmt.Sprintf("%s attempt %d: %s", l.Name, l.Attempt, outcome))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotClean, strings.Join(bad, "; "))
+	}
+	return nil
+}

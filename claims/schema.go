@@ -1,0 +1,242 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// migration brings one table from version-1 to version. Migrations are
+// applied in slice order, so a table referenced by a foreign key comes
+// first. Never edit a shipped migration: add the next version instead (the
+// v1 fixture in testdata proves the path from version 1 still works).
+type migration struct {
+	table   string
+	version int
+	stmts   []string
+}
+
+var migrations = []migration{
+	{table: "claims", version: 1, stmts: []string{
+		`CREATE TABLE claims (
+			id TEXT PRIMARY KEY,
+			host TEXT NOT NULL,
+			node TEXT NOT NULL DEFAULT '',
+			instance_uuid TEXT NOT NULL,
+			project_id TEXT NOT NULL DEFAULT '',
+			user_id TEXT NOT NULL DEFAULT '',
+			vcpus INTEGER NOT NULL DEFAULT 0,
+			memory_mb INTEGER NOT NULL DEFAULT 0,
+			disk_gb INTEGER NOT NULL DEFAULT 0,
+			pci TEXT NOT NULL DEFAULT '[]',
+			resize_target INTEGER NOT NULL DEFAULT 0,
+			state TEXT NOT NULL,
+			message_id TEXT NOT NULL DEFAULT '',
+			created_at TEXT NOT NULL,
+			updated_at TEXT NOT NULL,
+			released_at TEXT,
+			release_reason TEXT NOT NULL DEFAULT ''
+		)`,
+		`CREATE INDEX claims_host_instance ON claims (host, instance_uuid)`,
+		`CREATE UNIQUE INDEX claims_live_key ON claims (host, instance_uuid, resize_target) WHERE state = 'active'`,
+	}},
+	{table: "cleaning_runs", version: 1, stmts: []string{
+		`CREATE TABLE cleaning_runs (
+			id TEXT PRIMARY KEY,
+			host TEXT NOT NULL,
+			device_rp TEXT NOT NULL,
+			address TEXT NOT NULL DEFAULT '',
+			serial TEXT NOT NULL DEFAULT '',
+			model TEXT NOT NULL DEFAULT '',
+			prev_instance TEXT NOT NULL DEFAULT 'unknown',
+			prev_project TEXT NOT NULL DEFAULT 'unknown',
+			pipeline TEXT NOT NULL DEFAULT '',
+			pipeline_version TEXT NOT NULL DEFAULT '',
+			triggered_by TEXT NOT NULL DEFAULT '',
+			state TEXT NOT NULL,
+			summary TEXT NOT NULL DEFAULT '',
+			started_at TEXT NOT NULL,
+			ended_at TEXT
+		)`,
+		// One unfinished run per device: a restart resumes it instead of
+		// starting a second cleaning of the same device.
+		`CREATE UNIQUE INDEX cleaning_runs_one_open ON cleaning_runs (host, device_rp) WHERE ended_at IS NULL`,
+		`CREATE INDEX cleaning_runs_device ON cleaning_runs (device_rp)`,
+		`CREATE INDEX cleaning_runs_address ON cleaning_runs (address)`,
+	}},
+	{table: "cleaning_steps", version: 1, stmts: []string{
+		`CREATE TABLE cleaning_steps (
+			run_id TEXT NOT NULL REFERENCES cleaning_runs (id) ON DELETE CASCADE,
+			seq INTEGER NOT NULL,
+			name TEXT NOT NULL,
+			attempt INTEGER NOT NULL,
+			started_at TEXT NOT NULL,
+			ended_at TEXT,
+			outcome TEXT NOT NULL DEFAULT '',
+			output TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (run_id, seq)
+		)`,
+	}},
+	// v2: volumes and shelve (dormant) support; the live-claim key now
+	// covers dormant claims so an unshelve cannot create a duplicate.
+	{table: "claims", version: 2, stmts: []string{
+		`ALTER TABLE claims ADD COLUMN volumes TEXT NOT NULL DEFAULT '[]'`,
+		`ALTER TABLE claims ADD COLUMN root_volume_detached INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE claims ADD COLUMN dormant_at TEXT`,
+		`ALTER TABLE claims ADD COLUMN reactivated_at TEXT`,
+		`ALTER TABLE claims ADD COLUMN last_message_id TEXT NOT NULL DEFAULT ''`,
+		`UPDATE claims SET last_message_id = message_id`,
+		`DROP INDEX claims_live_key`,
+		`CREATE UNIQUE INDEX claims_live_key ON claims (host, instance_uuid, resize_target) WHERE state IN ('active', 'dormant')`,
+	}},
+	// v2: progress reporting and verification steps for the record.
+	{table: "cleaning_steps", version: 2, stmts: []string{
+		`ALTER TABLE cleaning_steps ADD COLUMN progress INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE cleaning_steps ADD COLUMN verification INTEGER NOT NULL DEFAULT 0`,
+		`CREATE UNIQUE INDEX cleaning_steps_attempt ON cleaning_steps (run_id, name, attempt)`,
+	}},
+}
+
+// LatestVersions is the schema version of every managed table this binary
+// knows.
+func LatestVersions() map[string]int {
+	v := map[string]int{}
+	for _, m := range migrations {
+		if m.version > v[m.table] {
+			v[m.table] = m.version
+		}
+	}
+	return v
+}
+
+// ErrSchemaTooNew means the database was written by a newer scour; this
+// binary refuses to touch it. ErrSchemaTooOld means a read-only opener
+// (scourctl) found a database that scourd has not upgraded yet.
+var (
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	ErrSchemaTooOld = errors.New("database schema is older than this binary")
+)
+
+const schemaTable = `CREATE TABLE IF NOT EXISTS scour_schema (
+	table_name TEXT PRIMARY KEY,
+	version INTEGER NOT NULL,
+	updated_at TEXT NOT NULL
+)`
+
+func readVersions(ctx context.Context, q querier) (map[string]int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT table_name, version FROM scour_schema`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	v := map[string]int{}
+	for rows.Next() {
+		var t string
+		var n int
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		v[t] = n
+	}
+	return v, rows.Err()
+}
+
+// checkNotNewer names every table the database has at a version this
+// binary does not know.
+func checkNotNewer(have, known map[string]int) error {
+	var bad []string
+	for t, v := range have {
+		if v > known[t] {
+			bad = append(bad, fmt.Sprintf("%s is version %d, this binary knows up to %d", t, v, known[t]))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("%w: %s; run a scour at least as new as the one that last wrote this database, or restore a backup",
+		ErrSchemaTooNew, strings.Join(bad, "; "))
+}
+
+// migrate creates or upgrades the schema up to target, in one transaction.
+func (s *Store) migrate(ctx context.Context, target map[string]int) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		if s.d.name == DriverPostgres {
+			// Several hosts may start at once against one central database.
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7366212)`); err != nil {
+				return fmt.Errorf("lock schema: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, schemaTable); err != nil {
+			return fmt.Errorf("create scour_schema: %w", err)
+		}
+		have, err := readVersions(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("read scour_schema: %w", err)
+		}
+		if err := checkNotNewer(have, LatestVersions()); err != nil {
+			return err
+		}
+		for _, m := range migrations {
+			if m.version <= have[m.table] || m.version > target[m.table] {
+				continue
+			}
+			if m.version != have[m.table]+1 {
+				return fmt.Errorf("table %s is version %d, no migration to %d", m.table, have[m.table], have[m.table]+1)
+			}
+			for _, stmt := range m.stmts {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("upgrade %s to version %d: %w", m.table, m.version, err)
+				}
+			}
+			if err := setVersion(ctx, tx, s.d, m.table, m.version, s.stamp()); err != nil {
+				return err
+			}
+			s.log.InfoContext(ctx, "claims schema upgraded", "table", m.table, "version", m.version, "driver", s.d.name)
+			have[m.table] = m.version
+		}
+		return nil
+	})
+}
+
+func setVersion(ctx context.Context, tx *sql.Tx, d dialect, table string, version int, now string) error {
+	_, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO scour_schema (table_name, version, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (table_name) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at`),
+		table, version, now)
+	if err != nil {
+		return fmt.Errorf("record %s version %d: %w", table, version, err)
+	}
+	return nil
+}
+
+// checkCurrent is the read-only opener's check: the database must be at
+// exactly this binary's versions.
+func (s *Store) checkCurrent(ctx context.Context) error {
+	have, err := readVersions(ctx, s.r)
+	if err != nil {
+		return fmt.Errorf("read scour_schema (is this a scour database?): %w", err)
+	}
+	known := LatestVersions()
+	if err := checkNotNewer(have, known); err != nil {
+		return err
+	}
+	var old []string
+	for t, v := range known {
+		if have[t] < v {
+			old = append(old, fmt.Sprintf("%s is version %d, this binary needs %d", t, have[t], v))
+		}
+	}
+	if len(old) > 0 {
+		sort.Strings(old)
+		return fmt.Errorf("%w: %s; start scourd once to upgrade it", ErrSchemaTooOld, strings.Join(old, "; "))
+	}
+	return nil
+}
+
+// SchemaVersions reads the version of every managed table.
+func (s *Store) SchemaVersions(ctx context.Context) (map[string]int, error) {
+	return readVersions(ctx, s.r)
+}

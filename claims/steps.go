@@ -1,0 +1,155 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+const stepCols = `run_id, seq, name, attempt, verification, started_at, ended_at, outcome, output, progress`
+
+func (s *Store) steps(ctx context.Context, q querier, runID string) ([]Step, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT `+stepCols+` FROM cleaning_steps WHERE run_id = ? ORDER BY seq`), runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Step
+	for rows.Next() {
+		var st Step
+		var started string
+		var ended sql.NullString
+		var verif int
+		if err := rows.Scan(&st.RunID, &st.Seq, &st.Name, &st.Attempt, &verif, &started, &ended, &st.Outcome, &st.Output, &st.Progress); err != nil {
+			return nil, err
+		}
+		st.Verification = verif != 0
+		if st.StartedAt, err = parseTS(started); err == nil {
+			st.EndedAt, err = parseNullTS(ended)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run %s step %d: timestamp: %w", runID, st.Seq, err)
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// Steps returns every step attempt of the run, in the order they started.
+func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
+	st, err := s.steps(ctx, s.r, runID)
+	if err != nil {
+		return nil, fmt.Errorf("claims: steps of cleaning run %s: %w", runID, err)
+	}
+	return st, nil
+}
+
+// LastCompletedStep returns the latest attempt that ended ok or skipped.
+// The engine resumes at the pipeline step after it; a step that was
+// running when the process died is not completed and is run again from
+// its start.
+func (s *Store) LastCompletedStep(ctx context.Context, runID string) (Step, bool, error) {
+	steps, err := s.Steps(ctx, runID)
+	if err != nil {
+		return Step{}, false, err
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Done() {
+			return steps[i], true, nil
+		}
+	}
+	return Step{}, false, nil
+}
+
+// StepStarted records that an attempt of a step begins, and commits it
+// before returning: the caller starts the step's work only afterwards. An
+// attempt still open in the run (the process died during it) is closed as
+// interrupted in the same transaction, so a run never has two open
+// attempts.
+func (s *Store) StepStarted(ctx context.Context, st StepStart) (Step, error) {
+	var out Step
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := s.openRunForSteps(ctx, tx, st.RunID); err != nil {
+			return err
+		}
+		now := s.stamp()
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET ended_at = ?, outcome = 'interrupted'
+			WHERE run_id = ? AND ended_at IS NULL`), now, st.RunID); err != nil {
+			return err
+		}
+		var seq, attempt int
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(MAX(seq), 0) + 1,
+			COALESCE(SUM(CASE WHEN name = ? THEN 1 ELSE 0 END), 0) + 1 FROM cleaning_steps WHERE run_id = ?`),
+			st.Name, st.RunID).Scan(&seq, &attempt); err != nil {
+			return err
+		}
+		out = Step{RunID: st.RunID, Seq: seq, Name: st.Name, Attempt: attempt, Verification: st.Verification}
+		out.StartedAt, _ = parseTS(now)
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_steps (`+stepCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, NULL, '', '', 0)`), st.RunID, seq, st.Name, attempt, boolInt(st.Verification), now)
+		return err
+	})
+	if err != nil {
+		return Step{}, fmt.Errorf("claims: start step %s of cleaning run %s: %w", st.Name, st.RunID, err)
+	}
+	return out, nil
+}
+
+// StepProgress records an open attempt's progress in percent (0..100).
+func (s *Store) StepProgress(ctx context.Context, runID string, seq, percent int) error {
+	percent = min(max(percent, 0), 100)
+	err := s.updateOpenStep(ctx, runID, seq, `progress = ?`, percent)
+	if err != nil {
+		return fmt.Errorf("claims: progress of step %d of cleaning run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// StepFinished closes an attempt with its outcome and a bounded summary of
+// its output, committed before the caller starts the next step.
+func (s *Store) StepFinished(ctx context.Context, runID string, seq int, outcome StepOutcome, output string) error {
+	switch outcome {
+	case StepOK, StepFailed, StepSkipped:
+	default:
+		return fmt.Errorf("claims: finish step %d of cleaning run %s: outcome %q is not ok, failed or skipped", seq, runID, outcome)
+	}
+	progress := "progress"
+	if outcome == StepOK {
+		progress = "100"
+	}
+	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, progress = `+progress,
+		s.stamp(), string(outcome), boundOutput(output))
+	if err != nil {
+		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, outcome, err)
+	}
+	return nil
+}
+
+func (s *Store) updateOpenStep(ctx context.Context, runID string, seq int, set string, args ...any) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := s.openRunForSteps(ctx, tx, runID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET `+set+` WHERE run_id = ? AND seq = ? AND ended_at IS NULL`),
+			append(args, runID, seq)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%w: attempt %d is not open (already finished, or superseded by a newer attempt)", ErrNoStep, seq)
+		}
+		return nil
+	})
+}
+
+// openRunForSteps refuses step writes to a finished (sealed) run.
+func (s *Store) openRunForSteps(ctx context.Context, tx *sql.Tx, runID string) error {
+	run, err := s.lockRun(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	if run.Finished() {
+		return fmt.Errorf("%w as %s: its record is sealed", ErrRunFinished, run.State)
+	}
+	return nil
+}
