@@ -117,8 +117,12 @@ func TestClaimTransitions(t *testing.T) {
 			{"shelve again", func() (int, error) { return s.MarkDormant(ctx, c.Host, c.InstanceUUID, "m1") }, 0, ClaimDormant},
 			{"unshelve", func() (int, error) { return s.Reactivate(ctx, c.Host, c.InstanceUUID, "m2") }, 1, ClaimActive},
 			{"unshelve again", func() (int, error) { return s.Reactivate(ctx, c.Host, c.InstanceUUID, "m2") }, 0, ClaimActive},
-			{"delete", func() (int, error) { return s.ReleaseInstance(ctx, c.Host, c.InstanceUUID, "instance.delete.end", "m3") }, 1, ClaimReleased},
-			{"delete again", func() (int, error) { return s.ReleaseInstance(ctx, c.Host, c.InstanceUUID, "instance.delete.end", "m3") }, 0, ClaimReleased},
+			{"delete", func() (int, error) {
+				return s.ReleaseInstance(ctx, c.Host, c.InstanceUUID, "instance.delete.end", "m3")
+			}, 1, ClaimReleased},
+			{"delete again", func() (int, error) {
+				return s.ReleaseInstance(ctx, c.Host, c.InstanceUUID, "instance.delete.end", "m3")
+			}, 0, ClaimReleased},
 			{"unshelve released", func() (int, error) { return s.Reactivate(ctx, c.Host, c.InstanceUUID, "m4") }, 0, ClaimReleased},
 		}
 		for _, st := range steps {

@@ -11,22 +11,22 @@
 //
 // Claim states:
 //
-//	        RecordClaim
-//	             |
-//	             v      MarkDormant (shelve offload)
-//	         +--------+ ------------> +---------+
-//	         | active |               | dormant |
-//	         +--------+ <------------ +---------+
-//	          |     |     Reactivate      |
-//	 SweepOrphans   ReleaseInstance       | ReleaseInstance
-//	 (no allocation,     |                |
-//	  older than expiry) v                v
-//	          |     +----------+ <--------+
-//	          |     | released |
-//	          v     +----------+
-//	     +----------+
-//	     | orphaned |
-//	     +----------+
+//	       RecordClaim
+//	            |
+//	            v      MarkDormant (shelve offload)
+//	        +--------+ ------------> +---------+
+//	        | active |               | dormant |
+//	        +--------+ <------------ +---------+
+//	         |     |     Reactivate      |
+//	SweepOrphans   ReleaseInstance       | ReleaseInstance
+//	(no allocation,     |                |
+//	 older than expiry) v                v
+//	         |     +----------+ <--------+
+//	         |     | released |
+//	         v     +----------+
+//	    +----------+
+//	    | orphaned |
+//	    +----------+
 //
 // Cleaning runs:
 //

@@ -106,7 +106,6 @@ func withSearchPath(dsn, schema string) string {
 	return dsn + sep + "search_path=" + schema
 }
 
-
 // backend is one database the shared suite runs against. cfg opens a
 // fresh, empty database (a temp file, or a new PostgreSQL schema dropped
 // at the end of the test); opening cfg again reopens the same one.
