@@ -1,0 +1,126 @@
+package handlers_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/handlers"
+)
+
+// Revert is a broadcast: the destination (no allocation any more) releases
+// its claim and cleans; the source (allocation back) keeps its claim.
+func TestRevertBroadcast(t *testing.T) {
+	t.Parallel()
+	src, dst := newEnv(t, 1, nil), newEnv(t, 1, nil)
+	src.w.Allocate("vm-1", true, rp(1))
+	src.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	// resize to dst: the source allocation moves to the migration consumer
+	src.w.Move("vm-1", "mig-1", rp(1))
+	dst.w.Allocate("vm-1", true, rp(1))
+	dst.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1"))
+	// revert: Nova frees the destination and gives the source back
+	dst.w.Free("vm-1")
+	src.w.Move("mig-1", "vm-1", rp(1))
+	for _, e := range []*env{src, dst} {
+		rv := cmd(command.KindRevert, "instance.resize_revert.end", "vm-1")
+		rv.Scope, rv.Host = command.ScopeBroadcast, ""
+		e.handle(rv)
+		e.handle(rv) // duplicate broadcast
+		e.reconcile()
+	}
+	if got := dst.claimState("vm-1", 1); got != handlers.ClaimReleased {
+		t.Errorf("destination claim = %q, want released", got)
+	}
+	dst.wantDevice(1, handlers.StateAvailable, 1, 1)
+	if got := src.claimState("vm-1", 1); got != handlers.ClaimActive {
+		t.Errorf("source claim = %q, want active", got)
+	}
+	src.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+}
+
+// The source of a confirmed resize or a live migration releases its claim;
+// the device is cleaned only once the migration allocation is gone too.
+func TestMoveSource(t *testing.T) {
+	t.Parallel()
+	for _, ev := range []string{"instance.resize_confirm.end", "instance.live_migration_post.end"} {
+		t.Run(ev, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			e.w.Allocate("vm-1", true, rp(1))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+			e.w.Move("vm-1", "mig-1", rp(1)) // instance now holds a device elsewhere
+			e.handle(cmd(command.KindMoveSource, ev, "vm-1"))
+			e.reconcile()
+			if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
+				t.Errorf("claim = %q, want released", got)
+			}
+			e.wantDevice(1, handlers.StateBurnedInUse, 0, 0) // migration still holds it
+			e.w.Free("mig-1")
+			e.reconcile()
+			e.wantDevice(1, handlers.StateAvailable, 1, 1)
+		})
+	}
+}
+
+// Shelve offload: the device is cleaned, the claim sleeps (surviving the
+// orphan sweep) and carries the root-volume state into the unshelve claim.
+func TestShelveOffloadThenUnshelve(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	e.w.Allocate("vm-1", true, rp(1))
+	create := cmd(command.KindClaim, "instance.create.end", "vm-1")
+	create.Volumes = []string{"vol-root", "vol-data"}
+	e.handle(create)
+	e.handle(&command.Command{Version: 1, Kind: command.KindVolume, Scope: command.ScopeHost, Host: "compute1",
+		InstanceUUID: "vm-1", EventType: "instance.volume_attach.end", State: "active",
+		Volume: &command.VolumeChange{Action: "attach", VolumeID: "vol-root", IsRoot: true}})
+
+	e.w.Free("vm-1")
+	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "vm-1"))
+	e.reconcile()
+	if got := e.claimState("vm-1", 1); got != handlers.ClaimDormant {
+		t.Fatalf("claim after shelve offload = %q, want dormant", got)
+	}
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+
+	e.clock.Advance(24 * 3600e9) // a day shelved: dormant claims are no orphans
+	e.reconcile()
+	if got := e.claimState("vm-1", 1); got != handlers.ClaimDormant {
+		t.Fatalf("dormant claim after a day = %q, want dormant", got)
+	}
+	detach := &command.Command{Version: 1, Kind: command.KindVolume, Scope: command.ScopeBroadcast,
+		InstanceUUID: "vm-1", EventType: "instance.volume_detach.end", State: "shelved_offloaded",
+		Volume: &command.VolumeChange{Action: "detach", VolumeID: "vol-root", IsRoot: true}}
+	e.handle(detach)
+
+	e.w.Allocate("vm-1", true, rp(2))
+	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "vm-1"))
+	if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
+		t.Errorf("old dormant claim = %q, want released (superseded)", got)
+	}
+	c, _ := e.c.Get("vm-1", rp(2))
+	if c.State != handlers.ClaimActive || !c.Volumes.RootDetached || c.Volumes.Root != "" ||
+		!slices.Equal(c.Volumes.IDs, []string{"vol-data"}) {
+		t.Errorf("unshelve claim = %+v, want active, no root volume, [vol-data]", c)
+	}
+}
+
+// Unshelve on the same device the instance held: the dormant claim wakes.
+func TestUnshelveSameDeviceReactivates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate("vm-1", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.w.Free("vm-1")
+	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "vm-1"))
+	e.reconcile()
+	e.w.Allocate("vm-1", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "vm-1"))
+	if got := e.claimState("vm-1", 1); got != handlers.ClaimActive {
+		t.Errorf("claim = %q, want active", got)
+	}
+	if n := len(e.c.All()); n != 1 {
+		t.Errorf("claims = %d, want 1", n)
+	}
+}
