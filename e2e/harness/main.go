@@ -1,0 +1,132 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// mainActive is set by Main: shared containers need a package-level owner
+// that removes them when the package's tests end (Ryuk is disabled).
+var mainActive atomic.Bool
+
+var registry struct {
+	mu     sync.Mutex
+	shared map[string]*sharedEntry
+}
+
+type sharedEntry struct {
+	once sync.Once
+	svc  *service
+	err  error
+}
+
+// Main runs the package's tests and then removes the containers they
+// shared. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { harness.Main(m) }
+func Main(m *testing.M) {
+	mainActive.Store(true)
+	code := m.Run()
+	teardown()
+	os.Exit(code)
+}
+
+func teardown() {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for kind, e := range registry.shared {
+		if e.svc == nil {
+			continue
+		}
+		if err := e.svc.terminate(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e harness: removing the shared %s container: %v\n", kind, err)
+		}
+	}
+	registry.shared = nil
+}
+
+// Option changes how StartRabbitMQ and StartPlacement get their service.
+type Option func(*options)
+
+type options struct{ dedicated bool }
+
+// Dedicated gives the test a container of its own, removed when the test
+// ends, so it can Stop, Start and Restart it without disturbing other tests.
+// It costs a container start (seconds).
+func Dedicated() Option { return func(o *options) { o.dedicated = true } }
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: needs RabbitMQ and Placement containers; skipped under -short")
+	}
+}
+
+// acquire returns the package's shared service of this kind, starting it on
+// first use, or a dedicated one owned by t.
+func acquire(t testing.TB, newSvc func() (*service, error), kind string, dedicated bool) *service {
+	t.Helper()
+	if err := engineEnv(); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	if dedicated {
+		s, err := newSvc()
+		if err == nil {
+			err = startService(t.Context(), s)
+		}
+		if s != nil && s.c != nil {
+			t.Cleanup(func() { _ = s.terminate(context.Background()) })
+		}
+		if err != nil {
+			t.Fatalf("e2e harness: %v", err)
+		}
+		t.Logf("e2e harness: dedicated %s ready on localhost:%d in %s", kind, s.hostPort, s.started.Round(time.Millisecond))
+		return s
+	}
+	if !mainActive.Load() {
+		t.Fatalf("e2e harness: shared containers need a package-level owner: add `func TestMain(m *testing.M) { harness.Main(m) }` to this package's tests (or pass harness.Dedicated())")
+	}
+	registry.mu.Lock()
+	if registry.shared == nil {
+		registry.shared = map[string]*sharedEntry{}
+	}
+	e := registry.shared[kind]
+	if e == nil {
+		e = &sharedEntry{}
+		registry.shared[kind] = e
+	}
+	registry.mu.Unlock()
+	e.once.Do(func() {
+		// The shared container outlives this test: start it on a context
+		// that the test's end does not cancel.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*readyTimeout)
+		defer cancel()
+		s, err := newSvc()
+		if err == nil {
+			err = startService(ctx, s)
+		}
+		e.svc, e.err = s, err
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "e2e harness: %s (%s) ready on localhost:%d in %s\n", kind, s.image, s.hostPort, s.started.Round(time.Millisecond))
+		}
+	})
+	if e.err != nil {
+		t.Fatalf("e2e harness: %v", e.err)
+	}
+	return e.svc
+}

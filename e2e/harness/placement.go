@@ -1,0 +1,157 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+)
+
+// Microversion is the highest Placement microversion Debian's placement
+// 8.0.0 serves, and the one the harness's clients use by default.
+const Microversion = "1.39"
+
+// Placement is a Placement API the test may use. URL goes through a proxy of
+// the test's own (see Inject): what the system under test sees. The
+// harness's own helpers (seeding, Nova actions, reads) talk to the backend
+// directly, so injected faults never break a test's setup or assertions.
+type Placement struct {
+	svc     *service // nil for an external Placement
+	backend string
+	token   string
+	proxy   *faultProxy
+	client  *http.Client
+}
+
+func newPlacement() (*service, error) {
+	_, placement, err := imageNames()
+	if err != nil {
+		return nil, err
+	}
+	return &service{kind: "placement", image: placement, port: "8778/tcp", ready: placementReady}, nil
+}
+
+func placementReady(ctx context.Context, hostPort int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d/", hostPort), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET / answered %s", resp.Status)
+	}
+	return nil
+}
+
+// StartPlacement returns the package's shared Placement (started on first
+// use; needs harness.Main), a dedicated one with Dedicated(), or the one at
+// SCOUR_E2E_PLACEMENT_URL, behind a fault-injecting proxy of this test's own.
+func StartPlacement(t testing.TB, opts ...Option) *Placement {
+	t.Helper()
+	skipShort(t)
+	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}}
+	if u := os.Getenv(EnvPlacementURL); u != "" {
+		p.backend = u
+		if tok := os.Getenv(EnvPlacementToken); tok != "" {
+			p.token = tok
+		}
+	} else {
+		o := collect(opts)
+		p.svc = acquire(t, newPlacement, "placement", o.dedicated)
+		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
+	}
+	proxy, err := newFaultProxy(p.backend)
+	if err != nil {
+		t.Fatalf("e2e harness: proxy to %s: %v", p.backend, err)
+	}
+	t.Cleanup(proxy.srv.Close)
+	p.proxy = proxy
+	return p
+}
+
+// URL is the Placement endpoint for the system under test (the proxy).
+func (p *Placement) URL() string { return p.proxy.srv.URL }
+
+// BackendURL is Placement itself, bypassing the proxy and its faults.
+func (p *Placement) BackendURL() string { return p.backend }
+
+// Token is the X-Auth-Token to send: "admin" under noauth2.
+func (p *Placement) Token() string { return p.token }
+
+// HTTPClient is a plain client with a timeout, for requests to URL.
+func (p *Placement) HTTPClient() *http.Client { return p.client }
+
+// ServiceClient is a gophercloud client for URL at Microversion, with the
+// token set, ready for gophercloud's placement/v1 packages.
+func (p *Placement) ServiceClient() *gophercloud.ServiceClient {
+	pc := &gophercloud.ProviderClient{HTTPClient: *p.client, TokenID: p.token}
+	return &gophercloud.ServiceClient{
+		ProviderClient: pc,
+		Endpoint:       p.URL() + "/",
+		ResourceBase:   p.URL() + "/",
+		Type:           "placement",
+		Microversion:   Microversion,
+	}
+}
+
+// Inject makes the proxy apply f to the following requests to URL.
+func (p *Placement) Inject(f Fault) { p.proxy.set(f) }
+
+// Fail makes every request to URL answer status (e.g. 500) until Heal.
+func (p *Placement) Fail(status int) { p.Inject(Fault{Status: status}) }
+
+// Hang holds every request to URL for d (or until its client gives up)
+// before forwarding it, until Heal.
+func (p *Placement) Hang(d time.Duration) { p.Inject(Fault{Delay: d}) }
+
+// Heal ends any injected fault.
+func (p *Placement) Heal() { p.Inject(Fault{}) }
+
+// Requests counts requests that reached the proxy, and of those the ones a
+// fault applied to.
+func (p *Placement) Requests() (total, faulted int64) {
+	return p.proxy.requests.Load(), p.proxy.faulted.Load()
+}
+
+// Stop stops the Placement container: requests to URL fail with 502 until
+// Start. Needs a Dedicated() Placement.
+func (p *Placement) Stop(t testing.TB) {
+	t.Helper()
+	p.needDedicated(t, "Stop")
+	if err := p.svc.stop(t.Context()); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+}
+
+// Start starts a stopped Placement (same URL, same database) and waits
+// until it answers.
+func (p *Placement) Start(t testing.TB) {
+	t.Helper()
+	p.needDedicated(t, "Start")
+	t0 := time.Now()
+	if err := p.svc.start(t.Context()); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	t.Logf("e2e harness: placement back in %s", time.Since(t0).Round(time.Millisecond))
+}
+
+func (p *Placement) needDedicated(t testing.TB, what string) {
+	t.Helper()
+	if p.svc == nil {
+		t.Skipf("e2e harness: %s needs the Placement container; %s points at an external Placement", what, EnvPlacementURL)
+	}
+	registry.mu.Lock()
+	e := registry.shared["placement"]
+	shared := e != nil && e.svc == p.svc
+	registry.mu.Unlock()
+	if shared {
+		t.Fatalf("e2e harness: %s would disturb every test sharing Placement: use harness.StartPlacement(t, harness.Dedicated())", what)
+	}
+}

@@ -1,0 +1,105 @@
+package harness
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Fault is what the proxy in front of Placement does to requests instead of
+// (or before) forwarding them.
+type Fault struct {
+	// Status, when non-zero, answers every request with this status and a
+	// Placement-style JSON error body instead of forwarding it.
+	Status int
+	// Delay holds each request this long (or until its client gives up)
+	// before answering it, forwarding it or failing it with Status.
+	Delay time.Duration
+	// Times limits the fault to this many requests; 0 means until Heal.
+	Times int
+}
+
+// faultProxy is a reverse proxy to one Placement backend whose behaviour a
+// test switches at run time.
+type faultProxy struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	target   *url.URL
+	fault    Fault
+	left     int // requests the fault still applies to when fault.Times > 0
+	requests atomic.Int64
+	faulted  atomic.Int64
+}
+
+func newFaultProxy(target string) (*faultProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	p := &faultProxy{target: u}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			p.mu.Lock()
+			t := p.target
+			p.mu.Unlock()
+			r.SetURL(t)
+			r.Out.Host = r.In.Host
+		},
+	}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		f, on := p.take()
+		if on {
+			p.faulted.Add(1)
+			if f.Delay > 0 {
+				select {
+				case <-time.After(f.Delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if f.Status != 0 {
+				writePlacementError(w, f.Status)
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	return p, nil
+}
+
+// take returns the fault for one request and counts it down.
+func (p *faultProxy) take() (Fault, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.fault
+	if f.Status == 0 && f.Delay == 0 {
+		return f, false
+	}
+	if f.Times > 0 {
+		p.left--
+		if p.left <= 0 {
+			p.fault = Fault{}
+		}
+	}
+	return f, true
+}
+
+func (p *faultProxy) set(f Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault, p.left = f, f.Times
+}
+
+func writePlacementError(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("OpenStack-API-Version", "placement 1.39")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"errors": [{"status": %d, "title": %q, "detail": "injected by the scour e2e harness", "code": "placement.undefined_code", "request_id": "req-%s"}]}`,
+		status, http.StatusText(status), uuid4())
+}

@@ -1,0 +1,145 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
+)
+
+// readyTimeout bounds a container's start to ready; cold starts take about
+// 7 s (RabbitMQ) and 5 s (Placement) on an idle machine.
+const readyTimeout = 120 * time.Second
+
+// service is one running container with a fixed host port, so that Stop and
+// Start keep its URL (and a reconnecting client finds it again).
+type service struct {
+	kind     string // "rabbitmq" or "placement"
+	image    string
+	port     string // container port, "5672/tcp"
+	hostPort int
+	ready    func(ctx context.Context, hostPort int) error
+	c        testcontainers.Container
+	started  time.Duration
+}
+
+func startService(ctx context.Context, s *service) error {
+	t0 := time.Now()
+	var lastErr error
+	for range 3 { // a free port can be taken between freePort and bind
+		hp, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.hostPort = hp
+		port := network.MustParsePort(s.port)
+		req := testcontainers.ContainerRequest{
+			Image:        s.image,
+			ExposedPorts: []string{s.port},
+			Labels:       map[string]string{"org.scour.e2e": s.kind},
+			HostConfigModifier: func(hc *container.HostConfig) {
+				hc.PortBindings = network.PortMap{port: {{HostPort: strconv.Itoa(hp)}}}
+			},
+		}
+		s.c, lastErr = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
+		if lastErr == nil {
+			break
+		}
+		if s.c != nil {
+			_ = s.c.Terminate(context.WithoutCancel(ctx))
+			s.c = nil
+		}
+		if !strings.Contains(lastErr.Error(), "address already in use") {
+			break
+		}
+	}
+	if lastErr != nil {
+		return fmt.Errorf("starting %s from image %s: %w (build the images with `make e2e-images`, or set %s/%s to existing images)",
+			s.kind, s.image, lastErr, EnvRabbitMQImage, EnvPlacementImage)
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	s.started = time.Since(t0)
+	return nil
+}
+
+func (s *service) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for {
+		err := s.ready(ctx, s.hostPort)
+		if err == nil {
+			return nil
+		}
+		if st, serr := s.c.State(ctx); serr == nil && !st.Running {
+			return fmt.Errorf("%s container exited (code %d) before it was ready: %w\n%s", s.kind, st.ExitCode, err, s.logTail(ctx))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s: %w\n%s", s.kind, readyTimeout, err, s.logTail(context.WithoutCancel(ctx)))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (s *service) stop(ctx context.Context) error {
+	timeout := 20 * time.Second
+	if err := s.c.Stop(ctx, &timeout); err != nil {
+		return fmt.Errorf("stopping %s: %w", s.kind, err)
+	}
+	return nil
+}
+
+func (s *service) start(ctx context.Context) error {
+	if err := s.c.Start(ctx); err != nil {
+		return fmt.Errorf("starting %s again: %w", s.kind, err)
+	}
+	return s.waitReady(ctx)
+}
+
+func (s *service) terminate(ctx context.Context) error {
+	if s.c == nil {
+		return nil
+	}
+	return s.c.Terminate(ctx)
+}
+
+// exec runs cmd in the container and returns its combined output; a non-zero
+// exit is an error carrying that output.
+func (s *service) exec(ctx context.Context, user string, cmd ...string) (string, error) {
+	var opts []tcexec.ProcessOption
+	if user != "" {
+		opts = append(opts, tcexec.WithUser(user))
+	}
+	opts = append(opts, tcexec.Multiplexed())
+	code, r, err := s.c.Exec(ctx, cmd, opts...)
+	if err != nil {
+		return "", fmt.Errorf("exec %q in %s: %w", cmd, s.kind, err)
+	}
+	out, _ := io.ReadAll(r)
+	if code != 0 {
+		return string(out), fmt.Errorf("exec %q in %s: exit %d: %s", cmd, s.kind, code, out)
+	}
+	return string(out), nil
+}
+
+func (s *service) logTail(ctx context.Context) string {
+	r, err := s.c.Logs(ctx)
+	if err != nil {
+		return "(no logs: " + err.Error() + ")"
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return fmt.Sprintf("--- last %s logs ---\n%s", s.kind, b)
+}

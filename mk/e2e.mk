@@ -1,0 +1,23 @@
+# End-to-end test environment: real RabbitMQ and OpenStack Placement in
+# podman containers, driven from Go tests by e2e/harness (docs/e2e.md).
+.PHONY: e2e-env e2e-images e2e-socket e2e
+
+# `make test` prepares the e2e environment too: installs podman/runc/
+# debootstrap when missing, starts podman's socket, builds the images.
+test-env: e2e-env
+
+## e2e-env: everything the e2e tests need (packages, podman socket, images).
+e2e-env:
+	bash scripts/e2e-env.sh all
+
+## e2e-images: build the RabbitMQ and Placement images (only when the recipe changed).
+e2e-images:
+	bash scripts/e2e-env.sh images
+
+## e2e-socket: start podman's Docker-compatible socket when none answers.
+e2e-socket:
+	bash scripts/e2e-env.sh socket
+
+## e2e: the e2e harness and scenario tests.
+e2e: e2e-env
+	$(GO) test $(TESTFLAGS) ./e2e/...

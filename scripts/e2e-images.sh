@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds the e2e container images without a registry: debootstrap one Debian
+# bookworm (minbase) root filesystem with the packages in e2e/images/packages,
+# lay the recipe's config files over a hard-linked copy, and import it with
+# podman twice: one image whose entry point is RabbitMQ, one whose entry point
+# is Placement (sqlite + noauth2). Tags are the recipe's content hash, so
+# nothing is rebuilt unless the recipe changed. The debootstrap output is cached
+# under e2e/.images/ (gitignored), keyed by the package list.
+#
+# Environment: SCOUR_E2E_RABBITMQ_IMAGE / SCOUR_E2E_PLACEMENT_IMAGE (names to
+# use instead; when set and not localhost/scour-e2e-*, nothing is built),
+# SCOUR_E2E_DEBIAN_MIRROR (defaults to this machine's apt mirror).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/e2e-lib.sh
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/e2e/containers.conf}"
+
+start=$(date +%s)
+hash=$(e2e_recipe_hash)
+rabbit=$(e2e_rabbitmq_image)
+placement=$(e2e_placement_image)
+
+have_image() { podman image exists "$1"; }
+
+if have_image "$rabbit" && have_image "$placement"; then
+	echo "e2e-images: $rabbit and $placement are up to date (recipe $hash)"
+	exit 0
+fi
+for img in "$rabbit" "$placement"; do
+	case "$img" in
+	localhost/scour-e2e-*) ;;
+	*) have_image "$img" || { echo "e2e-images: $img is not a scour-built image and is not present; pull it first" >&2; exit 1; } ;;
+	esac
+done
+
+cache=e2e/.images
+mkdir -p "$cache"
+pkgs=$(grep -v '^[[:space:]]*#' e2e/images/packages | grep -v '^[[:space:]]*$' | paste -sd, -)
+mirror=$(e2e_debian_mirror)
+rootkey=$(printf '%s\n' bookworm minbase "$pkgs" | sha256sum | cut -c1-12)
+rootfs="$cache/rootfs-$rootkey"
+
+if [ ! -f "$rootfs/.scour-complete" ]; then
+	echo "e2e-images: debootstrap bookworm ($pkgs) from $mirror into $rootfs"
+	rm -rf "$rootfs" "$rootfs.tmp"
+	t0=$(date +%s)
+	# debootstrap's own resolver cannot follow virtual packages (python3-bcrypt
+	# needs python3-cffi-backend-api-min), so it lays down minbase only and apt
+	# inside the chroot installs the recipe's packages. policy-rc.d keeps
+	# package scripts from starting services.
+	debootstrap --variant=minbase bookworm "$rootfs.tmp" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
+		{ tail -30 "$cache/debootstrap.log" >&2; echo "e2e-images: debootstrap failed, full log in $cache/debootstrap.log" >&2; exit 1; }
+	printf '#!/bin/sh\nexit 101\n' >"$rootfs.tmp/usr/sbin/policy-rc.d"
+	chmod +x "$rootfs.tmp/usr/sbin/policy-rc.d"
+	# shellcheck disable=SC2086
+	chroot "$rootfs.tmp" /usr/bin/env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
+		sh -c "apt-get update && apt-get install -y --no-install-recommends ${pkgs//,/ }" >>"$cache/debootstrap.log" 2>&1 ||
+		{ tail -30 "$cache/debootstrap.log" >&2; echo "e2e-images: apt-get install in the chroot failed, full log in $cache/debootstrap.log" >&2; exit 1; }
+	rm -f "$rootfs.tmp/usr/sbin/policy-rc.d"
+	# Trim what a container never reads.
+	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
+		"$rootfs.tmp"/usr/share/doc/* "$rootfs.tmp"/usr/share/man/* "$rootfs.tmp"/usr/share/locale/*
+	touch "$rootfs.tmp/.scour-complete"
+	mv "$rootfs.tmp" "$rootfs"
+	echo "e2e-images: debootstrap took $(($(date +%s) - t0))s"
+else
+	echo "e2e-images: reusing $rootfs"
+fi
+
+# Config goes on a hard-linked copy: files are replaced (rm, then copy), never
+# written through, so the cached root filesystem stays pristine.
+stage="$cache/stage-$hash"
+rm -rf "$stage"
+cp -al "$rootfs" "$stage"
+put() { # put SRC DEST MODE
+	mkdir -p "$(dirname "$stage$2")"
+	rm -f "$stage$2"
+	install -m "$3" "$1" "$stage$2"
+}
+put e2e/images/placement.conf /etc/placement/placement.conf 0644
+put e2e/images/placement-start /usr/local/bin/placement-start 0755
+put e2e/images/rabbitmq.conf /etc/rabbitmq/rabbitmq.conf 0644
+mkdir -p "$stage/etc/placement/policy.d" "$stage/var/lib/placement"
+rm -f "$stage/.scour-complete"
+
+t0=$(date +%s)
+path='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+if ! have_image "$rabbit"; then
+	tar -C "$stage" -c . | podman import -q \
+		--change "$path" \
+		--change 'ENV RABBITMQ_LOGS=-' \
+		--change 'ENV RABBITMQ_NODENAME=rabbit@localhost' \
+		--change 'ENV HOME=/var/lib/rabbitmq' \
+		--change 'USER rabbitmq' \
+		--change 'EXPOSE 5672' \
+		--change "LABEL org.scour.e2e.recipe=$hash" \
+		--change 'CMD ["/usr/lib/rabbitmq/bin/rabbitmq-server"]' \
+		- "$rabbit" >/dev/null
+fi
+if ! have_image "$placement"; then
+	tar -C "$stage" -c . | podman import -q \
+		--change "$path" \
+		--change 'ENV OS_PLACEMENT_CONFIG_DIR=/etc/placement' \
+		--change 'EXPOSE 8778' \
+		--change "LABEL org.scour.e2e.recipe=$hash" \
+		--change 'CMD ["/usr/local/bin/placement-start"]' \
+		- "$placement" >/dev/null
+fi
+rm -rf "$stage"
+echo "e2e-images: podman import took $(($(date +%s) - t0))s"
+echo "e2e-images: built $rabbit and $placement in $(($(date +%s) - start))s"
