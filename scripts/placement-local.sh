@@ -13,7 +13,9 @@
 # inserted into the traits table after `db sync` and before the server starts
 # (Placement only adds missing standard traits at start and never removes rows).
 # placement-manage needs --config-file: only the WSGI app reads
-# OS_PLACEMENT_CONFIG_DIR.
+# OS_PLACEMENT_CONFIG_DIR. --http11-socket (not --http-socket): the latter
+# answers HTTP/1.1 and then closes the connection, so clients that reuse
+# connections get "connection reset by peer".
 set -euo pipefail
 
 PORT=${SCOUR_PLACEMENT_PORT:-18778}
@@ -79,7 +81,7 @@ start() {
 	rm -rf "$STATE"
 	configure
 	OS_PLACEMENT_CONFIG_DIR=$STATE uwsgi --plugins python3 \
-		--http-socket "127.0.0.1:$PORT" --wsgi-file /usr/bin/placement-api \
+		--http11-socket "127.0.0.1:$PORT" --wsgi-file /usr/bin/placement-api \
 		--master --processes 1 --threads 4 --enable-threads --die-on-term \
 		--need-app --lazy-apps --pidfile "$STATE/uwsgi.pid" \
 		--daemonize "$STATE/uwsgi.log"
