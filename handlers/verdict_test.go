@@ -1,0 +1,143 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/handlers"
+)
+
+// Only a clean verdict un-reserves, exactly once; quarantine keeps the
+// device reserved with the trait; retry-later, no-profile and cleaner
+// errors back off; aborted leaves the device alone.
+func TestVerdicts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		verdict     handlers.Verdict
+		err         error
+		want        handlers.DeviceState
+		unreserves  int
+		quarantines int
+		backsOff    bool
+	}{
+		{verdict: handlers.VerdictClean, want: handlers.StateAvailable, unreserves: 1},
+		{verdict: handlers.VerdictQuarantine, want: handlers.StateQuarantined, quarantines: 1},
+		{verdict: handlers.VerdictRetryLater, want: handlers.StateDirty, backsOff: true},
+		{verdict: handlers.VerdictNoProfile, want: handlers.StateDirty, backsOff: true},
+		{verdict: handlers.VerdictAborted, want: handlers.StateDirty},
+		{verdict: "nonsense", want: handlers.StateDirty, backsOff: true},
+		{err: errors.New("engine exploded"), want: handlers.StateDirty, backsOff: true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.verdict)+errString(tt.err), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, func(c *handlers.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Hour })
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+			e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+				return handlers.CleanResult{Verdict: tt.verdict, RunID: "run-1", Detail: "because"}, tt.err
+			}
+			e.reconcile()
+			e.wantDevice(1, tt.want, 1, tt.unreserves)
+			if got := e.w.Count("quarantine", rp(1)); got != tt.quarantines {
+				t.Errorf("quarantines = %d, want %d", got, tt.quarantines)
+			}
+			e.reconcile() // at once: a backing-off device is not run again
+			wantRuns := 2
+			if tt.backsOff || tt.want != handlers.StateDirty {
+				wantRuns = 1
+			}
+			if got := e.cl.CallsFor(rp(1)); got != wantRuns {
+				t.Errorf("runs after an immediate second scan = %d, want %d", got, wantRuns)
+			}
+			if tt.backsOff {
+				e.clock.Advance(2 * time.Minute) // past the first backoff (1m ±20%)
+				e.reconcile()
+				if got := e.cl.CallsFor(rp(1)); got != 2 {
+					t.Errorf("runs after the backoff = %d, want 2", got)
+				}
+				e.reconcile() // second failure: the backoff doubled
+				e.clock.Advance(90 * time.Second)
+				e.reconcile()
+				if got := e.cl.CallsFor(rp(1)); got != 2 {
+					t.Errorf("runs 90s into the doubled backoff = %d, want 2", got)
+				}
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return ""
+}
+
+// Un-reserve refused because an allocation appeared after the clean: the
+// device is left alone, not retried as a failure, not returned.
+func TestUnreserveRefusedWhenAllocated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		e.w.Allocate("vm-sneaky", false, rp(1)) // between "dirty" and "un-reserve"
+		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+	}
+	e.reconcile()
+	if got := e.w.Count("unreserve", rp(1)); got != 0 {
+		t.Errorf("un-reserves = %d, want 0", got)
+	}
+	if d := e.w.Device(rp(1)); d.Reserved != 1 {
+		t.Errorf("reserved = %d, want 1", d.Reserved)
+	}
+}
+
+// A failed un-reserve (Placement down) keeps the device reserved and the
+// device is tried again after its backoff, and then returned once.
+func TestUnreserveFailureRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	down := true
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		if down {
+			return errors.New("placement: 503")
+		}
+		return e.w.Unreserve(ctx, d)
+	}
+	e.reconcile()
+	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	down = false
+	e.clock.Advance(time.Hour)
+	e.reconcile()
+	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+}
+
+// A quarantine whose trait write fails is retried later; the device stays
+// reserved all along.
+func TestQuarantineWriteFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, Detail: "percent_used 97 >= 90"}, nil
+	}
+	fail := true
+	e.p.QuarantineF = func(ctx context.Context, d handlers.Device, reason string) error {
+		if fail {
+			return errors.New("placement: 503")
+		}
+		return e.w.Quarantine(ctx, d, reason)
+	}
+	e.reconcile()
+	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	fail = false
+	e.clock.Advance(time.Hour)
+	e.reconcile()
+	e.wantDevice(1, handlers.StateQuarantined, 2, 0)
+	if got := e.cl.Quarantined(); len(got) != 1 {
+		t.Errorf("records closed as quarantined = %v, want 1", got)
+	}
+}
