@@ -1,0 +1,276 @@
+package hardware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// Real is the Backend for real hardware: a rooted sysfs plus nvme-cli,
+// nvidia-smi and devlink run through a Runner.
+type Real struct {
+	fs       FS
+	run      Runner
+	log      *slog.Logger
+	cfg      Config
+	declared Declared
+}
+
+var _ Backend = (*Real)(nil)
+
+// Option configures NewReal.
+type Option func(*Real)
+
+// WithRunner replaces the ExecRunner (tests pass a FakeRunner).
+func WithRunner(r Runner) Option { return func(b *Real) { b.run = r } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(b *Real) { b.log = l } }
+
+// NewReal validates cfg and returns the real backend. Unknown declared
+// capability names are logged and ignored.
+func NewReal(cfg Config, opts ...Option) (*Real, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("hardware config: %w", err)
+	}
+	r := &Real{fs: NewFS(cfg.SysfsRoot), run: ExecRunner{}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: cfg}
+	for _, o := range opts {
+		o(r)
+	}
+	d, err := cfg.Declared(r.log)
+	if err != nil {
+		return nil, fmt.Errorf("hardware config: %w", err)
+	}
+	r.declared = d
+	return r, nil
+}
+
+// FS returns the sysfs the backend reads.
+func (r *Real) FS() FS { return r.fs }
+
+// List returns the PCI functions in sysfs.
+func (r *Real) List(ctx context.Context) ([]Address, error) { return r.fs.PCIAddresses() }
+
+// Discover reads sysfs for addr, asks the tools for what they know, and
+// merges the operator-declared capabilities. Missing or failing tools
+// leave the capability absent, with the reason in Device.Absent; only a
+// missing device or a cancelled ctx is an error.
+func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
+	p, err := r.fs.PCIDevice(addr)
+	if err != nil {
+		return nil, err
+	}
+	dev := deviceFromPCI(p)
+	switch dev.Kind {
+	case KindNVMe:
+		r.discoverNVMe(ctx, dev, p)
+	case KindGPU:
+		r.discoverGPU(ctx, dev)
+	case KindNIC:
+		r.discoverNIC(ctx, dev)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("discover %s: %w", addr, err)
+	}
+	dev.Capabilities = DeriveCapabilities(dev)
+	if dev.Kind == KindGPU {
+		dev.Capabilities["gpu.scrub"] = Bool(r.cfg.GPUScrubTool != "")
+		if r.cfg.GPUScrubTool == "" {
+			dev.Absent["gpu.scrub"] = "no hardware.gpu_scrub_tool configured"
+		}
+	}
+	dev.Capabilities = dev.Capabilities.Merge(r.declared.For(addr))
+	for name, why := range dev.Absent {
+		r.log.Info("capability absent", "device", addr, "capability", name, "reason", why)
+	}
+	return dev, nil
+}
+
+func deviceFromPCI(p *PCIDevice) *Device {
+	return &Device{
+		Address: p.Address, Kind: KindFromClass(p.Class),
+		VendorID: p.Vendor, DeviceID: p.Device, SubsystemVendor: p.SubsystemVendor, SubsystemDevice: p.SubsystemDevice,
+		Class: p.Class, Driver: p.Driver, IOMMUGroup: p.IOMMUGroup, NUMANode: p.NUMANode,
+		ResetAvailable: p.Reset, SRIOVTotalVFs: p.SRIOVTotalVFs, SRIOVNumVFs: p.SRIOVNumVFs,
+		Absent: map[string]string{},
+	}
+}
+
+// tool runs a discovery tool under the configured per-tool timeout.
+func (r *Real) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ToolTimeout)
+	defer cancel()
+	return r.run.Run(ctx, name, args...)
+}
+
+// absentReason words a tool error for Device.Absent.
+func absentReason(tool string, err error) string {
+	switch {
+	case errors.Is(err, ErrToolMissing):
+		return tool + " not installed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return tool + " timed out: " + err.Error()
+	}
+	return tool + " failed: " + err.Error()
+}
+
+func markAbsent(dev *Device, why string, names ...string) {
+	for _, n := range names {
+		if _, ok := dev.Absent[n]; !ok {
+			dev.Absent[n] = why
+		}
+	}
+}
+
+var nvmeToolCaps = []string{"nvme.format", "nvme.crypto_format", "nvme.sanitize", "nvme.firmware", "nvme.model"}
+var nvmeSmartCaps = []string{"nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"}
+
+func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
+	n := &NVMeInfo{}
+	dev.NVMe = n
+	if dev.Driver != "nvme" {
+		n.BoundToVFIO = dev.Driver == "vfio-pci"
+		why := fmt.Sprintf("bound to %q, not nvme: no controller or block device; bind to nvme to discover", dev.Driver)
+		markAbsent(dev, why, append(append([]string{"nvme.block_device"}, nvmeToolCaps...), nvmeSmartCaps...)...)
+		return
+	}
+	r.nvmeController(ctx, dev, p)
+	if n.Controller == "" {
+		markAbsent(dev, "no NVMe controller found for this device", append(nvmeToolCaps, nvmeSmartCaps...)...)
+		return
+	}
+	ctrl := "/dev/" + n.Controller
+	if out, err := r.tool(ctx, r.cfg.Tools.NVMe, "id-ctrl", ctrl, "-o", "json"); err != nil {
+		markAbsent(dev, absentReason("nvme id-ctrl", err), nvmeToolCaps...)
+	} else if id, err := ParseIDCtrl(out); err != nil {
+		markAbsent(dev, err.Error(), nvmeToolCaps...)
+	} else {
+		n.OACS, n.FNA, n.SANICAP = id.OACS, id.FNA, id.SANICAP
+		dev.Model, dev.Serial, dev.Firmware = id.MN, id.SN, id.FR
+		if SanitizeMethods(id.SANICAP) == nil {
+			dev.Absent["nvme.sanitize"] = fmt.Sprintf("controller reports no sanitize support (sanicap %#x)", id.SANICAP)
+		}
+	}
+	if s, err := r.smartLog(ctx, n.Controller); err != nil {
+		markAbsent(dev, err.Error(), nvmeSmartCaps...)
+	} else {
+		n.Smart = s
+	}
+}
+
+// nvmeController finds the controller and namespaces of an nvme-bound
+// device: `nvme list -v -o json` first, sysfs when nvme-cli is missing or
+// fails (model/serial/firmware then come from sysfs too).
+func (r *Real) nvmeController(ctx context.Context, dev *Device, p *PCIDevice) {
+	n := dev.NVMe
+	out, err := r.tool(ctx, r.cfg.Tools.NVMe, "list", "-v", "-o", "json")
+	if err == nil {
+		var ctrls []NVMeListController
+		if ctrls, err = ParseNVMeList(out); err == nil {
+			for _, c := range ctrls {
+				if c.Address == dev.Address {
+					n.Controller = c.Controller
+					dev.Model, dev.Serial, dev.Firmware = c.Model, c.Serial, c.Firmware
+					for _, ns := range c.Namespaces {
+						n.Namespaces = append(n.Namespaces, "/dev/"+ns)
+					}
+					return
+				}
+			}
+			err = errors.New("nvme list does not show this device")
+		}
+	}
+	r.log.Warn("nvme list failed, using sysfs for controller and namespaces", "device", dev.Address, "err", err)
+	if len(p.NVMeControllers) == 0 {
+		return
+	}
+	n.Controller = p.NVMeControllers[0]
+	dev.Model, dev.Serial, dev.Firmware = r.fs.NVMeIdentity(dev.Address, n.Controller)
+	nss, err := r.fs.NVMeNamespaces(dev.Address, n.Controller)
+	if err != nil {
+		r.log.Warn("reading namespaces from sysfs", "device", dev.Address, "err", err)
+	}
+	for _, ns := range nss {
+		n.Namespaces = append(n.Namespaces, "/dev/"+ns.Name)
+	}
+}
+
+func (r *Real) smartLog(ctx context.Context, ctrl string) (*SmartLog, error) {
+	out, err := r.tool(ctx, r.cfg.Tools.NVMe, "smart-log", "/dev/"+ctrl, "-o", "json")
+	if err != nil {
+		return nil, errors.New(absentReason("nvme smart-log", err))
+	}
+	return ParseSmartLog(out)
+}
+
+var gpuToolCaps = []string{"gpu.model", "gpu.memory_mib", "gpu.driver_version"}
+
+func (r *Real) discoverGPU(ctx context.Context, dev *Device) {
+	g := &GPUInfo{ResetSupport: dev.ResetAvailable}
+	dev.GPU = g
+	if dev.VendorID != "0x10de" || dev.Driver != "nvidia" {
+		why := fmt.Sprintf("generic GPU (vendor %s, driver %q): only NVIDIA with the nvidia driver is queried", dev.VendorID, dev.Driver)
+		markAbsent(dev, why, append(gpuToolCaps, "gpu.ecc")...)
+		return
+	}
+	out, err := r.tool(ctx, r.cfg.Tools.NvidiaSMI, "--query-gpu="+NvidiaSMIQuery, "--format=csv,noheader,nounits")
+	if err != nil {
+		markAbsent(dev, absentReason("nvidia-smi", err), append(gpuToolCaps, "gpu.ecc")...)
+		return
+	}
+	gpus, err := ParseNvidiaSMI(out)
+	if err != nil {
+		markAbsent(dev, err.Error(), append(gpuToolCaps, "gpu.ecc")...)
+		return
+	}
+	for _, x := range gpus {
+		if x.Address == dev.Address {
+			g.Name, g.MemoryMiB, g.DriverVer = x.Name, x.MemoryMiB, x.Driver
+			g.ECCSupported = x.ECC == "Enabled"
+			dev.Model, dev.Serial, dev.Firmware = x.Name, x.Serial, x.VBIOS
+			if x.ECC != "Enabled" && x.ECC != "Disabled" {
+				dev.Absent["gpu.ecc"] = "nvidia-smi reports ECC " + x.ECC
+			}
+			return
+		}
+	}
+	markAbsent(dev, "nvidia-smi does not list this GPU", append(gpuToolCaps, "gpu.ecc")...)
+}
+
+func (r *Real) discoverNIC(ctx context.Context, dev *Device) {
+	dev.NIC = &NICInfo{DevlinkHandle: "pci/" + string(dev.Address)}
+	fw, err := r.firmware(ctx, dev.Address, r.tool)
+	if err != nil {
+		dev.Absent[NICFirmwarePrefix+"*"] = err.Error()
+		return
+	}
+	dev.NIC.Firmware = fw
+	if v, ok := fw["fw.version"]; ok {
+		dev.Firmware = v
+	} else if v, ok := fw["fw"]; ok {
+		dev.Firmware = v
+	}
+}
+
+type runFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
+
+func (r *Real) firmware(ctx context.Context, addr Address, run runFunc) (map[string]string, error) {
+	handle := "pci/" + string(addr)
+	out, err := run(ctx, r.cfg.Tools.Devlink, "dev", "info", handle, "-j")
+	if err != nil {
+		return nil, errors.New(absentReason("devlink dev info", err))
+	}
+	infos, err := ParseDevlinkInfo(out)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range infos {
+		if strings.EqualFold(in.Handle, handle) {
+			return in.Running, nil
+		}
+	}
+	return nil, fmt.Errorf("devlink dev info has no %s", handle)
+}

@@ -1,0 +1,265 @@
+package hardware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// nvmeCtrl returns the controller name of an nvme-bound device, or
+// ErrWrongDriver / ErrUnsupported explaining why there is none.
+func (r *Real) nvmeCtrl(ctx context.Context, addr Address) (*Device, string, error) {
+	p, err := r.fs.PCIDevice(addr)
+	if err != nil {
+		return nil, "", err
+	}
+	dev := deviceFromPCI(p)
+	if dev.Kind != KindNVMe {
+		return nil, "", fmt.Errorf("%s is a %s device, not NVMe: %w", addr, dev.Kind, ErrUnsupported)
+	}
+	if dev.Driver != "nvme" {
+		return nil, "", fmt.Errorf("%s is bound to %q; bind it to nvme first: %w", addr, dev.Driver, ErrWrongDriver)
+	}
+	dev.NVMe = &NVMeInfo{}
+	r.nvmeController(ctx, dev, p)
+	if dev.NVMe.Controller == "" {
+		return nil, "", fmt.Errorf("%s: no NVMe controller found (nvme list and sysfs): %w", addr, ErrUnsupported)
+	}
+	return dev, dev.NVMe.Controller, nil
+}
+
+func (r *Real) idCtrl(ctx context.Context, ctrl string) (*IDCtrl, error) {
+	out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "id-ctrl", "/dev/"+ctrl, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	return ParseIDCtrl(out)
+}
+
+// SmartLog runs nvme smart-log on addr's controller.
+func (r *Real) SmartLog(ctx context.Context, addr Address) (*SmartLog, error) {
+	_, ctrl, err := r.nvmeCtrl(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "smart-log", "/dev/"+ctrl, "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("smart log of %s: %w", addr, err)
+	}
+	return ParseSmartLog(out)
+}
+
+// Sanitize starts `nvme sanitize <ctrl> -a <2|3|4>` and polls
+// `nvme sanitize-log` every poll until SSTAT says done or failed,
+// reporting SPROG/65535 as progress. The controller's sanicap must list
+// the action (else ErrUnsupported); ctx bounds the whole wait.
+func (r *Real) Sanitize(ctx context.Context, addr Address, action SanitizeAction, poll time.Duration, p Progress) error {
+	act, bit, err := sanact(action)
+	if err != nil {
+		return fmt.Errorf("sanitize %s: %w", addr, err)
+	}
+	_, ctrl, err := r.nvmeCtrl(ctx, addr)
+	if err != nil {
+		return err
+	}
+	id, err := r.idCtrl(ctx, ctrl)
+	if err != nil {
+		return fmt.Errorf("sanitize %s: read sanicap: %w", addr, err)
+	}
+	if id.SANICAP&bit == 0 {
+		return fmt.Errorf("sanitize %s with %s: controller supports %v (sanicap %#x): %w", addr, action, SanitizeMethods(id.SANICAP), id.SANICAP, ErrUnsupported)
+	}
+	dev := "/dev/" + ctrl
+	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize", dev, "-a", strconv.Itoa(act)); err != nil {
+		return fmt.Errorf("sanitize %s (%s): start: %w", addr, action, err)
+	}
+	if poll <= 0 {
+		poll = 5 * time.Second
+	}
+	return r.pollSanitize(ctx, addr, dev, poll, p)
+}
+
+func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll time.Duration, p Progress) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	seenRunning := false
+	for {
+		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize-log", dev, "-o", "json")
+		if err != nil {
+			return fmt.Errorf("sanitize %s: poll sanitize-log: %w", addr, err)
+		}
+		log, err := ParseSanitizeLog(out)
+		if err != nil {
+			return fmt.Errorf("sanitize %s: %w", addr, err)
+		}
+		switch log.Status {
+		case SanitizeInProgress:
+			seenRunning = true
+			if p != nil {
+				p(float64(log.SPROG) / 65535)
+			}
+		case SanitizeDone, SanitizeDoneNoDeall:
+			if p != nil {
+				p(1)
+			}
+			return nil
+		case SanitizeFailed:
+			return fmt.Errorf("sanitize %s: the controller reports the sanitize failed (SSTAT 3); the device stays out of the pool until a sanitize succeeds", addr)
+		case SanitizeNever:
+			if seenRunning {
+				return fmt.Errorf("sanitize %s: sanitize-log went from in progress to never sanitized", addr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sanitize %s: still running when the step's deadline passed: %w", addr, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Format runs `nvme format <ns> -s <ses> --force`. ses 1 is a user-data
+// erase, 2 a crypto erase (needs fna bit 2); 0 is refused because it
+// erases nothing yet reports success. namespace must be one of addr's own
+// namespaces ("/dev/nvme0n1" or "nvme0n1").
+func (r *Real) Format(ctx context.Context, addr Address, namespace string, ses int) error {
+	if ses != 1 && ses != 2 {
+		return fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
+	}
+	dev, ctrl, err := r.nvmeCtrl(ctx, addr)
+	if err != nil {
+		return err
+	}
+	ns := "/dev/" + strings.TrimPrefix(namespace, "/dev/")
+	if indexOf(dev.NVMe.Namespaces, ns) < 0 {
+		return fmt.Errorf("format %s: namespace %s is not one of this device's %v", addr, namespace, dev.NVMe.Namespaces)
+	}
+	id, err := r.idCtrl(ctx, ctrl)
+	if err != nil {
+		return fmt.Errorf("format %s: identify controller: %w", addr, err)
+	}
+	if id.OACS&2 == 0 {
+		return fmt.Errorf("format %s: controller does not support Format NVM (oacs %#x): %w", addr, id.OACS, ErrUnsupported)
+	}
+	if ses == 2 && id.FNA&4 == 0 {
+		return fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
+	}
+	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "format", ns, "-s", strconv.Itoa(ses), "--force"); err != nil {
+		return fmt.Errorf("format %s %s -s %d: %w", addr, ns, ses, err)
+	}
+	return nil
+}
+
+// Media lists addr's namespace block devices with sizes from sysfs.
+func (r *Real) Media(ctx context.Context, addr Address) ([]Media, error) {
+	dev, _, err := r.nvmeCtrl(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var out []Media
+	for _, ns := range dev.NVMe.Namespaces {
+		size, err := r.fs.BlockSize(filepath.Base(ns))
+		if err != nil {
+			return nil, fmt.Errorf("media of %s: size of %s: %w", addr, ns, err)
+		}
+		out = append(out, Media{Path: ns, Size: size})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("media of %s: controller has no namespaces: %w", addr, ErrUnsupported)
+	}
+	return out, nil
+}
+
+// ScrubGPU runs the configured scrub tool (`<tool> <addr>`), which must
+// zero and verify all device memory and exit 0 only on success. Without
+// one it returns ErrUnsupported: scour has no built-in GPU scrubber.
+func (r *Real) ScrubGPU(ctx context.Context, addr Address, p Progress) error {
+	if r.cfg.GPUScrubTool == "" {
+		return fmt.Errorf("scrub GPU %s: no hardware.gpu_scrub_tool configured: %w", addr, ErrUnsupported)
+	}
+	if p != nil {
+		p(0)
+	}
+	if _, err := r.run.Run(ctx, r.cfg.GPUScrubTool, string(addr)); err != nil {
+		return fmt.Errorf("scrub GPU %s: %w", addr, err)
+	}
+	if p != nil {
+		p(1)
+	}
+	return nil
+}
+
+// FlashFirmware runs `devlink dev flash pci/<addr> file <path> [component <c>]`.
+// The caller has checked the image's SHA-256; the new version usually
+// runs only after a reset.
+func (r *Real) FlashFirmware(ctx context.Context, addr Address, img FirmwareImage, p Progress) error {
+	if img.Path == "" {
+		return fmt.Errorf("flash firmware on %s: no image path", addr)
+	}
+	args := []string{"dev", "flash", "pci/" + string(addr), "file", img.Path}
+	if img.Component != "" {
+		args = append(args, "component", img.Component)
+	}
+	if p != nil {
+		p(0)
+	}
+	if _, err := r.run.Run(ctx, r.cfg.Tools.Devlink, args...); err != nil {
+		return fmt.Errorf("flash firmware %s on %s: %w", img.Path, addr, err)
+	}
+	if p != nil {
+		p(1)
+	}
+	return nil
+}
+
+// FirmwareVersions returns devlink's running versions ("fw.version" ->
+// "22.31.1014"). For an NVMe device it returns {"fr": <id-ctrl fr>}.
+func (r *Real) FirmwareVersions(ctx context.Context, addr Address) (map[string]string, error) {
+	p, err := r.fs.PCIDevice(addr)
+	if err != nil {
+		return nil, err
+	}
+	if KindFromClass(p.Class) == KindNVMe {
+		_, ctrl, err := r.nvmeCtrl(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		id, err := r.idCtrl(ctx, ctrl)
+		if err != nil {
+			return nil, fmt.Errorf("firmware of %s: %w", addr, err)
+		}
+		return map[string]string{"fr": id.FR}, nil
+	}
+	fw, err := r.firmware(ctx, addr, r.run.Run)
+	if err != nil {
+		return nil, fmt.Errorf("firmware of %s: %w", addr, err)
+	}
+	return fw, nil
+}
+
+// ResetFunction writes 1 to bus/pci/devices/<addr>/reset.
+func (r *Real) ResetFunction(ctx context.Context, addr Address) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return r.fs.WriteReset(addr)
+}
+
+// BindDriver rebinds addr through sysfs and returns the previous driver.
+func (r *Real) BindDriver(ctx context.Context, addr Address, driver string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if driver == "" || strings.ContainsAny(driver, "/\n") {
+		return "", fmt.Errorf("bind %s: invalid driver name %q", addr, driver)
+	}
+	prev, err := r.fs.Bind(addr, driver)
+	if err != nil && !errors.Is(err, ErrNoDevice) {
+		r.log.Error("rebinding device failed", "device", addr, "driver", driver, "previous", prev, "err", err)
+	}
+	return prev, err
+}
