@@ -19,6 +19,12 @@ import (
 func (s *Store) openSQLite(ctx context.Context) error {
 	s.d = sqliteDialect
 	path := s.cfg.SQLitePath()
+	if !s.upgrade {
+		// A reader (scourctl) never creates the database.
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("claims: no claims database at %s (check --state-path/--db, or the host's state_path and claim_db): %w", path, err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("claims: create state directory %s: %w", filepath.Dir(path), err)
 	}
