@@ -108,3 +108,17 @@ func (c Capabilities) Merge(over Capabilities) Capabilities {
 	}
 	return out
 }
+
+// Equal reports whether two values have the same kind and contents
+// (ordered items in the same order; set items in the same order too).
+func (v Value) Equal(o Value) bool {
+	if v.Kind != o.Kind || v.Bool != o.Bool || len(v.Items) != len(o.Items) {
+		return false
+	}
+	for i := range v.Items {
+		if v.Items[i] != o.Items[i] {
+			return false
+		}
+	}
+	return true
+}

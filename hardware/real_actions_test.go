@@ -1,0 +1,204 @@
+package hardware
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// sanitizeRunner serves the fixtures plus a scripted sequence of
+// sanitize-log answers (the last one repeats).
+func sanitizeRunner(t *testing.T, logs ...string) *FakeRunner {
+	var mu sync.Mutex
+	return fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		switch {
+		case strings.HasPrefix(cmd, "nvme sanitize /dev/"):
+			return nil, nil, true
+		case strings.HasPrefix(cmd, "nvme sanitize-log /dev/nvme0 -o json"):
+			mu.Lock()
+			defer mu.Unlock()
+			name := logs[0]
+			if len(logs) > 1 {
+				logs = logs[1:]
+			}
+			return fixture(t, name), nil, true
+		}
+		return nil, nil, false
+	})
+}
+
+func TestRealSanitize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := sanitizeRunner(t, "sanitize-log-progress.json", "sanitize-log-progress.json", "sanitize-log-done.json")
+	b := newTestReal(t, Config{}, r)
+	var progress []float64
+	if err := b.Sanitize(ctx, "0000:01:00.0", SanitizeCrypto, time.Millisecond, func(f float64) { progress = append(progress, f) }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float64{32768.0 / 65535, 32768.0 / 65535, 1}, progress); diff != "" {
+		t.Errorf("progress (-want +got):\n%s", diff)
+	}
+	var started []string
+	for _, c := range r.Calls() {
+		if strings.HasPrefix(c, "nvme sanitize ") {
+			started = append(started, c)
+		}
+	}
+	if diff := cmp.Diff([]string{"nvme sanitize /dev/nvme0 -a 4"}, started); diff != "" {
+		t.Errorf("sanitize command (-want +got):\n%s", diff)
+	}
+
+	failed := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-progress.json", "sanitize-log-failed.json"))
+	err := failed.Sanitize(ctx, "0000:01:00.0", SanitizeBlock, time.Millisecond, nil)
+	if err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Errorf("failed sanitize: %v", err)
+	}
+
+	stuck := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-progress.json"))
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := stuck.Sanitize(short, "0000:01:00.0", SanitizeBlock, time.Millisecond, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("sanitize past deadline: %v", err)
+	}
+
+	// The CM6 supports overwrite and block only.
+	cm6 := sanitizeRunner(t, "sanitize-log-done.json")
+	nb := newTestReal(t, Config{}, cm6)
+	if err := nb.Sanitize(ctx, "0000:81:00.0", SanitizeCrypto, time.Millisecond, nil); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("crypto sanitize on CM6: %v, want ErrUnsupported", err)
+	}
+	for _, c := range cm6.Calls() {
+		if strings.HasPrefix(c, "nvme sanitize ") {
+			t.Errorf("unsupported sanitize was started: %s", c)
+		}
+	}
+	if err := nb.Sanitize(ctx, "0000:02:00.0", SanitizeBlock, time.Millisecond, nil); !errors.Is(err, ErrWrongDriver) {
+		t.Errorf("sanitize of vfio-bound device: %v, want ErrWrongDriver", err)
+	}
+}
+
+func TestRealFormat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		if strings.HasPrefix(cmd, "nvme format ") {
+			return nil, nil, true
+		}
+		return nil, nil, false
+	})
+	b := newTestReal(t, Config{}, r)
+	for _, tc := range []struct {
+		addr  Address
+		ns    string
+		ses   int
+		err   error
+		want  string
+		nocmd bool
+	}{
+		{"0000:01:00.0", "/dev/nvme0n1", 0, nil, "0 erases nothing", true},
+		{"0000:01:00.0", "/dev/nvme0n1", 3, nil, "refused", true},
+		{"0000:01:00.0", "/dev/nvme1n1", 1, nil, "not one of this device's", true},
+		{"0000:81:00.0", "nvme1n2", 2, ErrUnsupported, "fna", true},
+		{"0000:01:00.0", "nvme0n1", 2, nil, "", false},
+		{"0000:81:00.0", "/dev/nvme1n2", 1, nil, "", false},
+	} {
+		before := len(r.Calls())
+		err := b.Format(ctx, tc.addr, tc.ns, tc.ses)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Format(%s, %s, %d): %v", tc.addr, tc.ns, tc.ses, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Format(%s, %s, %d) = %v, want error containing %q", tc.addr, tc.ns, tc.ses, err, tc.want)
+		case tc.err != nil && !errors.Is(err, tc.err):
+			t.Errorf("Format(%s, %s, %d) = %v, want %v", tc.addr, tc.ns, tc.ses, err, tc.err)
+		}
+		ran := false
+		for _, c := range r.Calls()[before:] {
+			ran = ran || strings.HasPrefix(c, "nvme format")
+		}
+		if ran == tc.nocmd {
+			t.Errorf("Format(%s, %s, %d): nvme format ran = %v", tc.addr, tc.ns, tc.ses, ran)
+		}
+	}
+	calls := r.Calls()
+	var formats []string
+	for _, c := range calls {
+		if strings.HasPrefix(c, "nvme format") {
+			formats = append(formats, c)
+		}
+	}
+	if diff := cmp.Diff([]string{"nvme format /dev/nvme0n1 -s 2 --force", "nvme format /dev/nvme1n2 -s 1 --force"}, formats); diff != "" {
+		t.Errorf("format commands (-want +got):\n%s", diff)
+	}
+}
+
+func TestRealMediaFirmwareResetBind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		if strings.HasPrefix(cmd, "devlink dev flash") || strings.HasPrefix(cmd, "/opt/scrub") {
+			return nil, nil, true
+		}
+		return nil, nil, false
+	})
+	b := newTestReal(t, Config{GPUScrubTool: "/opt/scrub"}, r)
+
+	m, err := b.Media(ctx, "0000:81:00.0")
+	want := []Media{{Path: "/dev/nvme1n1", Size: 1920383410176}, {Path: "/dev/nvme1n2", Size: 1920383410176}}
+	if err != nil || !cmp.Equal(want, m) {
+		t.Errorf("Media = %v, %v; want %v", m, err, want)
+	}
+	if _, err := b.Media(ctx, "0000:41:00.0"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Media of a GPU: %v", err)
+	}
+
+	fw, err := b.FirmwareVersions(ctx, "0000:3b:00.0")
+	if err != nil || fw["fw.version"] != "22.31.1014" {
+		t.Errorf("NIC firmware = %v, %v", fw, err)
+	}
+	fw, err = b.FirmwareVersions(ctx, "0000:01:00.0")
+	if err != nil || fw["fr"] != "GDC5602Q" {
+		t.Errorf("NVMe firmware = %v, %v", fw, err)
+	}
+	var steps []float64
+	img := FirmwareImage{Path: "/lib/firmware/mellanox/fw-cx6dx.bin", Component: "fw.mgmt"}
+	if err := b.FlashFirmware(ctx, "0000:3b:00.0", img, func(f float64) { steps = append(steps, f) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ScrubGPU(ctx, "0000:41:00.0", nil); err != nil {
+		t.Fatal(err)
+	}
+	calls := strings.Join(r.Calls(), "\n")
+	for _, c := range []string{"devlink dev flash pci/0000:3b:00.0 file /lib/firmware/mellanox/fw-cx6dx.bin component fw.mgmt", "/opt/scrub 0000:41:00.0"} {
+		if !strings.Contains(calls, c) {
+			t.Errorf("command %q not run; ran:\n%s", c, calls)
+		}
+	}
+	if !cmp.Equal([]float64{0, 1}, steps) {
+		t.Errorf("flash progress %v", steps)
+	}
+	noScrub := newTestReal(t, Config{}, r)
+	if err := noScrub.ScrubGPU(ctx, "0000:41:00.0", nil); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("ScrubGPU without tool: %v", err)
+	}
+
+	if err := b.ResetFunction(ctx, "0000:3b:00.0"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(b.FS().Path("bus/pci/devices/0000:3b:00.0/reset")); string(got) != "1" {
+		t.Errorf("reset file = %q", got)
+	}
+	if prev, err := b.BindDriver(ctx, "0000:02:00.0", "vfio-pci"); prev != "vfio-pci" || err != nil {
+		t.Errorf("BindDriver to the bound driver = %q, %v", prev, err)
+	}
+	if _, err := b.BindDriver(ctx, "0000:02:00.0", "../evil"); err == nil {
+		t.Error("driver name with a slash accepted")
+	}
+}
