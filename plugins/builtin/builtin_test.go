@@ -146,7 +146,10 @@ func TestFormatSES(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var seen []int
-			be := &fakehw.Backend{FormatF: func(_ context.Context, _ hardware.Address, _ string, ses int) error { seen = append(seen, ses); return nil }}
+			be := &fakehw.Backend{FormatF: func(_ context.Context, _ hardware.Address, _ string, ses int) error {
+				seen = append(seen, ses)
+				return nil
+			}}
 			info := tc.info
 			_, err := run(t, "nvme-format", be, &hardware.Device{Address: addr, NVMe: &info}, tc.args)
 			if plugins.CodeOf(err) != tc.code {

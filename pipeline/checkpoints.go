@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// Checkpoints persists runs and step outcomes so a crash resumes instead of
+// redoing or skipping work. The claims store implements it; MemCheckpoints
+// is the in-memory version for tests and dry tools.
+//
+// Contract: each call returns only after the change is durable. OpenRun
+// returns the device's open run (not yet finished) with its step records if
+// there is one, or creates a new run. Attempt counts runs for the device
+// since it was last clean (1 for the first).
+type Checkpoints interface {
+	OpenRun(ctx context.Context, start RunStart) (Run, []StepRecord, error)
+	StepStarted(ctx context.Context, runID string, rec StepRecord) error
+	StepProgress(ctx context.Context, runID string, step int, fraction float64) error
+	StepFinished(ctx context.Context, runID string, rec StepRecord) error
+	FinishRun(ctx context.Context, runID string, res Result) error
+}
+
+// RunStart describes a run about to start.
+type RunStart struct {
+	Device          string    `json:"device"`
+	RPUUID          string    `json:"rp_uuid"`
+	Profile         string    `json:"profile"`
+	Pipeline        string    `json:"pipeline"`
+	PipelineVersion int       `json:"pipeline_version"`
+	Steps           []string  `json:"steps"`
+	Started         time.Time `json:"started"`
+}
+
+// Run is a persisted run. Its RunStart is what was stored when it opened,
+// which may differ from the current config (then the engine finishes it as
+// superseded and opens a new one).
+type Run struct {
+	ID      string   `json:"id"`
+	Attempt int      `json:"attempt"`
+	Start   RunStart `json:"start"`
+}
+
+// StepState is a step's persisted state.
+type StepState string
+
+const (
+	StepRunning   StepState = "running"
+	StepSucceeded StepState = "succeeded"
+	StepFailed    StepState = "failed"
+	StepSkipped   StepState = "skipped"
+)
+
+// StepRecord is one step's persisted outcome.
+type StepRecord struct {
+	RunID    string         `json:"run_id"`
+	Index    int            `json:"index"`
+	Name     string         `json:"name"`
+	State    StepState      `json:"state"`
+	Attempts int            `json:"attempts"`
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished,omitzero"`
+	Progress float64        `json:"progress"`
+	Code     int            `json:"code,omitempty"`
+	Message  string         `json:"message,omitempty"`
+	Details  map[string]any `json:"details,omitempty"`
+	Stderr   string         `json:"stderr,omitempty"`
+}
+
+// done reports whether a resumed run may keep this record instead of
+// re-running the step.
+func (r StepRecord) done() bool { return r.State == StepSucceeded || r.State == StepSkipped }

@@ -1,0 +1,270 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/scour-project/scour/plugins"
+)
+
+// Config is the `pipelines:` section of scour's config: which devices get
+// which cleaning pipeline.
+type Config struct {
+	// PluginDirs are the only directories executable plugins run from.
+	PluginDirs []string `yaml:"plugin_dirs"`
+	// MaxConcurrent bounds cleaning runs on this host (default 4).
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// Profiles are tried in order; the first that matches a device wins.
+	Profiles []Profile `yaml:"profiles"`
+}
+
+// Profile selects devices and names their pipeline.
+type Profile struct {
+	Name  string `yaml:"name"`
+	Match Match  `yaml:"match"`
+	// MaxConcurrent bounds runs of this profile at once (0 = host limit
+	// only), e.g. two NVMe sanitizes at a time.
+	MaxConcurrent int      `yaml:"max_concurrent"`
+	Pipeline      Pipeline `yaml:"pipeline"`
+}
+
+// Match holds a profile's criteria. Every criterion given must hold; a list
+// holds when any element matches. A profile with no criteria matches
+// nothing (a catch-all must say so: resource_classes: ["*"]).
+type Match struct {
+	ResourceClasses []string `yaml:"resource_classes"`
+	// VendorProduct entries are "vvvv:pppp" hex ids ("144d:a80a"); the
+	// product may be "*".
+	VendorProduct []string `yaml:"vendor_product"`
+	// PCIClass entries are class-code prefixes ("0108" = NVMe/mass
+	// storage, "0x030200"); "0x" is optional.
+	PCIClass []string `yaml:"pci_class"`
+	Kinds    []string `yaml:"kinds"`
+	Requires Requires `yaml:"requires"`
+}
+
+// Pipeline is a named, versioned, ordered list of steps. Change Version
+// whenever the steps change: an interrupted run resumes only under the
+// same name and version.
+type Pipeline struct {
+	Name    string `yaml:"name"`
+	Version int    `yaml:"version"`
+	// MaxRuns is how many runs a device gets before a recoverable
+	// failure becomes quarantine (default 3).
+	MaxRuns int `yaml:"max_runs"`
+	// HomeDriver is the driver the device goes back to after a step that
+	// needed another one (default vfio-pci).
+	HomeDriver string `yaml:"home_driver"`
+	Steps      []Step `yaml:"steps"`
+}
+
+// OnUnsupported values.
+const (
+	OnUnsupportedFail = "fail"
+	OnUnsupportedSkip = "skip"
+)
+
+// Step is one pipeline step.
+type Step struct {
+	Name string `yaml:"name"`
+	// Type is a built-in step name or "plugin".
+	Type string `yaml:"type"`
+	// Path is the plugin executable (type: plugin).
+	Path     string         `yaml:"path"`
+	Args     map[string]any `yaml:"args"`
+	Requires Requires       `yaml:"requires"`
+	// OnUnsupported decides what unmet requirements (or a plugin's CHECK
+	// answering "unsupported") do: fail the run (default) or skip the step.
+	OnUnsupported string        `yaml:"on_unsupported"`
+	Timeout       time.Duration `yaml:"timeout"`
+	Retry         Retry         `yaml:"retry"`
+	// Destructive steps run only after Placement shows no allocation on the
+	// device. Default: the built-in's own nature; plugins: true.
+	Destructive *bool `yaml:"destructive"`
+	// Required steps must succeed for the device to be clean (default
+	// true); a failed optional step is recorded and the run goes on.
+	Required *bool `yaml:"required"`
+	// Driver, when set, binds the device to this driver for the step and
+	// back to the pipeline's home driver afterwards, even on failure.
+	Driver string `yaml:"driver"`
+}
+
+// Retry is a step's retry policy within one run.
+type Retry struct {
+	Attempts int           `yaml:"attempts"` // total tries (default 1)
+	Backoff  time.Duration `yaml:"backoff"`  // wait between tries (default 10s), doubled each time
+	// RetryableCodes are the protocol codes worth another try (default
+	// 11 try-again-later and 15 timeout).
+	RetryableCodes []int `yaml:"retryable_codes"`
+}
+
+// TypePlugin is the step type of executable plugins.
+const TypePlugin = "plugin"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+func (c *Config) setDefaults() {
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 4
+	}
+	for i := range c.Profiles {
+		p := &c.Profiles[i].Pipeline
+		if p.MaxRuns == 0 {
+			p.MaxRuns = 3
+		}
+		if p.HomeDriver == "" {
+			p.HomeDriver = "vfio-pci"
+		}
+		if p.Version == 0 {
+			p.Version = 1
+		}
+		for j := range p.Steps {
+			p.Steps[j].setDefaults()
+		}
+	}
+}
+
+func (s *Step) setDefaults() {
+	if s.OnUnsupported == "" {
+		s.OnUnsupported = OnUnsupportedFail
+	}
+	if s.Timeout == 0 {
+		s.Timeout = 2 * time.Hour
+	}
+	if s.Retry.Attempts == 0 {
+		s.Retry.Attempts = 1
+	}
+	if s.Retry.Backoff == 0 {
+		s.Retry.Backoff = 10 * time.Second
+	}
+	if s.Retry.RetryableCodes == nil {
+		s.Retry.RetryableCodes = []int{plugins.CodeTryAgainLater, plugins.CodeTimeout}
+	}
+	if s.Required == nil {
+		t := true
+		s.Required = &t
+	}
+	if s.Destructive == nil {
+		d := true // plugins and unknown types: assume the worst
+		if spec, ok := lookupBuiltin(s.Type); ok {
+			d = spec.Destructive
+		}
+		s.Destructive = &d
+	}
+}
+
+// Validate reports every problem in c.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.MaxConcurrent < 1 {
+		add("pipelines.max_concurrent must be at least 1")
+	}
+	if len(c.Profiles) == 0 {
+		add("pipelines.profiles: no profile configured, so no device can ever be cleaned")
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Profiles {
+		where := fmt.Sprintf("pipelines.profiles[%d] (%s)", i, p.Name)
+		if !nameRE.MatchString(p.Name) {
+			add("%s: name %q must be lower-case letters, digits, '.', '_' or '-'", where, p.Name)
+		}
+		if seen[p.Name] {
+			add("%s: duplicate profile name", where)
+		}
+		seen[p.Name] = true
+		if p.MaxConcurrent < 0 {
+			add("%s: max_concurrent must not be negative", where)
+		}
+		errs = append(errs, p.Match.validate(where)...)
+		errs = append(errs, p.Pipeline.validate(where, c.PluginDirs)...)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Match) validate(where string) []error {
+	var errs []error
+	if len(m.ResourceClasses)+len(m.VendorProduct)+len(m.PCIClass)+len(m.Kinds)+len(m.Requires) == 0 {
+		errs = append(errs, fmt.Errorf("%s.match: no criteria (use resource_classes: [\"*\"] for a catch-all)", where))
+	}
+	for _, vp := range m.VendorProduct {
+		if _, _, ok := splitVendorProduct(vp); !ok {
+			errs = append(errs, fmt.Errorf("%s.match.vendor_product: %q is not vvvv:pppp (hex, product may be *)", where, vp))
+		}
+	}
+	for _, pc := range m.PCIClass {
+		if normClass(pc) == "" {
+			errs = append(errs, fmt.Errorf("%s.match.pci_class: %q is not a hex class prefix", where, pc))
+		}
+	}
+	if _, err := ParseRequirements(m.Requires); err != nil {
+		errs = append(errs, fmt.Errorf("%s.match.requires: %w", where, err))
+	}
+	return errs
+}
+
+func (p *Pipeline) validate(where string, pluginDirs []string) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	where += ".pipeline"
+	if !nameRE.MatchString(p.Name) {
+		add("%s: name %q must be lower-case letters, digits, '.', '_' or '-'", where, p.Name)
+	}
+	if p.Version < 1 || p.MaxRuns < 1 {
+		add("%s: version and max_runs must be at least 1", where)
+	}
+	if len(p.Steps) == 0 {
+		add("%s: no steps: a pipeline that does nothing cannot make a device clean", where)
+	}
+	names := map[string]bool{}
+	for i, s := range p.Steps {
+		sw := fmt.Sprintf("%s.steps[%d] (%s)", where, i, s.Name)
+		if !nameRE.MatchString(s.Name) {
+			add("%s: name %q must be lower-case letters, digits, '.', '_' or '-'", sw, s.Name)
+		}
+		if names[s.Name] {
+			add("%s: duplicate step name", sw)
+		}
+		names[s.Name] = true
+		errs = append(errs, s.validate(sw, pluginDirs)...)
+	}
+	return errs
+}
+
+func (s *Step) validate(where string, pluginDirs []string) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch spec, ok := lookupBuiltin(s.Type); {
+	case s.Type == TypePlugin:
+		if s.Path == "" {
+			add("%s: type plugin needs a path", where)
+		} else if !inDirs(s.Path, pluginDirs) {
+			add("%s: plugin %q is not directly inside a plugin_dirs directory %v", where, s.Path, pluginDirs)
+		}
+	case !ok:
+		add("%s: unknown step type %q (built-ins: %s; or \"plugin\" with a path)", where, s.Type, strings.Join(builtinNames(), ", "))
+	default:
+		if s.Path != "" {
+			add("%s: path is only for type plugin", where)
+		}
+		if spec.CheckArgs != nil {
+			if err := spec.CheckArgs(s.Args); err != nil {
+				add("%s: args: %v", where, err)
+			}
+		}
+	}
+	if !slices.Contains([]string{OnUnsupportedFail, OnUnsupportedSkip}, s.OnUnsupported) {
+		add("%s: on_unsupported %q must be skip or fail", where, s.OnUnsupported)
+	}
+	if s.Timeout < 0 || s.Retry.Attempts < 1 || s.Retry.Backoff < 0 {
+		add("%s: timeout and backoff must not be negative and retry.attempts must be at least 1", where)
+	}
+	if _, err := ParseRequirements(s.Requires); err != nil {
+		add("%s: requires: %w", where, err)
+	}
+	return errs
+}

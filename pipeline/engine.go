@@ -1,0 +1,200 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+	"github.com/scour-project/scour/plugins/runner"
+)
+
+// ErrAlreadyRunning: a run for this device is in progress in this process.
+var ErrAlreadyRunning = errors.New("a cleaning run is already in progress for this device")
+
+// AllocationChecker asks Placement whether a resource provider has
+// allocations. The engine calls it immediately before every destructive
+// step; an allocation aborts the run without touching the device.
+type AllocationChecker interface {
+	HasAllocations(ctx context.Context, rpUUID string) (bool, error)
+}
+
+// AllocationCheckerFunc adapts a function to AllocationChecker.
+type AllocationCheckerFunc func(ctx context.Context, rpUUID string) (bool, error)
+
+// HasAllocations implements AllocationChecker.
+func (f AllocationCheckerFunc) HasAllocations(ctx context.Context, rp string) (bool, error) {
+	return f(ctx, rp)
+}
+
+// PluginRunner runs executable plugins (plugins/runner.Runner).
+type PluginRunner interface {
+	Version(ctx context.Context, path string) (string, error)
+	Check(ctx context.Context, path, version string, req *plugins.Request) (*plugins.Result, error)
+	Clean(ctx context.Context, path, version string, req *plugins.Request, progress func(float64)) (*plugins.Result, error)
+}
+
+var _ PluginRunner = (*runner.Runner)(nil)
+
+// Options are the engine's dependencies.
+type Options struct {
+	Backend     hardware.Backend
+	Checkpoints Checkpoints
+	Allocations AllocationChecker
+	// Plugins defaults to a runner.Runner limited to Config.PluginDirs.
+	Plugins PluginRunner
+	// Registerer receives the engine's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Engine runs cleaning pipelines.
+type Engine struct {
+	cfg     Config
+	be      hardware.Backend
+	cp      Checkpoints
+	alloc   AllocationChecker
+	plugins PluginRunner
+	m       *metrics
+	log     *slog.Logger
+
+	hostSlots chan struct{}
+	profSlots map[string]chan struct{}
+
+	mu      sync.Mutex
+	running map[hardware.Address]bool
+}
+
+// New validates cfg and builds an Engine.
+func New(cfg Config, o Options) (*Engine, error) {
+	cfg.setDefaults()
+	var errs []error
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Backend == nil || o.Checkpoints == nil || o.Allocations == nil {
+		errs = append(errs, errors.New("pipeline: Backend, Checkpoints and Allocations are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Plugins == nil && len(cfg.PluginDirs) > 0 {
+		r, err := runner.New(runner.Config{Dirs: cfg.PluginDirs})
+		if err != nil {
+			return nil, err
+		}
+		o.Plugins = r
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins,
+		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
+		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
+	for _, p := range cfg.Profiles {
+		if p.MaxConcurrent > 0 {
+			e.profSlots[p.Name] = make(chan struct{}, p.MaxConcurrent)
+		}
+	}
+	return e, nil
+}
+
+// Clean runs the device's pipeline (resuming its open run if any) and
+// returns the verdict. A non-nil error means no verdict could be reached
+// or stored (ErrAlreadyRunning, checkpoint store down, ctx cancelled): the
+// device stays reserved and the caller retries later.
+func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
+	if !e.claim(t.Address) {
+		return nil, fmt.Errorf("device %s: %w", t.Address, ErrAlreadyRunning)
+	}
+	defer e.release(t.Address)
+	started := time.Now()
+	log := e.log.With("device", t.Address, "rp", t.RPUUID)
+
+	dev, err := e.be.Discover(ctx, t.Address)
+	if err != nil {
+		return nil, fmt.Errorf("discovering device %s before cleaning: %w", t.Address, err)
+	}
+	prof, why := e.cfg.match(t, dev)
+	if prof == nil {
+		res := &Result{Verdict: VerdictNoProfile, Device: string(t.Address), Duration: time.Since(started),
+			Reason: fmt.Sprintf("no cleaning profile matches %s (resource class %s, %s:%s, class %s); it stays reserved until a profile is configured: %v",
+				t.Address, t.ResourceClass, dev.VendorID, dev.DeviceID, dev.Class, why)}
+		e.m.runs.WithLabelValues("", string(res.Verdict)).Inc()
+		log.Warn("no cleaning profile matches device", "reason", res.Reason)
+		return res, nil
+	}
+	release, err := e.acquire(ctx, prof.Name)
+	if err != nil {
+		return nil, fmt.Errorf("device %s waiting for a cleaning slot: %w", t.Address, err)
+	}
+	defer release()
+	e.m.inFlight.Inc()
+	defer e.m.inFlight.Dec()
+
+	r := &run{e: e, t: t, dev: dev, prof: prof, log: log.With("profile", prof.Name, "pipeline", prof.Pipeline.Name)}
+	res, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(started)
+	if err := e.cp.FinishRun(ctx, res.RunID, *res); err != nil {
+		return nil, fmt.Errorf("device %s: storing verdict %s of run %s: %w", t.Address, res.Verdict, res.RunID, err)
+	}
+	e.m.runs.WithLabelValues(prof.Name, string(res.Verdict)).Inc()
+	r.log.Info("cleaning run finished", "verdict", res.Verdict, "run", res.RunID, "step", res.Step, "reason", res.Reason)
+	return res, nil
+}
+
+func (e *Engine) claim(a hardware.Address) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[a] {
+		return false
+	}
+	e.running[a] = true
+	return true
+}
+
+func (e *Engine) release(a hardware.Address) {
+	e.mu.Lock()
+	delete(e.running, a)
+	e.mu.Unlock()
+}
+
+// acquire takes the profile's slot, then a host slot: waiting for a busy
+// profile must not hold a host slot other profiles could use.
+func (e *Engine) acquire(ctx context.Context, profile string) (func(), error) {
+	ps := e.profSlots[profile]
+	if ps != nil {
+		select {
+		case ps <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	select {
+	case e.hostSlots <- struct{}{}:
+	case <-ctx.Done():
+		if ps != nil {
+			<-ps
+		}
+		return nil, ctx.Err()
+	}
+	return func() {
+		<-e.hostSlots
+		if ps != nil {
+			<-ps
+		}
+	}, nil
+}

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+	"github.com/scour-project/scour/plugins/builtin"
+)
+
+// stepImpl is a built-in step or an executable plugin.
+type stepImpl interface {
+	// check returns why the device is unsupported ("" when supported)
+	// without modifying it.
+	check(ctx context.Context, r *run, s *Step) (string, error)
+	exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error)
+}
+
+func lookupBuiltin(name string) (builtin.Spec, bool) { return builtin.Lookup(name) }
+
+func builtinNames() []string { return builtin.Names() }
+
+func (e *Engine) impl(s *Step) stepImpl {
+	if s.Type == TypePlugin {
+		return pluginImpl{e.plugins}
+	}
+	spec, _ := lookupBuiltin(s.Type) // Validate refused unknown types
+	return builtinImpl{spec}
+}
+
+type builtinImpl struct{ spec builtin.Spec }
+
+func (builtinImpl) check(context.Context, *run, *Step) (string, error) { return "", nil }
+
+func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
+	return b.spec.Run(ctx, r.e.be, &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress})
+}
+
+type pluginImpl struct{ pr PluginRunner }
+
+func (p pluginImpl) version(ctx context.Context, s *Step) (string, error) {
+	if p.pr == nil {
+		return "", plugins.Errorf(plugins.CodeInvalidConfig, "step %s is a plugin but no plugin_dirs are configured", s.Name)
+	}
+	return p.pr.Version(ctx, s.Path)
+}
+
+func (p pluginImpl) check(ctx context.Context, r *run, s *Step) (string, error) {
+	v, err := p.version(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	_, err = p.pr.Check(ctx, s.Path, v, r.request(ctx, s, r.dev))
+	if plugins.CodeOf(err) == plugins.CodeUnsupported {
+		return fmt.Sprintf("plugin %s CHECK: %s", s.Path, plugins.AsError(err).Msg), nil
+	}
+	return "", err
+}
+
+func (p pluginImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
+	v, err := p.version(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return p.pr.Clean(ctx, s.Path, v, r.request(ctx, s, dev), progress)
+}
+
+// request builds the plugin's stdin from local discovery and Placement
+// facts the caller gave; nothing comes from a notification's content
+// except the previous instance and project, passed as data, never to a
+// shell.
+func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) *plugins.Request {
+	return RequestFor(ctx, r.e.be, r.t, s.Name, s.Args, dev)
+}
+
+// RequestFor builds a plugin request for dev (also used by scourctl).
+func RequestFor(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) *plugins.Request {
+	d := plugins.Device{Address: string(dev.Address), Kind: string(dev.Kind), VendorID: dev.VendorID,
+		DeviceID: dev.DeviceID, Class: dev.Class, Driver: dev.Driver, Model: dev.Model, Serial: dev.Serial,
+		Firmware: dev.Firmware, Absent: dev.Absent}
+	if t.ResourceClass != "" {
+		d.ResourceClasses = []string{t.ResourceClass}
+	}
+	if len(dev.Capabilities) > 0 {
+		d.Capabilities = map[string]any{}
+		for name, v := range dev.Capabilities {
+			if v.Kind == hardware.KindBool {
+				d.Capabilities[name] = v.Bool
+			} else {
+				d.Capabilities[name] = v.Items
+			}
+		}
+	}
+	if dev.NVMe != nil {
+		d.Namespaces = dev.NVMe.Namespaces
+	}
+	if media, err := be.Media(ctx, dev.Address); err == nil {
+		for _, m := range media {
+			d.Media = append(d.Media, plugins.Media{Path: m.Path, Size: m.Size})
+		}
+	}
+	req := &plugins.Request{Step: step, Device: d, Args: args,
+		ResourceProvider: plugins.ResourceProvider{UUID: t.RPUUID, Name: t.RPName}}
+	if t.PreviousInstance != "" || t.PreviousProject != "" {
+		req.Previous = &plugins.Previous{Instance: t.PreviousInstance, Project: t.PreviousProject}
+	}
+	return req
+}

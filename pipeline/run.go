@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// run is one execution of a profile's pipeline on one device.
+type run struct {
+	e    *Engine
+	t    Target
+	dev  *hardware.Device
+	prof *Profile
+	log  *slog.Logger
+
+	run  Run
+	recs []StepRecord
+}
+
+// errStop ends a run with a verdict before a step touched the device
+// (allocation found, or Placement could not be asked).
+type errStop struct {
+	verdict Verdict
+	reason  string
+}
+
+func (a errStop) Error() string { return a.reason }
+
+func (r *run) start() RunStart {
+	p := r.prof.Pipeline
+	names := make([]string, len(p.Steps))
+	for i, s := range p.Steps {
+		names[i] = s.Name
+	}
+	return RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
+		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC()}
+}
+
+// open resumes the device's open run when it belongs to the same pipeline
+// (name, version and steps), else closes it as superseded and opens anew.
+func (r *run) open(ctx context.Context) ([]StepRecord, error) {
+	want := r.start()
+	for range 2 {
+		run, recs, err := r.e.cp.OpenRun(ctx, want)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: opening a cleaning run: %w", r.t.Address, err)
+		}
+		s := run.Start
+		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) {
+			r.run = run
+			if len(recs) > 0 {
+				r.log.Info("resuming interrupted cleaning run", "run", run.ID, "attempt", run.Attempt)
+			}
+			return recs, nil
+		}
+		sup := Result{Verdict: VerdictRetryLater, RunID: run.ID, Device: string(r.t.Address),
+			Reason: fmt.Sprintf("superseded: config now says %s v%d", want.Pipeline, want.PipelineVersion)}
+		if err := r.e.cp.FinishRun(ctx, run.ID, sup); err != nil {
+			return nil, fmt.Errorf("device %s: closing superseded run %s: %w", r.t.Address, run.ID, err)
+		}
+		r.log.Warn("closed an interrupted run of an older pipeline; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion)
+	}
+	return nil, fmt.Errorf("device %s: checkpoint store keeps returning a run of another pipeline", r.t.Address)
+}
+
+func (r *run) execute(ctx context.Context) (*Result, error) {
+	prior, err := r.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{RunID: r.run.ID, Device: string(r.t.Address), Profile: r.prof.Name,
+		Pipeline: fmt.Sprintf("%s v%d", r.prof.Pipeline.Name, r.prof.Pipeline.Version), Attempt: r.run.Attempt}
+	for i := range r.prof.Pipeline.Steps {
+		s := &r.prof.Pipeline.Steps[i]
+		if rec, ok := doneIn(prior, r.run.ID, i, s.Name); ok {
+			r.recs = append(r.recs, rec)
+			continue
+		}
+		rec, err := r.step(ctx, i, s)
+		if ctx.Err() != nil {
+			// Shutdown: leave the run open so the next start resumes it.
+			return nil, fmt.Errorf("device %s: run %s interrupted at step %s: %w", r.t.Address, r.run.ID, s.Name, context.Cause(ctx))
+		}
+		var stop errStop
+		if errors.As(err, &stop) {
+			res.Verdict, res.Step, res.Reason = stop.verdict, s.Name, stop.reason
+			res.Steps = r.recs
+			return res, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.recs = append(r.recs, rec)
+		if rec.State != StepFailed || !*s.Required {
+			continue
+		}
+		res.Step, res.Code = s.Name, rec.Code
+		res.Verdict, res.Reason = r.verdictFor(s, rec)
+		res.Steps = r.recs
+		return res, nil
+	}
+	res.Verdict = VerdictClean
+	res.Steps = r.recs
+	return res, nil
+}
+
+// doneIn finds a finished record of step i in this very run.
+func doneIn(prior []StepRecord, runID string, i int, name string) (StepRecord, bool) {
+	for _, rec := range prior {
+		if rec.RunID == runID && rec.Index == i && rec.Name == name && rec.done() {
+			return rec, true
+		}
+	}
+	return StepRecord{}, false
+}
+
+// verdictFor turns a required step's failure into a verdict.
+func (r *run) verdictFor(s *Step, rec StepRecord) (Verdict, string) {
+	msg := fmt.Sprintf("step %s failed: %s", s.Name, rec.Message)
+	switch {
+	case rec.Code == plugins.CodeRetire:
+		return VerdictQuarantine, msg + " (device must be retired)"
+	case !s.retryable(rec.Code):
+		return VerdictQuarantine, msg + " (permanent failure: fix the cause, then release the device with scourctl)"
+	case r.run.Attempt >= r.prof.Pipeline.MaxRuns:
+		return VerdictQuarantine, fmt.Sprintf("%s (run %d of %d: retry budget exhausted)", msg, r.run.Attempt, r.prof.Pipeline.MaxRuns)
+	default:
+		return VerdictRetryLater, fmt.Sprintf("%s (run %d of %d; will retry)", msg, r.run.Attempt, r.prof.Pipeline.MaxRuns)
+	}
+}
+
+func (s *Step) retryable(code int) bool { return slices.Contains(s.Retry.RetryableCodes, code) }

@@ -1,0 +1,182 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// step runs pipeline step i and returns its finished, persisted record.
+func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
+	rec := StepRecord{RunID: r.run.ID, Index: i, Name: s.Name, Started: time.Now().UTC()}
+	log := r.log.With("step", s.Name, "run", r.run.ID)
+	impl := r.e.impl(s)
+
+	if why, err := r.unsupported(ctx, s, impl); err != nil || why != "" {
+		rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeUnsupported, why
+		if err != nil {
+			pe := plugins.AsError(err)
+			rec.Code, rec.Message, rec.Stderr = pe.Code, pe.Msg, pe.Stderr
+		} else if s.OnUnsupported == OnUnsupportedSkip {
+			rec.State, rec.Code = StepSkipped, 0
+			rec.Message = "skipped: " + why
+		}
+		log.Info("step not run", "state", rec.State, "reason", rec.Message)
+		return r.finish(ctx, s, rec, 0)
+	}
+	if *s.Destructive {
+		if err := r.placementClear(ctx, s); err != nil {
+			return rec, err
+		}
+	}
+	rec.State = StepRunning
+	if err := r.e.cp.StepStarted(ctx, r.run.ID, rec); err != nil {
+		return rec, fmt.Errorf("device %s: recording start of step %s: %w", r.t.Address, s.Name, err)
+	}
+	log.Info("step started", "destructive", *s.Destructive)
+	began := time.Now()
+	res, err := r.withDriver(ctx, s, func(dev *hardware.Device) (*plugins.Result, error) {
+		return r.attempts(ctx, s, &rec, impl, dev)
+	})
+	if err != nil {
+		pe := plugins.AsError(err)
+		rec.State, rec.Code, rec.Message, rec.Details, rec.Stderr = StepFailed, pe.Code, pe.Msg, pe.Details, pe.Stderr
+		log.Warn("step failed", "code", pe.Code, "error", pe.Msg, "attempts", rec.Attempts)
+	} else {
+		rec.State, rec.Details, rec.Stderr, rec.Progress = StepSucceeded, res.Details, res.Stderr, 1
+		log.Info("step succeeded", "seconds", time.Since(began).Seconds())
+	}
+	return r.finish(ctx, s, rec, time.Since(began))
+}
+
+func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Duration) (StepRecord, error) {
+	rec.Finished = time.Now().UTC()
+	r.e.m.stepDone(r.prof.Name, s.Name, string(rec.State), took)
+	r.e.m.progress.DeleteLabelValues(string(r.t.Address), s.Name)
+	if ctx.Err() != nil {
+		return rec, nil // interrupted: the run stays open, the step unfinished
+	}
+	if err := r.e.cp.StepFinished(ctx, r.run.ID, rec); err != nil {
+		return rec, fmt.Errorf("device %s: recording outcome of step %s: %w", r.t.Address, s.Name, err)
+	}
+	return rec, nil
+}
+
+// unsupported checks the step's capability requirements, then (plugins)
+// the plugin's VERSION and CHECK. It returns why the device is unsupported,
+// or an error for any other failure.
+func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl) (string, error) {
+	req, err := ParseRequirements(s.Requires)
+	if err != nil {
+		return "", plugins.Errorf(plugins.CodeInvalidConfig, "step %s requires: %v", s.Name, err)
+	}
+	if ok, unmet := req.Match(r.dev.Capabilities); !ok {
+		return fmt.Sprintf("requirements unmet: %v", unmet), nil
+	}
+	return impl.check(ctx, r, s)
+}
+
+// placementClear asks Placement, immediately before a destructive step,
+// whether the device was allocated meanwhile.
+func (r *run) placementClear(ctx context.Context, s *Step) error {
+	has, err := r.e.alloc.HasAllocations(ctx, r.t.RPUUID)
+	if err != nil {
+		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before destructive step %s: %v", r.t.Address, r.t.RPUUID, s.Name, err)}
+	}
+	if has {
+		r.log.Error("allocation found on a device about to be cleaned: aborting without touching it", "step", s.Name)
+		return errStop{VerdictAborted, fmt.Sprintf("Placement shows an allocation on %s (rp %s): aborted before destructive step %s without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
+	}
+	return nil
+}
+
+// attempts runs the step up to Retry.Attempts times, each under the step's
+// timeout, backing off (doubling) between retryable failures.
+func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
+	backoff := s.Retry.Backoff
+	for {
+		rec.Attempts++
+		sctx, cancel := context.WithTimeout(ctx, s.Timeout)
+		res, err := impl.exec(sctx, r, s, dev, r.progressFunc(ctx, s, rec.Index))
+		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		if timedOut {
+			pe := *plugins.AsError(err)
+			pe.Code, pe.Msg = plugins.CodeTimeout, fmt.Sprintf("step %s ran past its %s timeout: %s", s.Name, s.Timeout, pe.Msg)
+			err = &pe
+		}
+		if ctx.Err() != nil || rec.Attempts >= s.Retry.Attempts || !s.retryable(plugins.CodeOf(err)) {
+			return nil, err
+		}
+		r.log.Warn("step failed, retrying", "step", s.Name, "attempt", rec.Attempts, "error", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, err
+		}
+		backoff *= 2
+	}
+}
+
+// progressFunc reports progress to metrics at once and to checkpoints at
+// most every 5 seconds.
+func (r *run) progressFunc(ctx context.Context, s *Step, index int) func(float64) {
+	var last time.Time
+	return func(f float64) {
+		r.e.m.progress.WithLabelValues(string(r.t.Address), s.Name).Set(f)
+		if time.Since(last) < 5*time.Second && f < 1 {
+			return
+		}
+		last = time.Now()
+		if err := r.e.cp.StepProgress(ctx, r.run.ID, index, f); err != nil {
+			r.log.Debug("recording progress failed", "step", s.Name, "error", err)
+		}
+	}
+}
+
+// withDriver binds the device to s.Driver for the step when it is on
+// another driver, re-discovers it, and binds it back to the pipeline's
+// home driver afterwards, even when the step failed. A device that could
+// not be bound back fails the step: it must not return to the pool on the
+// wrong driver.
+func (r *run) withDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
+	if s.Driver == "" || r.dev.Driver == s.Driver {
+		return f(r.dev)
+	}
+	home := r.prof.Pipeline.HomeDriver
+	res, err := r.onDriver(ctx, s, f)
+	if rerr := r.restore(home); rerr != nil && err == nil {
+		return nil, rerr
+	}
+	return res, err
+}
+
+func (r *run) onDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
+	if _, err := r.e.be.BindDriver(ctx, r.t.Address, s.Driver); err != nil {
+		return nil, fmt.Errorf("binding %s to %s for step %s: %w", r.t.Address, s.Driver, s.Name, err)
+	}
+	dev, err := r.e.be.Discover(ctx, r.t.Address)
+	if err != nil {
+		return nil, fmt.Errorf("discovering %s after binding it to %s: %w", r.t.Address, s.Driver, err)
+	}
+	return f(dev)
+}
+
+// restore binds the device back to its home driver with a fresh context:
+// it must happen even when the step's context was cancelled.
+func (r *run) restore(home string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := r.e.be.BindDriver(ctx, r.t.Address, home); err != nil {
+		r.log.Error("could not bind device back to its home driver", "driver", home, "error", err)
+		return &plugins.Error{Code: plugins.CodeTryAgainLater, Msg: fmt.Sprintf("binding %s back to %s: %v", r.t.Address, home, err)}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+)
+
+// Verdict is the one answer a run gives. Only VerdictClean lets the caller
+// return the device to the pool.
+type Verdict string
+
+const (
+	// VerdictClean: every required step succeeded in this run.
+	VerdictClean Verdict = "clean"
+	// VerdictRetryLater: a recoverable failure with run budget left.
+	VerdictRetryLater Verdict = "retry-later"
+	// VerdictQuarantine: permanent failure, budget exhausted, or a check
+	// said retire. The device stays reserved until an operator acts.
+	VerdictQuarantine Verdict = "quarantine"
+	// VerdictAborted: Placement showed an allocation before a destructive
+	// step; nothing destructive ran. Not a hardware problem.
+	VerdictAborted Verdict = "aborted"
+	// VerdictNoProfile: no profile matches the device; it stays reserved
+	// and is reported (never cleaned, never returned).
+	VerdictNoProfile Verdict = "no-profile"
+)
+
+// Result is a run's outcome.
+type Result struct {
+	Verdict  Verdict       `json:"verdict"`
+	RunID    string        `json:"run_id,omitempty"`
+	Device   string        `json:"device"`
+	Profile  string        `json:"profile,omitempty"`
+	Pipeline string        `json:"pipeline,omitempty"`
+	Attempt  int           `json:"attempt,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	Step     string        `json:"step,omitempty"` // the step that decided a non-clean verdict
+	Code     int           `json:"code,omitempty"`
+	Steps    []StepRecord  `json:"steps,omitempty"`
+	Duration time.Duration `json:"duration"`
+}
+
+// Clean reports whether the device may return to the pool.
+func (r *Result) Clean() bool { return r.Verdict == VerdictClean }
+
+func (r *Result) String() string {
+	s := fmt.Sprintf("device %s: %s", r.Device, r.Verdict)
+	if r.Step != "" {
+		s += fmt.Sprintf(" at step %s", r.Step)
+	}
+	if r.Reason != "" {
+		s += ": " + r.Reason
+	}
+	return s
+}
