@@ -1,0 +1,309 @@
+// Package bus is scour's RabbitMQ side: the topology, the dispatcher that
+// turns Nova notifications into per-host commands, and the per-host intake
+// that hands commands to a CommandHandler.
+//
+//	nova (topic, Nova's) ──versioned_notifications.info / notifications.info──▶
+//	  scour.notifications (durable quorum; all scourd compete)
+//	    └─ dispatch handler: Decode → Dispatch → publish (confirmed) → ack
+//	         ──host.<h> / broadcast.instance──▶ scour (durable topic)
+//	              └─▶ scour.host.<h> (durable quorum, one per host)
+//	                    └─ intake handler: CommandHandler.Handle → ack
+//	  anything undecodable or invalid ──▶ scour.poison (x-scour-poison-reason)
+//
+// Ack discipline: a delivery is acked only after its handler returned and
+// every message it published was confirmed by the broker. Permanent errors
+// (undecodable input, command.ErrInvalid, Permanent(err), a handler panic)
+// go to the poison queue and are acked once the poison publish is
+// confirmed; other errors are retried in-process with backoff, then the
+// delivery is nacked and requeued. Nothing is acked before it is safe.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	wmetrics "github.com/ThreeDotsLabs/watermill/components/metrics"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/sethvargo/go-retry"
+
+	"github.com/scour-project/scour/metrics"
+	"github.com/scour-project/scour/notification"
+)
+
+// HeaderPoisonReason carries the stable reason of a poisoned message
+// (notification.Reason values, "invalid_command", "panic", ...). watermill
+// adds reason_poisoned (the error text) and the handler name beside it.
+const HeaderPoisonReason = "x-scour-poison-reason"
+
+// Bus runs scour's consumers. Create it with New, run it with Run.
+type Bus struct {
+	cfg     Config
+	host    string
+	handler CommandHandler
+	m       *metrics.Metrics
+	log     *slog.Logger
+	decoder notification.Decoder
+	seen    *recent
+	topo    *topology
+
+	mu     sync.Mutex
+	conn   *wamqp.ConnectionWrapper
+	router *message.Router
+}
+
+// New checks cfg (SetDefaults is applied to a copy) and returns a Bus for
+// host. Nothing connects until Run.
+func New(cfg Config, host string, h CommandHandler, m *metrics.Metrics, log *slog.Logger) (*Bus, error) {
+	cfg.SetDefaults()
+	var errs []error
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if host == "" {
+		errs = append(errs, errors.New("host: empty"))
+	}
+	if h == nil || m == nil || log == nil {
+		errs = append(errs, errors.New("bus.New: handler, metrics and logger are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	queue := cfg.NotificationsQueue
+	if cfg.Mode == ModeDirect && queue == "scour.notifications" {
+		queue += "." + host // a per-host topic needs a per-host queue
+	}
+	return &Bus{
+		cfg: cfg, host: host, handler: h, m: m, log: log,
+		decoder: notification.Decoder{MaxBytes: cfg.MaxMessageBytes},
+		seen:    newRecent(4096),
+		topo:    &topology{cfg: &cfg, host: host, queue: queue},
+	}, nil
+}
+
+// NotificationsQueue is the queue this bus consumes notifications from.
+func (b *Bus) NotificationsQueue() string { return b.topo.queue }
+
+// HostQueue is this host's command queue (dispatch mode).
+func (b *Bus) HostQueue() string { return b.cfg.HostQueue(b.host) }
+
+// Ready returns nil while connected and consuming.
+func (b *Bus) Ready() error {
+	b.mu.Lock()
+	conn, router := b.conn, b.router
+	b.mu.Unlock()
+	switch {
+	case conn == nil || router == nil:
+		return errors.New("not started")
+	case !conn.IsConnected():
+		return errors.New("not connected to the broker (reconnecting)")
+	case !router.IsRunning() || router.IsClosed():
+		return errors.New("consumers not running")
+	}
+	return nil
+}
+
+// Run connects (retrying with backoff until ctx ends), declares the
+// topology and consumes until ctx is cancelled; then it stops taking
+// messages, requeues in-flight ones and waits at most ShutdownTimeout for
+// running handlers. A *TopologyError is returned as is: retrying cannot fix
+// it.
+func (b *Bus) Run(ctx context.Context) error {
+	conn, err := b.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := b.declare(conn); err != nil {
+		return err
+	}
+	router, err := b.buildRouter(conn)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.conn, b.router = conn, router
+	b.mu.Unlock()
+
+	done := make(chan error, 1)
+	go func() { done <- router.Run(context.WithoutCancel(ctx)) }()
+	select {
+	case <-router.Running():
+		b.log.Info("consuming", "mode", b.cfg.Mode, "host", b.host, "notifications_queue", b.topo.queue,
+			"host_queue", b.HostQueue(), "broker", b.redactedURL())
+	case err := <-done:
+		return fmt.Errorf("router: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		b.log.Info("shutting down: requeueing in-flight messages", "timeout", b.cfg.ShutdownTimeout)
+		cerr := router.Close()
+		<-done
+		return cerr
+	case err := <-done:
+		return fmt.Errorf("consumers stopped: %w", err)
+	}
+}
+
+func (b *Bus) redactedURL() string {
+	u, err := ParseBrokerURL(b.cfg.URL)
+	if err != nil {
+		return Redact(b.cfg.URL)
+	}
+	return u.String()
+}
+
+// connect dials the broker, retrying with capped exponential backoff: a
+// broker that is down at start-up is waited for, not a reason to exit.
+func (b *Bus) connect(ctx context.Context) (*wamqp.ConnectionWrapper, error) {
+	uri, ac, err := amqpConfig(&b.cfg, "scourd "+b.host)
+	if err != nil {
+		return nil, err
+	}
+	cc := wamqp.ConnectionConfig{AmqpURI: uri, AmqpConfig: ac, Reconnect: &wamqp.ReconnectConfig{
+		BackoffInitialInterval: 500 * time.Millisecond, BackoffRandomizationFactor: 0.5,
+		BackoffMultiplier: 2, BackoffMaxInterval: 30 * time.Second,
+	}}
+	bo := retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
+	var conn *wamqp.ConnectionWrapper
+	err = retry.Do(ctx, bo, func(context.Context) error {
+		c, err := wamqp.NewConnection(cc, b.wmLogger())
+		if err != nil {
+			b.log.Warn("broker not reachable, retrying", "broker", b.redactedURL(), "err", err)
+			return retry.RetryableError(err)
+		}
+		conn = c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", b.redactedURL(), err)
+	}
+	return conn, nil
+}
+
+// declare runs every declaration once up front, each on its own channel
+// (a refused declaration closes its channel), so a mismatch is reported
+// before anything is consumed.
+func (b *Bus) declare(conn *wamqp.ConnectionWrapper) error {
+	steps := []func(channel) error{b.topo.notifications, b.topo.poison}
+	if b.cfg.Mode == ModeDispatch {
+		steps = append(steps, b.topo.hostQueue)
+	}
+	for _, step := range steps {
+		ch, err := conn.Connection().Channel()
+		if err != nil {
+			return fmt.Errorf("opening a channel: %w", err)
+		}
+		err = step(ch)
+		_ = ch.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Bus) wmLogger() watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(b.log.With("component", "watermill"), map[slog.Level]slog.Level{
+		slog.LevelInfo: slog.LevelDebug, // watermill's info is per-subscription chatter
+	})
+}
+
+// buildRouter wires the handlers. Middleware, outermost first:
+// PoisonQueue (permanent errors only), then Recoverer (a panic becomes a
+// permanent error: retrying a bug loops forever). Transient errors are
+// retried inside the handlers (withRetry), so counting happens once per
+// delivery.
+func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error) {
+	log := b.wmLogger()
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: b.cfg.ShutdownTimeout}, log)
+	if err != nil {
+		return nil, err
+	}
+	bld := &builder{t: b.topo, byQueue: map[string]func(channel) error{
+		b.topo.queue:      b.topo.notifications,
+		b.HostQueue():     b.topo.hostQueue,
+		b.cfg.PoisonQueue: b.topo.poison,
+	}}
+	poisonPub, err := wamqp.NewPublisherWithConnection(b.poisonPublisherConfig(bld), log, conn)
+	if err != nil {
+		return nil, fmt.Errorf("poison publisher: %w", err)
+	}
+	pq, err := middleware.PoisonQueueWithFilter(poisonPub, b.cfg.PoisonQueue, b.poisonFilter)
+	if err != nil {
+		return nil, err
+	}
+	router.AddMiddleware(pq, b.recoverer)
+	wmetrics.NewPrometheusMetricsBuilder(b.m.Registry, "scour", "watermill").AddPrometheusRouterMetrics(router)
+
+	sub, err := wamqp.NewSubscriberWithConnection(b.subscriberConfig(bld), log, conn)
+	if err != nil {
+		return nil, fmt.Errorf("subscriber: %w", err)
+	}
+	switch b.cfg.Mode {
+	case ModeDirect:
+		d := &direct{b: b}
+		for i := range b.cfg.Workers {
+			router.AddConsumerHandler(fmt.Sprintf("direct-%d", i), b.topo.queue, sub, d.handle)
+		}
+	default:
+		cmdPub, err := wamqp.NewPublisherWithConnection(b.commandPublisherConfig(bld), log, conn)
+		if err != nil {
+			return nil, fmt.Errorf("command publisher: %w", err)
+		}
+		d := &dispatcher{b: b, pub: cmdPub}
+		in := &intake{b: b}
+		for i := range b.cfg.Workers {
+			router.AddConsumerHandler(fmt.Sprintf("dispatch-%d", i), b.topo.queue, sub, d.handle)
+			router.AddConsumerHandler(fmt.Sprintf("intake-%d", i), b.HostQueue(), sub, in.handle)
+		}
+	}
+	return router, nil
+}
+
+// poisonFilter: only errors retrying cannot fix go to the poison queue.
+func (b *Bus) poisonFilter(err error) bool {
+	return IsPermanent(err) || errors.Is(err, notification.ErrDecode)
+}
+
+// recoverer turns a handler panic into a permanent error (poisoned with
+// reason "panic") instead of crashing the worker.
+func (b *Bus) recoverer(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) (out []*message.Message, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = b.poison(msg, "panic", fmt.Errorf("handler panic: %v", r))
+			}
+		}()
+		return h(msg)
+	}
+}
+
+// withRetry runs fn, retrying transient errors with capped, jittered
+// exponential backoff. It returns the last error.
+func (b *Bus) withRetry(ctx context.Context, fn func(context.Context) error) error {
+	r := b.cfg.Retry
+	bo := retry.WithMaxRetries(uint64(r.Attempts-1),
+		retry.WithJitterPercent(20, retry.WithCappedDuration(r.Max, retry.NewExponential(r.Initial))))
+	return retry.Do(ctx, bo, func(ctx context.Context) error {
+		err := fn(ctx)
+		if err != nil && !IsPermanent(err) {
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+}
+
+// poison marks msg with reason and returns err as permanent.
+func (b *Bus) poison(msg *message.Message, reason string, err error) error {
+	msg.Metadata.Set(HeaderPoisonReason, reason)
+	b.m.Poisoned(reason)
+	b.log.Warn("message poisoned", "reason", reason, "queue", b.cfg.PoisonQueue, "err", err)
+	return Permanent(err)
+}

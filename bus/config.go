@@ -1,0 +1,218 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Modes of the notification path.
+const (
+	// ModeDispatch: consume Nova's notifications from the shared queue
+	// (competing consumers), dispatch commands to per-host queues, and
+	// consume this host's queue. The default.
+	ModeDispatch = "dispatch"
+	// ModeDirect: consume a per-compute notification topic (Nova's sample
+	// listener recommends notifications-<host>) and hand commands for this
+	// host straight to the handler: no dispatch hop, no scour exchange.
+	ModeDirect = "direct"
+)
+
+// Config is the `bus` section of scour.yaml.
+type Config struct {
+	// URL of the broker: Nova's transport_url form
+	// rabbit://user:pass@h1:5672,user:pass@h2:5672/vhost, or amqp(s)://.
+	URL string    `yaml:"url"`
+	TLS TLSConfig `yaml:"tls"`
+	// Heartbeat interval of the AMQP connection.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	Mode      string        `yaml:"mode"`
+
+	Nova NovaConfig `yaml:"nova"`
+
+	// NotificationsQueue is scour's own queue bound to Nova's exchange;
+	// every scourd consumes it as a competing consumer.
+	NotificationsQueue string `yaml:"notifications_queue"`
+	// Quorum makes scour's own queues quorum queues (replicated); false
+	// declares classic durable queues (single-node brokers, old RabbitMQ).
+	Quorum bool `yaml:"quorum"`
+	// Exchange is scour's own durable topic exchange for commands.
+	Exchange string `yaml:"exchange"`
+	// HostQueuePrefix + host names this host's command queue.
+	HostQueuePrefix string `yaml:"host_queue_prefix"`
+	// BroadcastKey is the routing key of instance-scoped broadcasts.
+	BroadcastKey string `yaml:"broadcast_routing_key"`
+	// PoisonQueue receives every message that can never be processed,
+	// with the reason in the x-scour-poison-reason header.
+	PoisonQueue string `yaml:"poison_queue"`
+
+	// Prefetch is the AMQP QoS prefetch count per consumer channel.
+	Prefetch int `yaml:"prefetch"`
+	// Workers is the number of concurrent consumers of each queue.
+	Workers int `yaml:"workers"`
+	// MaxMessageBytes bounds a notification body (larger: poisoned).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+
+	Retry RetryConfig `yaml:"retry"`
+	// ShutdownTimeout bounds how long in-flight messages may finish on
+	// SIGTERM before they are requeued.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// NovaConfig describes Nova's side of the broker, which scour must match.
+type NovaConfig struct {
+	// Exchange is Nova's control exchange ([DEFAULT] control_exchange).
+	Exchange string `yaml:"exchange"`
+	// Durable must equal Nova's [oslo_messaging_rabbit] amqp_durable_queues
+	// (default false): declaring with other flags fails with 406.
+	Durable bool `yaml:"durable"`
+	// Passive only checks that the exchange exists (never creates it).
+	Passive bool `yaml:"passive"`
+	// RoutingKeys bound to scour's queue: <topic>.info for each of Nova's
+	// [oslo_messaging_notifications] topics.
+	RoutingKeys []string `yaml:"routing_keys"`
+}
+
+// TLSConfig applies to amqps:// URLs (or rabbit://...?ssl=1).
+type TLSConfig struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name checked in the server certificate
+	// (default: each URL host).
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify disables certificate verification. Never in production.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// RetryConfig is the in-process backoff for transient failures (a publish
+// not confirmed, a handler's downstream unavailable) before the message is
+// nacked and requeued.
+type RetryConfig struct {
+	Attempts int           `yaml:"attempts"`
+	Initial  time.Duration `yaml:"initial"`
+	Max      time.Duration `yaml:"max"`
+}
+
+// SetDefaults fills unset fields.
+func (c *Config) SetDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.URL, "rabbit://guest:guest@127.0.0.1:5672/")
+	def(&c.Mode, ModeDispatch)
+	def(&c.Nova.Exchange, "nova")
+	def(&c.NotificationsQueue, "scour.notifications")
+	def(&c.Exchange, "scour")
+	def(&c.HostQueuePrefix, "scour.host.")
+	def(&c.BroadcastKey, "broadcast.instance")
+	def(&c.PoisonQueue, "scour.poison")
+	if c.Nova.RoutingKeys == nil {
+		c.Nova.RoutingKeys = []string{"versioned_notifications.info", "notifications.info"}
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = 16
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1 << 20
+	}
+	if c.Retry.Attempts == 0 {
+		c.Retry.Attempts = 5
+	}
+	if c.Retry.Initial == 0 {
+		c.Retry.Initial = 200 * time.Millisecond
+	}
+	if c.Retry.Max == 0 {
+		c.Retry.Max = 5 * time.Second
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 20 * time.Second
+	}
+}
+
+// Validate reports every problem, naming the key (relative to `bus`).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("bus.%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if u, err := ParseBrokerURL(c.URL); err != nil {
+		bad("url", "%v", err)
+	} else if err := u.Validate(); err != nil {
+		bad("url", "%s: %v", u, err)
+	}
+	if c.Mode != ModeDispatch && c.Mode != ModeDirect {
+		bad("mode", "%q is not %q or %q", c.Mode, ModeDispatch, ModeDirect)
+	}
+	for key, v := range map[string]string{
+		"nova.exchange": c.Nova.Exchange, "notifications_queue": c.NotificationsQueue, "exchange": c.Exchange,
+		"host_queue_prefix": c.HostQueuePrefix, "broadcast_routing_key": c.BroadcastKey, "poison_queue": c.PoisonQueue,
+	} {
+		if strings.TrimSpace(v) == "" || len(v) > 200 {
+			bad(key, "must be 1 to 200 characters")
+		}
+	}
+	if c.Nova.Exchange == c.Exchange {
+		bad("exchange", "scour's exchange must differ from Nova's (%q)", c.Nova.Exchange)
+	}
+	if c.Nova.Passive && c.Nova.Durable {
+		bad("nova.passive", "passive declare ignores nova.durable: set only one")
+	}
+	if len(c.Nova.RoutingKeys) == 0 {
+		bad("nova.routing_keys", "at least one routing key (e.g. versioned_notifications.info)")
+	}
+	for _, k := range c.Nova.RoutingKeys {
+		if k == "" {
+			bad("nova.routing_keys", "empty routing key")
+		}
+		// Never share oslo's own queue: its name equals the routing key.
+		if k == c.NotificationsQueue {
+			bad("notifications_queue", "%q is oslo's own queue for that routing key; scour needs a queue of its own", k)
+		}
+	}
+	if c.Prefetch < 1 || c.Prefetch > 65535 {
+		bad("prefetch", "%d is outside 1..65535", c.Prefetch)
+	}
+	if c.Workers < 1 || c.Workers > 256 {
+		bad("workers", "%d is outside 1..256", c.Workers)
+	}
+	if c.MaxMessageBytes < 1024 {
+		bad("max_message_bytes", "%d is below 1024", c.MaxMessageBytes)
+	}
+	if c.Retry.Attempts < 1 || c.Retry.Initial <= 0 || c.Retry.Max < c.Retry.Initial {
+		bad("retry", "attempts >= 1 and 0 < initial <= max required")
+	}
+	if c.Heartbeat < time.Second {
+		bad("heartbeat", "%s is below 1s", c.Heartbeat)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown_timeout", "must be positive")
+	}
+	for key, f := range map[string]string{"tls.ca_file": c.TLS.CAFile, "tls.cert_file": c.TLS.CertFile, "tls.key_file": c.TLS.KeyFile} {
+		if f != "" {
+			if _, err := os.Stat(f); err != nil {
+				bad(key, "%v", err)
+			}
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		bad("tls", "cert_file and key_file go together")
+	}
+	return errors.Join(errs...)
+}
+
+// HostQueue is the command queue of host.
+func (c *Config) HostQueue(host string) string { return c.HostQueuePrefix + host }
+
+// HostKey is the routing key of commands for host.
+func HostKey(host string) string { return "host." + host }

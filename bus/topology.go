@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TopologyError is a declaration the broker refused because it conflicts
+// with what exists (406 PRECONDITION_FAILED), is missing (404 on a passive
+// declare) or is forbidden (403). Retrying cannot fix it: the operator must
+// change Setting. scourd reports it once and exits with a distinct status
+// (see cmd/scourd) instead of crash-looping against the broker.
+type TopologyError struct {
+	Object  string // "exchange nova", "queue scour.notifications"
+	Setting string // the configuration key to change
+	Hint    string
+	Err     *amqp.Error
+}
+
+func (e *TopologyError) Error() string {
+	return fmt.Sprintf("declaring %s: broker refused with %d %s: %s; %s (setting: %s)",
+		e.Object, e.Err.Code, codeName(e.Err.Code), e.Err.Reason, e.Hint, e.Setting)
+}
+
+func (e *TopologyError) Unwrap() error { return e.Err }
+
+func codeName(code int) string {
+	switch code {
+	case amqp.PreconditionFailed:
+		return "PRECONDITION_FAILED"
+	case amqp.NotFound:
+		return "NOT_FOUND"
+	case amqp.AccessRefused:
+		return "ACCESS_REFUSED"
+	}
+	return "error"
+}
+
+// asTopologyError turns a channel-closing broker refusal into a
+// TopologyError; other errors (connection lost) are returned unchanged.
+func asTopologyError(err error, object, setting, hint string) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case amqp.PreconditionFailed, amqp.NotFound, amqp.AccessRefused:
+			return &TopologyError{Object: object, Setting: setting, Hint: hint, Err: ae}
+		}
+	}
+	return fmt.Errorf("declaring %s: %w", object, err)
+}
+
+// channel is the part of *amqp.Channel topology needs.
+type channel interface {
+	ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp.Table) error
+	ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp.Table) error
+	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp.Table) (amqp.Queue, error)
+	QueueBind(name, key, exchange string, noWait bool, args amqp.Table) error
+}
+
+// topology declares scour's side of the broker. Every declaration is
+// idempotent and runs again on each reconnect: Nova's exchange is not
+// durable by default, so after a broker restart it (and our bindings to
+// it) exist again only because we re-declare them.
+//
+// This is done with amqp091-go directly rather than watermill-amqp's
+// DefaultTopologyBuilder, which can neither declare passively nor tell a
+// 406 from a lost connection, and declares one exchange per queue.
+type topology struct {
+	cfg   *Config
+	host  string
+	queue string // notifications queue (per-host in direct mode)
+}
+
+func (t *topology) queueArgs() amqp.Table {
+	if t.cfg.Quorum {
+		return amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+	}
+	return nil
+}
+
+// novaExchange declares Nova's exchange with oslo's flags, or passively.
+func (t *topology) novaExchange(ch channel) error {
+	n := t.cfg.Nova
+	obj := "exchange " + n.Exchange
+	if n.Passive {
+		err := ch.ExchangeDeclarePassive(n.Exchange, amqp.ExchangeTopic, false, false, false, false, nil)
+		if err != nil {
+			return asTopologyError(err, obj, "bus.nova.passive (SCOUR_BUS_NOVA_PASSIVE)",
+				"the exchange does not exist yet: start a Nova service first or set bus.nova.passive=false so scour declares it")
+		}
+		return nil
+	}
+	if err := ch.ExchangeDeclare(n.Exchange, amqp.ExchangeTopic, n.Durable, false, false, false, nil); err != nil {
+		return asTopologyError(err, obj, "bus.nova.durable (SCOUR_BUS_NOVA_DURABLE)",
+			fmt.Sprintf("scour declared it with durable=%v; set bus.nova.durable to Nova's [oslo_messaging_rabbit] amqp_durable_queues, or bus.nova.passive=true", n.Durable))
+	}
+	return nil
+}
+
+// Notifications declares scour's notification queue and binds it to Nova's
+// exchange. It never touches oslo's own queue (named like the routing key).
+func (t *topology) notifications(ch channel) error {
+	if err := t.novaExchange(ch); err != nil {
+		return err
+	}
+	if err := t.declareQueue(ch, t.queue, "bus.notifications_queue"); err != nil {
+		return err
+	}
+	for _, key := range t.cfg.Nova.RoutingKeys {
+		if err := ch.QueueBind(t.queue, key, t.cfg.Nova.Exchange, false, nil); err != nil {
+			return asTopologyError(err, "binding "+t.queue+" to "+t.cfg.Nova.Exchange+" with "+key, "bus.nova.routing_keys", "check the broker user's permissions")
+		}
+	}
+	return nil
+}
+
+// commandExchange declares scour's own durable topic exchange.
+func (t *topology) commandExchange(ch channel) error {
+	if err := ch.ExchangeDeclare(t.cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		return asTopologyError(err, "exchange "+t.cfg.Exchange, "bus.exchange",
+			"an exchange of that name exists with other flags (scour's is a durable topic exchange): pick another name")
+	}
+	return nil
+}
+
+// hostQueue declares this host's command queue, bound to its host key and
+// the broadcast key.
+func (t *topology) hostQueue(ch channel) error {
+	if err := t.commandExchange(ch); err != nil {
+		return err
+	}
+	q := t.cfg.HostQueue(t.host)
+	if err := t.declareQueue(ch, q, "bus.host_queue_prefix"); err != nil {
+		return err
+	}
+	for _, key := range []string{HostKey(t.host), t.cfg.BroadcastKey} {
+		if err := ch.QueueBind(q, key, t.cfg.Exchange, false, nil); err != nil {
+			return asTopologyError(err, "binding "+q+" with "+key, "bus.exchange", "check the broker user's permissions")
+		}
+	}
+	return nil
+}
+
+// poison declares the poison queue (durable; classic or quorum like the others).
+func (t *topology) poison(ch channel) error {
+	return t.declareQueue(ch, t.cfg.PoisonQueue, "bus.poison_queue")
+}
+
+func (t *topology) declareQueue(ch channel, name, setting string) error {
+	if _, err := ch.QueueDeclare(name, true, false, false, false, t.queueArgs()); err != nil {
+		return asTopologyError(err, "queue "+name, setting+" or bus.quorum (SCOUR_BUS_QUORUM)",
+			fmt.Sprintf("a queue of that name exists with other arguments (scour declares durable, quorum=%v): delete it or change the name", t.cfg.Quorum))
+	}
+	return nil
+}
