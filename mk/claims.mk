@@ -1,0 +1,20 @@
+# Claims store benchmarks (claims/bench_test.go): claim write and read
+# latency and the cost of one run checkpoint, on sqlite and PostgreSQL,
+# with the PostgreSQL/sqlite ratio per operation measured in the same run.
+.PHONY: bench-claims
+bench: bench-claims
+
+CLAIMS_BENCHTIME ?= 300x
+
+# The awk table reads the benchmark lines; a failed `go test` is passed
+# through as a marker line so that make still fails.
+bench-claims: test-env
+	{ $(GO) test -run '^$$' -bench '^BenchmarkStore$$' -benchtime $(CLAIMS_BENCHTIME) -count 1 ./claims || echo BENCH-CLAIMS-FAILED; } | awk ' \
+		{ print } \
+		/^BENCH-CLAIMS-FAILED/ { failed = 1 } \
+		/^BenchmarkStore\// { split($$1, p, "/"); op = p[3]; sub(/-[0-9]+$$/, "", op); ns[p[2] "/" op] = $$3; if (!(op in seen)) { seen[op] = 1; order[n++] = op } } \
+		END { \
+			printf "\n%-16s %16s %16s %10s\n", "operation", "sqlite ns/op", "postgres ns/op", "pg/sqlite"; \
+			for (i = 0; i < n; i++) { o = order[i]; s = ns["sqlite/" o]; q = ns["postgres/" o]; \
+				printf "%-16s %16.0f %16.0f %10s\n", o, s, q, (s > 0 && q > 0) ? sprintf("%.2f", q / s) : "n/a" } \
+			if (failed) exit 1 }'
