@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/claims"
+)
+
+// seedStore writes, through the real store, a finished cleaning of one
+// device on two hosts' worth of runs and one cleaning in progress.
+func seedStore(t *testing.T) (dir string, done string) {
+	t.Helper()
+	ctx := context.Background()
+	dir = filepath.Join(t.TempDir(), "state")
+	s, err := claims.Open(ctx, claims.Config{StatePath: dir}, claims.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	step := func(runID, name string, verify bool) {
+		st, err := s.StepStarted(ctx, claims.StepStart{RunID: runID, Name: name, Verification: verify})
+		if err == nil {
+			err = s.StepFinished(ctx, runID, st.Seq, claims.StepOK, name+" output")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := claims.RunStart{Host: "compute-1", DeviceRP: "rp-nvme-0", Address: "0000:81:00.0", Serial: "S4EV", Model: "PM1733",
+		PrevInstance: "inst-1", PrevProject: "proj-a", Pipeline: "nvme-sanitize", PipelineVersion: "3", Trigger: "instance.delete.end"}
+	for i := 0; i < 2; i++ {
+		run, _, err := s.OpenRun(ctx, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(run.ID, "sanitize", false)
+		step(run.ID, "verify-zero", true)
+		if err := s.FinishRun(ctx, run.ID, claims.RunReturned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		done = run.ID
+	}
+	busy := start
+	busy.DeviceRP, busy.Address = "rp-nvme-1", "0000:82:00.0"
+	if _, _, err := s.OpenRun(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	return dir, done
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRecordsExportByDevice(t *testing.T) {
+	dir, newest := seedStore(t)
+	for _, device := range []string{"rp-nvme-0", "0000:81:00.0"} {
+		code, out, errs := runCLI("records", "export", "--state-path", dir, "--device", device)
+		if code != 0 {
+			t.Fatalf("export --device %s: exit %d: %s", device, code, errs)
+		}
+		rec, err := claims.ParseRecord([]byte(out))
+		if err != nil {
+			t.Fatalf("export output is not a record: %v\n%s", err, out)
+		}
+		if rec.RunID != newest || rec.Device.Serial != "S4EV" || rec.Result.State != "returned" || len(rec.Verification) != 1 ||
+			rec.PreviousTenant.ProjectID != "proj-a" || len(rec.Method.Steps) != 2 {
+			t.Fatalf("exported record = %+v; want the newest finished run %s", rec, newest)
+		}
+	}
+	code, out, errs := runCLI("records", "export", "--state-path", dir, "--device", "rp-nvme-0", "--all")
+	var all []claims.Record
+	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].RunID != newest {
+		t.Fatalf("export --all: exit %d, %d records, stderr %s", code, len(all), errs)
+	}
+	code, out, _ = runCLI("records", "export", "--state-path", dir, "--run", newest)
+	if rec, err := claims.ParseRecord([]byte(out)); code != 0 || err != nil || rec.RunID != newest {
+		t.Fatalf("export --run: exit %d, %v", code, err)
+	}
+}
+
+func TestRecordsListShowAndErrors(t *testing.T) {
+	dir, newest := seedStore(t)
+	code, out, errs := runCLI("records", "list", "--state-path", dir)
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, newest) || !strings.Contains(out, "running") {
+		t.Fatalf("list: exit %d stderr %q\n%s", code, errs, out)
+	}
+	code, out, _ = runCLI("records", "list", "--state-path", dir, "--state", "running")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "0000:82:00.0") {
+		t.Fatalf("list --state running:\n%s", out)
+	}
+	code, out, _ = runCLI("records", "show", "--state-path", dir, newest)
+	for _, want := range []string{"RETURNED clean", "sanitize", "verify-zero (verify)", "PM1733, serial S4EV", "instance inst-1, project proj-a"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("show lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"in progress only", []string{"export", "--state-path", dir, "--device", "rp-nvme-1"}, 1, "cleaning in progress: run"},
+		{"unknown device", []string{"export", "--state-path", dir, "--device", "rp-none"}, 1, "no finished cleaning record for device rp-none"},
+		{"unknown run", []string{"show", "--state-path", dir, "nope"}, 1, "no such cleaning run"},
+		{"both selectors", []string{"export", "--state-path", dir, "--run", "x", "--device", "y"}, 2, "exactly one of --run or --device"},
+		{"no database", []string{"list", "--state-path", filepath.Join(dir, "missing")}, 1, "no claims database at"},
+		{"bad flag", []string{"list", "--bogus"}, 2, "flag provided but not defined"},
+		{"unknown subcommand", []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`},
+		{"no subcommand", nil, 2, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runCLI(append([]string{"records"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(errs+out, tt.want) {
+				t.Fatalf("exit %d (want %d), output %q %q; want %q", code, tt.code, out, errs, tt.want)
+			}
+		})
+	}
+}
