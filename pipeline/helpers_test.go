@@ -49,7 +49,9 @@ func (f *fakeRunner) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeRunner) Version(context.Context, string) (string, error) { return plugins.ProtocolVersion, nil }
+func (f *fakeRunner) Version(context.Context, string) (string, error) {
+	return plugins.ProtocolVersion, nil
+}
 
 func (f *fakeRunner) Check(ctx context.Context, path, _ string, req *plugins.Request) (*plugins.Result, error) {
 	f.mu.Lock()

@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/plugins"
+)
+
+func TestOneRunPerDevice(t *testing.T) {
+	h := newHarness(t, testConfig(pluginStep("a")))
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.pr.clean["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		close(entered)
+		<-release
+		return plugins.OK(nil), nil
+	}
+	done := make(chan *Result)
+	go func() { done <- h.clean(t, target(1)) }()
+	<-entered
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.e.Clean(context.Background(), target(1)); errors.Is(err, ErrAlreadyRunning) {
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(release)
+	if res := <-done; res.Verdict != VerdictClean {
+		t.Fatalf("first run: %v", res)
+	}
+	if refused.Load() != 8 {
+		t.Fatalf("%d of 8 concurrent runs for the same device were refused", refused.Load())
+	}
+	if got := len(h.cp.Runs(string(target(1).Address))); got != 1 {
+		t.Fatalf("%d runs stored, want 1", got)
+	}
+}
+
+// Host limit 3, profile "nvme" limit 1: at most one nvme and three runs in
+// all at once, and the limits are reached (runs really are parallel).
+func TestConcurrencyLimits(t *testing.T) {
+	cfg := testConfig(pluginStep("a"))
+	cfg.MaxConcurrent = 3
+	cfg.Profiles[0].MaxConcurrent = 1
+	cfg.Profiles = append(cfg.Profiles, Profile{Name: "gpu", Match: Match{ResourceClasses: []string{"CUSTOM_GPU"}},
+		Pipeline: Pipeline{Name: "gpu", Steps: []Step{pluginStep("a")}}})
+	h := newHarness(t, cfg)
+	var mu sync.Mutex
+	cur := map[string]int{}
+	peak := map[string]int{}
+	release := make(chan struct{})
+	h.pr.clean["a"] = func(_ context.Context, req *plugins.Request) (*plugins.Result, error) {
+		rc := req.Device.ResourceClasses[0]
+		mu.Lock()
+		cur[rc]++
+		cur["all"]++
+		for _, k := range []string{rc, "all"} {
+			peak[k] = max(peak[k], cur[k])
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		cur[rc]--
+		cur["all"]--
+		mu.Unlock()
+		return plugins.OK(nil), nil
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		tg := target(i + 1)
+		if i%2 == 0 {
+			tg.ResourceClass = "CUSTOM_GPU"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res := h.clean(t, tg); res.Verdict != VerdictClean {
+				t.Errorf("%s: %v", tg.Address, res)
+			}
+		}()
+	}
+	// Wait until the host limit is reached, give others time to (wrongly)
+	// get in, then let everything finish one by one.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := cur["all"]
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d runs in parallel, want 3", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	go func() {
+		for range 8 {
+			release <- struct{}{}
+		}
+	}()
+	wg.Wait()
+	// gpu reaches 2 or 3 depending on whether an nvme run held a slot.
+	if peak["all"] != 3 || peak["CUSTOM_NVME"] != 1 || peak["CUSTOM_GPU"] < 2 {
+		t.Fatalf("peaks %v; want all=3 nvme=1 gpu>=2", peak)
+	}
+}
