@@ -1,6 +1,9 @@
 package handlers_test
 
 import (
+	"context"
+	"time"
+
 	"slices"
 	"testing"
 
@@ -122,5 +125,38 @@ func TestUnshelveSameDeviceReactivates(t *testing.T) {
 	}
 	if n := len(e.c.All()); n != 1 {
 		t.Errorf("claims = %d, want 1", n)
+	}
+}
+
+// A broadcast costs a scan only on hosts that know the instance.
+func TestBroadcastScansOnlyInvolvedHosts(t *testing.T) {
+	t.Parallel()
+	involved, bystander := newEnv(t, 1, nil), newEnv(t, 1, nil)
+	involved.w.Allocate("vm-1", true, rp(1))
+	involved.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	for _, e := range []*env{involved, bystander} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.r.Run(ctx) }()
+		waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // the start scan
+		if e == involved {
+			e.w.Free("vm-1") // deleted after the start scan: only the broadcast can find it
+		}
+		del := cmd(command.KindRelease, "instance.delete.end", "vm-1")
+		del.Scope, del.Host = command.ScopeBroadcast, ""
+		e.handle(del)
+		if e == involved {
+			waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+		} else {
+			time.Sleep(50 * time.Millisecond) // give a wrongly triggered scan time to happen
+		}
+		cancel()
+		<-done
+	}
+	if got := bystander.w.Count("scan", ""); got != 1 {
+		t.Errorf("bystander scans = %d, want 1 (start only)", got)
+	}
+	if got := involved.claimState("vm-1", 1); got != handlers.ClaimReleased {
+		t.Errorf("involved claim = %q, want released", got)
 	}
 }

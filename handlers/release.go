@@ -15,11 +15,19 @@ import (
 // for shelve_offload, kept dormant); a claim still backed is kept. So a
 // forged or early delete for a running instance releases nothing, the
 // revert broadcast releases only on the host the instance left, and the
-// host keeping the instance (revert) re-records its claims. Whatever
-// happened, the host is then reconciled: Placement, not the command,
-// decides which device is dirty.
+// host keeping the instance (revert) re-records its claims. The host is
+// then reconciled: Placement, not the command, decides which device is
+// dirty. A broadcast (revert, or a delete nova-api sent with no host)
+// triggers a scan only on hosts that hold a claim or an allocation of the
+// instance, so one broadcast does not cost a scan on every host; the
+// periodic scan covers a host whose claim was never recorded.
 func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Command) error {
-	defer h.rec.Trigger(fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID))
+	scan := c.Scope == command.ScopeHost
+	defer func() {
+		if scan {
+			h.rec.Trigger(fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID))
+		}
+	}()
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement before releasing claims: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
@@ -36,9 +44,14 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	if c.Kind == command.KindShelveOffload {
 		target, reason = ClaimDormant, "shelved offloaded ("+c.EventType+")"
 	}
+	scan = scan || len(alloc.Devices) > 0
 	var errs []error
 	for _, cl := range existing {
-		if cl.State == ClaimReleased || cl.State == ClaimOrphaned || cl.State == target {
+		if cl.State == ClaimReleased || cl.State == ClaimOrphaned {
+			continue
+		}
+		scan = true
+		if cl.State == target {
 			continue
 		}
 		if backed[cl.DeviceRP] {
