@@ -8,7 +8,7 @@
 #   scripts/placement-local.sh env     # prints the export line for the tests
 #
 # Environment: SCOUR_PLACEMENT_PORT (default 18778), SCOUR_PLACEMENT_STATE
-# (default /tmp/scour-placement-$PORT). The standard trait
+# (default /dev/shm/scour-placement-$PORT, or under /tmp without /dev/shm). The standard trait
 # HW_PCI_ONE_TIME_USE is missing from Debian's os-traits 2.9.0, so it is
 # inserted into the traits table after `db sync` and before the server starts
 # (Placement only adds missing standard traits at start and never removes rows).
@@ -19,7 +19,10 @@
 set -euo pipefail
 
 PORT=${SCOUR_PLACEMENT_PORT:-18778}
-STATE=${SCOUR_PLACEMENT_STATE:-/tmp/scour-placement-$PORT}
+# tmpfs when there is one: sqlite's fsyncs dominate write latency on disk.
+STATE_ROOT=/tmp
+[ -d /dev/shm ] && [ -w /dev/shm ] && STATE_ROOT=/dev/shm
+STATE=${SCOUR_PLACEMENT_STATE:-$STATE_ROOT/scour-placement-$PORT}
 EXTRA_TRAITS=${SCOUR_PLACEMENT_EXTRA_TRAITS:-HW_PCI_ONE_TIME_USE}
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
