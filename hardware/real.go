@@ -63,7 +63,7 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev := deviceFromPCI(p)
+	dev := DeviceFromPCI(p)
 	switch dev.Kind {
 	case KindNVMe:
 		r.discoverNVMe(ctx, dev, p)
@@ -89,7 +89,8 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 	return dev, nil
 }
 
-func deviceFromPCI(p *PCIDevice) *Device {
+// DeviceFromPCI starts a Device from its sysfs facts (kind from the class).
+func DeviceFromPCI(p *PCIDevice) *Device {
 	return &Device{
 		Address: p.Address, Kind: KindFromClass(p.Class),
 		VendorID: p.Vendor, DeviceID: p.Device, SubsystemVendor: p.SubsystemVendor, SubsystemDevice: p.SubsystemDevice,

@@ -17,7 +17,7 @@ func (r *Real) nvmeCtrl(ctx context.Context, addr Address) (*Device, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	dev := deviceFromPCI(p)
+	dev := DeviceFromPCI(p)
 	if dev.Kind != KindNVMe {
 		return nil, "", fmt.Errorf("%s is a %s device, not NVMe: %w", addr, dev.Kind, ErrUnsupported)
 	}

@@ -1,0 +1,278 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+)
+
+const steps = 10
+
+// rewrite overwrites each file with zeros, or random bytes for a crypto
+// erase (the old key is gone: data reads back as noise), in steps,
+// reporting progress and honouring ctx between steps.
+func (s *Simulator) rewrite(ctx context.Context, media []hardware.Media, random, slow bool, p hardware.Progress) error {
+	var total, done int64
+	for _, m := range media {
+		total += m.Size
+	}
+	for _, m := range media {
+		fh, err := os.OpenFile(m.Path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		chunk := max((m.Size+steps-1)/steps, 1)
+		buf := make([]byte, chunk)
+		for off := int64(0); off < m.Size; off += chunk {
+			if err := s.pause(ctx, slow); err != nil {
+				fh.Close()
+				return err
+			}
+			n := min(chunk, m.Size-off)
+			if random {
+				if _, err := rand.Read(buf[:n]); err != nil {
+					fh.Close()
+					return err
+				}
+			} else {
+				clear(buf[:n])
+			}
+			if _, err := fh.WriteAt(buf[:n], off); err != nil {
+				fh.Close()
+				return err
+			}
+			done += n
+			if p != nil {
+				p(float64(done) / float64(total))
+			}
+		}
+		if err := fh.Sync(); err != nil {
+			fh.Close()
+			return err
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleaned advances the wear counter after a cleaning.
+func (s *Simulator) cleaned(d *simDev) error {
+	_, err := s.update(d, func(st *state) {
+		st.PercentUsed += d.cfg.WearPerClean
+		st.Cleanings++
+	})
+	return err
+}
+
+// Sanitize rewrites every namespace: zeros for block and overwrite,
+// random bytes for crypto. The device's sanicap must list the action.
+func (s *Simulator) Sanitize(ctx context.Context, addr hardware.Address, action hardware.SanitizeAction, _ time.Duration, p hardware.Progress) error {
+	d, _, err := s.nvme(addr)
+	if err != nil {
+		return err
+	}
+	bit := map[hardware.SanitizeAction]int{hardware.SanitizeCrypto: 1, hardware.SanitizeBlock: 2, hardware.SanitizeOverwrite: 4}[action]
+	if bit == 0 {
+		return fmt.Errorf("sanitize %s: unknown action %q", addr, action)
+	}
+	if d.cfg.SANICAP&bit == 0 {
+		return fmt.Errorf("sanitize %s with %s: controller supports %v: %w", addr, action, hardware.SanitizeMethods(d.cfg.SANICAP), hardware.ErrUnsupported)
+	}
+	slow, err := s.enter(ctx, d, "sanitize")
+	if err != nil {
+		return err
+	}
+	if err := s.rewrite(ctx, d.mediaFiles(), action == hardware.SanitizeCrypto, slow, p); err != nil {
+		return fmt.Errorf("sanitize %s: %w", addr, err)
+	}
+	return s.cleaned(d)
+}
+
+// Format rewrites one namespace: zeros for ses 1, random for ses 2 (which
+// needs fna bit 2). ses 0 is refused as on real hardware.
+func (s *Simulator) Format(ctx context.Context, addr hardware.Address, namespace string, ses int) error {
+	if ses != 1 && ses != 2 {
+		return fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
+	}
+	d, _, err := s.nvme(addr)
+	if err != nil {
+		return err
+	}
+	m, ok := d.namespace(namespace)
+	if !ok {
+		return fmt.Errorf("format %s: namespace %s is not one of this device's", addr, namespace)
+	}
+	if *d.cfg.OACS&2 == 0 {
+		return fmt.Errorf("format %s: controller does not support Format NVM: %w", addr, hardware.ErrUnsupported)
+	}
+	if ses == 2 && d.cfg.FNA&4 == 0 {
+		return fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, d.cfg.FNA, hardware.ErrUnsupported)
+	}
+	slow, err := s.enter(ctx, d, "format")
+	if err != nil {
+		return err
+	}
+	if err := s.rewrite(ctx, []hardware.Media{m}, ses == 2, slow, nil); err != nil {
+		return fmt.Errorf("format %s %s: %w", addr, namespace, err)
+	}
+	return s.cleaned(d)
+}
+
+// ScrubGPU zeroes the GPU memory file and reads it back.
+func (s *Simulator) ScrubGPU(ctx context.Context, addr hardware.Address, p hardware.Progress) error {
+	d, err := s.dev(addr)
+	if err != nil {
+		return err
+	}
+	if d.cfg.Kind != hardware.KindGPU {
+		return fmt.Errorf("scrub GPU %s: a %s device: %w", addr, d.cfg.Kind, hardware.ErrUnsupported)
+	}
+	slow, err := s.enter(ctx, d, "scrub-gpu")
+	if err != nil {
+		return err
+	}
+	mem := d.mediaFiles()
+	if err := s.rewrite(ctx, mem, false, slow, p); err != nil {
+		return fmt.Errorf("scrub GPU %s: %w", addr, err)
+	}
+	if err := verifyZero(mem[0].Path); err != nil {
+		return fmt.Errorf("scrub GPU %s: verify: %w", addr, err)
+	}
+	return nil
+}
+
+// verifyZero reads path back and fails at the first non-zero byte.
+func verifyZero(path string) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	buf := make([]byte, 64<<10)
+	var off int64
+	for {
+		n, err := fh.Read(buf)
+		for i := range n {
+			if buf[i] != 0 {
+				return fmt.Errorf("byte %d of %s is %#x, not zero", off+int64(i), path, buf[i])
+			}
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// FlashFirmware "flashes" img: it reads the image and sets the reported
+// version to img.Version (devlink component, or fw.version and fw).
+func (s *Simulator) FlashFirmware(ctx context.Context, addr hardware.Address, img hardware.FirmwareImage, p hardware.Progress) error {
+	d, err := s.dev(addr)
+	if err != nil {
+		return err
+	}
+	if d.cfg.Kind != hardware.KindNIC && d.cfg.Kind != hardware.KindNVMe {
+		return fmt.Errorf("flash firmware on %s: a %s device: %w", addr, d.cfg.Kind, hardware.ErrUnsupported)
+	}
+	if img.Version == "" {
+		return fmt.Errorf("flash firmware on %s: the simulator needs FirmwareImage.Version to know what %s holds", addr, img.Path)
+	}
+	slow, err := s.enter(ctx, d, "flash-firmware")
+	if err != nil {
+		return err
+	}
+	if _, err := os.ReadFile(img.Path); err != nil {
+		return fmt.Errorf("flash firmware on %s: %w", addr, err)
+	}
+	for i := 1; i <= steps; i++ {
+		if err := s.pause(ctx, slow); err != nil {
+			return err
+		}
+		if p != nil {
+			p(float64(i) / steps)
+		}
+	}
+	_, err = s.update(d, func(st *state) {
+		if d.cfg.Kind == hardware.KindNVMe {
+			st.Firmware = img.Version
+			return
+		}
+		if img.Component != "" {
+			st.NICFirmware[img.Component] = img.Version
+			return
+		}
+		st.NICFirmware["fw.version"], st.NICFirmware["fw"] = img.Version, img.Version
+	})
+	return err
+}
+
+// FirmwareVersions returns NIC component versions, or {"fr": ...} for NVMe.
+func (s *Simulator) FirmwareVersions(ctx context.Context, addr hardware.Address) (map[string]string, error) {
+	d, err := s.dev(addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.enter(ctx, d, "firmware-versions"); err != nil {
+		return nil, err
+	}
+	st, err := s.load(d)
+	if err != nil {
+		return nil, err
+	}
+	switch d.cfg.Kind {
+	case hardware.KindNVMe:
+		return map[string]string{"fr": st.Firmware}, nil
+	case hardware.KindNIC:
+		out := map[string]string{}
+		for k, v := range st.NICFirmware {
+			out[k] = v
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("firmware of %s: a %s device: %w", addr, d.cfg.Kind, hardware.ErrUnsupported)
+}
+
+// ResetFunction writes the simulated sysfs reset file and counts resets.
+func (s *Simulator) ResetFunction(ctx context.Context, addr hardware.Address) error {
+	d, err := s.dev(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := s.enter(ctx, d, "reset"); err != nil {
+		return err
+	}
+	if err := s.fs.WriteReset(addr); err != nil {
+		return err
+	}
+	_, err = s.update(d, func(st *state) { st.Resets++ })
+	return err
+}
+
+// BindDriver moves the device to driver (persisted) and returns the
+// previous one; an NVMe not bound to nvme has no controller or media.
+func (s *Simulator) BindDriver(ctx context.Context, addr hardware.Address, driver string) (string, error) {
+	d, err := s.dev(addr)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.enter(ctx, d, "bind"); err != nil {
+		return "", err
+	}
+	var prev string
+	_, err = s.update(d, func(st *state) { prev, st.Driver = st.Driver, driver })
+	if err != nil {
+		return prev, err
+	}
+	return prev, s.setDriver(d, driver)
+}
