@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,8 +115,31 @@ func (h *Handler) handle(ctx context.Context, c *command.Command) error {
 	case command.KindVolume:
 		return h.volume(ctx, log, c)
 	case command.KindReconcile:
-		h.rec.Trigger("reconcile command " + c.MessageID)
-		return nil
+		return h.reconcile(ctx, log, c)
 	}
 	return fmt.Errorf("%w: kind %q has no handler", ErrPermanent, c.Kind)
+}
+
+// reconcile triggers a scan. An instance-scoped broadcast (evacuate)
+// scans only the hosts that know the instance; an operator's reconcile
+// (no instance, or host-scoped) always scans.
+func (h *Handler) reconcile(ctx context.Context, log *slog.Logger, c *command.Command) error {
+	if c.Scope == command.ScopeBroadcast && c.InstanceUUID != "" {
+		alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
+		if err != nil {
+			return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
+		}
+		claims, err := h.c.ClaimsForInstance(ctx, c.InstanceUUID)
+		if err != nil {
+			return fmt.Errorf("instance %s: read claims: %w (retried; check the claims database)", c.InstanceUUID, err)
+		}
+		if len(alloc.Devices) == 0 && !slices.ContainsFunc(claims, func(cl Claim) bool {
+			return cl.State == ClaimActive || cl.State == ClaimDormant
+		}) {
+			log.Debug("broadcast for an instance this host does not know; no scan")
+			return nil
+		}
+	}
+	h.rec.Trigger(fmt.Sprintf("%s (%s)", c.EventType, c.MessageID))
+	return nil
 }

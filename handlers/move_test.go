@@ -160,3 +160,49 @@ func TestBroadcastScansOnlyInvolvedHosts(t *testing.T) {
 		t.Errorf("involved claim = %q, want released", got)
 	}
 }
+
+// Reconcile commands: an operator's scans always; the evacuate broadcast
+// only where the instance is known.
+func TestReconcileCommand(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		scope    command.Scope
+		instance string
+		known    bool
+		scans    bool
+	}{
+		{"operator, host-scoped", command.ScopeHost, "", false, true},
+		{"operator, broadcast", command.ScopeBroadcast, "", false, true},
+		{"evacuate, instance known here", command.ScopeBroadcast, "vm-1", true, true},
+		{"evacuate, instance unknown here", command.ScopeBroadcast, "vm-1", false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			if tt.known {
+				e.w.Allocate("vm-1", true, rp(1))
+				e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- e.r.Run(ctx) }()
+			waitFor(t, func() bool { return e.w.Count("scan", "") == 1 })
+			c := cmd(command.KindReconcile, "instance.evacuate", tt.instance)
+			if tt.scope == command.ScopeBroadcast {
+				c.Scope, c.Host = command.ScopeBroadcast, ""
+			}
+			e.handle(c)
+			if tt.scans {
+				waitFor(t, func() bool { return e.w.Count("scan", "") == 2 })
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			if got, want := e.w.Count("scan", ""), map[bool]int{true: 2, false: 1}[tt.scans]; got != want {
+				t.Errorf("scans = %d, want %d", got, want)
+			}
+		})
+	}
+}
