@@ -56,6 +56,7 @@ type Bus struct {
 	mu     sync.Mutex
 	conn   *wamqp.ConnectionWrapper
 	router *message.Router
+	dialer *dialer
 }
 
 // New checks cfg (SetDefaults is applied to a copy) and returns a Bus for
@@ -162,10 +163,13 @@ func (b *Bus) redactedURL() string {
 // connect dials the broker, retrying with capped exponential backoff: a
 // broker that is down at start-up is waited for, not a reason to exit.
 func (b *Bus) connect(ctx context.Context) (*wamqp.ConnectionWrapper, error) {
-	uri, ac, err := amqpConfig(&b.cfg, "scourd "+b.host)
+	uri, ac, d, err := amqpConfig(&b.cfg, "scourd "+b.host)
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
+	b.dialer = d
+	b.mu.Unlock()
 	cc := wamqp.ConnectionConfig{AmqpURI: uri, AmqpConfig: ac, Reconnect: &wamqp.ReconnectConfig{
 		BackoffInitialInterval: 500 * time.Millisecond, BackoffRandomizationFactor: 0.5,
 		BackoffMultiplier: 2, BackoffMaxInterval: 30 * time.Second,
@@ -231,10 +235,7 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 		b.HostQueue():     b.topo.hostQueue,
 		b.cfg.PoisonQueue: b.topo.poison,
 	}}
-	poisonPub, err := wamqp.NewPublisherWithConnection(b.poisonPublisherConfig(bld), log, conn)
-	if err != nil {
-		return nil, fmt.Errorf("poison publisher: %w", err)
-	}
+	poisonPub := newConfirmPublisher(conn, "", 1) // default exchange: topic = queue name
 	pq, err := middleware.PoisonQueueWithFilter(poisonPub, b.cfg.PoisonQueue, b.poisonFilter)
 	if err != nil {
 		return nil, err
@@ -253,10 +254,7 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 			router.AddConsumerHandler(fmt.Sprintf("direct-%d", i), b.topo.queue, sub, d.handle)
 		}
 	default:
-		cmdPub, err := wamqp.NewPublisherWithConnection(b.commandPublisherConfig(bld), log, conn)
-		if err != nil {
-			return nil, fmt.Errorf("command publisher: %w", err)
-		}
+		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, b.cfg.Workers)
 		d := &dispatcher{b: b, pub: cmdPub}
 		in := &intake{b: b}
 		for i := range b.cfg.Workers {

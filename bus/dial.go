@@ -24,6 +24,7 @@ type dialer struct {
 
 	mu   sync.Mutex
 	next int
+	last net.Conn // the current connection's socket (tests cut it)
 }
 
 func (d *dialer) Dial(_, _ string) (net.Conn, error) {
@@ -40,7 +41,7 @@ func (d *dialer) Dial(_, _ string) (net.Conn, error) {
 			continue
 		}
 		d.mu.Lock()
-		d.next = n
+		d.next, d.last = n, conn
 		d.mu.Unlock()
 		return conn, nil
 	}
@@ -75,22 +76,22 @@ func (d *dialer) dialOne(ep Endpoint) (net.Conn, error) {
 
 // amqpConfig builds the amqp091 configuration and the URI watermill-amqp
 // dials (its host part is ignored by dialer; credentials and vhost count).
-func amqpConfig(cfg *Config, name string) (string, *amqp.Config, error) {
+func amqpConfig(cfg *Config, name string) (string, *amqp.Config, *dialer, error) {
 	u, err := ParseBrokerURL(cfg.URL)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	d := &dialer{endpoints: u.Endpoints, timeout: 15 * time.Second}
 	if u.TLS {
 		if d.tls, err = tlsConfig(&cfg.TLS); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
 	ep := u.Endpoints[0]
 	uri := amqp.URI{Scheme: "amqp", Host: ep.Host, Port: 5672, Username: ep.User, Password: ep.Password, Vhost: u.Vhost}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(name)
-	return uri.String(), &amqp.Config{Heartbeat: cfg.Heartbeat, Locale: "en_US", Dial: d.Dial, Properties: props}, nil
+	return uri.String(), &amqp.Config{Heartbeat: cfg.Heartbeat, Locale: "en_US", Dial: d.Dial, Properties: props}, d, nil
 }
 
 func tlsConfig(c *TLSConfig) (*tls.Config, error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/scour-project/scour/command"
@@ -16,7 +15,7 @@ import (
 // dispatcher consumes Nova's notifications and publishes commands.
 type dispatcher struct {
 	b   *Bus
-	pub *wamqp.Publisher
+	pub *confirmPublisher
 }
 
 // RoutingKey is where c is published on scour's exchange.

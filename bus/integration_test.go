@@ -135,7 +135,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func confirmChannel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
+func confirmModeChannel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -228,7 +228,7 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	_, mCompute := startBus(t, cfg, "compute", compute)
 	startBus(t, cfg, "host2", host2)
 
-	ch := confirmChannel(t, conn)
+	ch := confirmModeChannel(t, conn)
 	ctx := context.Background()
 	pub := func(key string, inner []byte) {
 		t.Helper()
@@ -393,7 +393,7 @@ func TestHandlerErrorClassification(t *testing.T) {
 	cfg.Retry.Attempts = 2 // 2 in-process attempts, then requeue
 	h := &flaky{fails: map[string]int{}, n: 3}
 	_, m := startBus(t, cfg, "compute", h)
-	ch := confirmChannel(t, conn)
+	ch := confirmModeChannel(t, conn)
 	ctx := context.Background()
 	for _, id := range []string{"transient-1", "perm-1"} {
 		id := id

@@ -77,8 +77,6 @@ func allStrings(t amqp.Table) bool {
 
 func constant(s string) func(string) string { return func(string) string { return s } }
 
-func identity(s string) string { return s }
-
 // subscriberConfig consumes the queue named by the watermill topic.
 func (b *Bus) subscriberConfig(bld *builder) wamqp.Config {
 	return wamqp.Config{
@@ -87,34 +85,6 @@ func (b *Bus) subscriberConfig(bld *builder) wamqp.Config {
 		Queue:           wamqp.QueueConfig{GenerateName: wamqp.GenerateQueueNameTopicName, Durable: true},
 		QueueBind:       wamqp.QueueBindConfig{GenerateRoutingKey: constant("")},
 		Consume:         wamqp.ConsumeConfig{Qos: wamqp.QosConfig{PrefetchCount: b.cfg.Prefetch}},
-		TopologyBuilder: bld,
-	}
-}
-
-// commandPublisherConfig publishes to scour's exchange with the watermill
-// topic as routing key, waiting for the broker's confirm of every message.
-func (b *Bus) commandPublisherConfig(bld *builder) wamqp.Config {
-	return wamqp.Config{
-		Marshaler: marshaler{},
-		Exchange:  wamqp.ExchangeConfig{GenerateName: constant(b.cfg.Exchange), Type: amqp.ExchangeTopic, Durable: true},
-		Publish: wamqp.PublishConfig{
-			GenerateRoutingKey: identity,
-			ConfirmDelivery:    true,
-			// A pool keeps one confirm-mode channel per worker; without it
-			// watermill-amqp opens and closes a channel per publish.
-			ChannelPoolSize: b.cfg.Workers,
-		},
-		TopologyBuilder: bld,
-	}
-}
-
-// poisonPublisherConfig publishes to the default exchange with the
-// watermill topic (the poison queue's name) as routing key.
-func (b *Bus) poisonPublisherConfig(bld *builder) wamqp.Config {
-	return wamqp.Config{
-		Marshaler:       marshaler{},
-		Exchange:        wamqp.ExchangeConfig{GenerateName: constant("")},
-		Publish:         wamqp.PublishConfig{GenerateRoutingKey: identity, ConfirmDelivery: true, ChannelPoolSize: 1},
 		TopologyBuilder: bld,
 	}
 }
