@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+	"github.com/scour-project/scour/plugins/runner"
+)
+
+func init() {
+	register("plugin", subcommand{
+		summary: "test a cleaning plugin against a simulated device (plugin test PATH --device ADDR)",
+		run:     runPlugin,
+	})
+}
+
+const pluginUsage = `usage: scourctl plugin test PATH --device ADDR [options]
+
+Runs the plugin at PATH the way scour would (same permission rules, minimal
+environment, process group, bounded output) against a simulated device
+whose media are temporary files filled with 0xab, and checks VERSION, CHECK
+and CLEAN answers against the plugin protocol (docs/plugins.md). CHECK must
+not modify the media. Exit status 0 when every check passed.
+
+Options:
+`
+
+type pluginTestFlags struct {
+	device     string
+	kind       string
+	vendor     string
+	product    string
+	rp         string
+	args       string
+	mediaBytes int64
+	media      int
+	noClean    bool
+	timeout    time.Duration
+}
+
+func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "test" {
+		fmt.Fprint(stderr, pluginUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, pluginUsage); fs.PrintDefaults() }
+	var f pluginTestFlags
+	fs.StringVar(&f.device, "device", "", "PCI address of the simulated device (required)")
+	fs.StringVar(&f.kind, "kind", "nvme", "device kind: nvme, gpu, nic or generic")
+	fs.StringVar(&f.vendor, "vendor", "0x144d", "PCI vendor id")
+	fs.StringVar(&f.product, "product", "0xa80a", "PCI device id")
+	fs.StringVar(&f.rp, "rp", "00000000-0000-0000-0000-000000000001", "resource provider UUID to pass")
+	fs.StringVar(&f.args, "args", "{}", "step args as a JSON object, as the pipeline config would give them")
+	fs.Int64Var(&f.mediaBytes, "media-bytes", 4<<20, "size of each simulated media file")
+	fs.IntVar(&f.media, "media", 1, "number of simulated media files (0: a device without media)")
+	fs.BoolVar(&f.noClean, "no-clean", false, "run VERSION and CHECK only")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit for CLEAN")
+	// PATH comes first, flags after it (and before it also work).
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprintln(stderr, "scourctl plugin test: PATH is required")
+		return 2
+	}
+	path := rest[0]
+	if err := fs.Parse(rest[1:]); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "scourctl plugin test: unexpected arguments", fs.Args())
+		return 2
+	}
+	if f.device == "" {
+		fmt.Fprintln(stderr, "scourctl plugin test: --device is required")
+		return 2
+	}
+	t := &pluginTest{out: stdout}
+	t.run(ctx, path, f)
+	fmt.Fprintf(stdout, "\n%d passed, %d failed, %d warnings\n", t.passed, t.failed, t.warned)
+	if t.failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+type pluginTest struct {
+	out                    io.Writer
+	passed, failed, warned int
+}
+
+func (t *pluginTest) pass(format string, a ...any) {
+	t.passed++
+	fmt.Fprintf(t.out, "PASS  "+format+"\n", a...)
+}
+
+func (t *pluginTest) fail(format string, a ...any) {
+	t.failed++
+	fmt.Fprintf(t.out, "FAIL  "+format+"\n", a...)
+}
+
+func (t *pluginTest) warn(format string, a ...any) {
+	t.warned++
+	fmt.Fprintf(t.out, "WARN  "+format+"\n", a...)
+}
+
+func (t *pluginTest) run(ctx context.Context, path string, f pluginTestFlags) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.fail("plugin path %s: %v", path, err)
+		return
+	}
+	addr, err := hardware.ParseAddress(f.device)
+	if err != nil {
+		t.fail("--device: %v", err)
+		return
+	}
+	var stepArgs map[string]any
+	if err := json.Unmarshal([]byte(f.args), &stepArgs); err != nil {
+		t.fail("--args is not a JSON object: %v", err)
+		return
+	}
+	// The plugin's own directory stands in for plugin_dirs; the same
+	// ownership and mode rules apply as in scour.
+	if err := runner.CheckFile(abs, []string{filepath.Dir(abs)}); err != nil {
+		t.fail("permissions: %v", err)
+		return
+	}
+	t.pass("permissions: regular file, root-owned, not group/world-writable, in a root-owned directory")
+	r, err := runner.New(runner.Config{Dirs: []string{filepath.Dir(abs)}, Timeout: f.timeout})
+	if err != nil {
+		t.fail("%v", err)
+		return
+	}
+	version, err := r.Version(ctx, abs)
+	if err != nil {
+		t.fail("VERSION: %v%s", err, stderrOf(err))
+		return
+	}
+	t.pass("VERSION: speaks protocol %s", version)
+
+	dir, err := os.MkdirTemp("", "scourctl-plugin-test-")
+	if err != nil {
+		t.fail("%v", err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	req, err := fakeRequest(dir, addr, f, stepArgs)
+	if err != nil {
+		t.fail("preparing the simulated device: %v", err)
+		return
+	}
+	fmt.Fprintf(t.out, "      simulated device %s (%s %s:%s), %d media of %d bytes under %s\n", addr, f.kind, f.vendor, f.product, len(req.Device.Media), f.mediaBytes, dir)
+	t.check(ctx, r, abs, version, req)
+	if f.noClean {
+		return
+	}
+	t.clean(ctx, r, abs, version, req)
+}
+
+func (t *pluginTest) check(ctx context.Context, r *runner.Runner, path, version string, req *plugins.Request) {
+	before := mediaSum(req.Device.Media)
+	res, err := r.Check(ctx, path, version, req)
+	switch {
+	case plugins.CodeOf(err) == plugins.CodeUnsupported:
+		t.pass("CHECK: answers unsupported (code 2): %s (a step with on_unsupported: skip would be skipped)", plugins.AsError(err).Msg)
+	case err != nil:
+		t.fail("CHECK: %v%s", err, stderrOf(err))
+	default:
+		t.pass("CHECK: ok %v", res.Details)
+	}
+	if !bytes.Equal(before, mediaSum(req.Device.Media)) {
+		t.fail("CHECK modified the media: CHECK must be read-only")
+	}
+	t.codeRange("CHECK", err)
+}
+
+func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version string, req *plugins.Request) {
+	var progress []float64
+	start := time.Now()
+	res, err := r.Clean(ctx, path, version, req, func(f float64) { progress = append(progress, f) })
+	if err != nil {
+		pe := plugins.AsError(err)
+		t.codeRange("CLEAN", err)
+		if pe.Code == plugins.CodeProtocol || pe.Code == plugins.CodeTimeout {
+			t.fail("CLEAN: %v%s", err, stderrOf(err))
+			return
+		}
+		t.warn("CLEAN answered a protocol error (valid, but the device would not be clean): %v%s", err, stderrOf(err))
+		return
+	}
+	t.pass("CLEAN: ok in %s, details %v", time.Since(start).Round(time.Millisecond), res.Details)
+	if len(progress) == 0 {
+		t.warn("CLEAN printed no progress lines ({\"progress\": 0.5} on stdout before the result)")
+	} else {
+		t.pass("CLEAN: %d progress lines, last %.2f", len(progress), progress[len(progress)-1])
+	}
+	for _, m := range req.Device.Media {
+		if zero, err := allZero(m.Path); err != nil {
+			t.warn("media %s: %v", m.Path, err)
+		} else if !zero {
+			t.warn("media %s is not all zeros after CLEAN (fine if the plugin is not a wipe)", m.Path)
+		} else {
+			t.pass("media %s is all zeros after CLEAN", m.Path)
+		}
+	}
+	if res.Stderr != "" {
+		fmt.Fprintf(t.out, "      stderr:\n%s\n", indent(res.Stderr))
+	}
+}
+
+// codeRange warns about error codes in the reserved range that the
+// protocol does not define.
+func (t *pluginTest) codeRange(cmd string, err error) {
+	if err == nil {
+		return
+	}
+	switch c := plugins.CodeOf(err); {
+	case c >= plugins.CodePluginMin:
+	case c >= 1 && c <= 4, c >= 11 && c <= 15:
+	default:
+		t.warn("%s: error code %d is reserved but undefined; use 100+ for plugin-specific codes", cmd, c)
+	}
+}
+
+func fakeRequest(dir string, addr hardware.Address, f pluginTestFlags, args map[string]any) (*plugins.Request, error) {
+	req := &plugins.Request{Step: "plugin-test", Args: args,
+		Device: plugins.Device{Address: string(addr), Kind: f.kind, VendorID: f.vendor, DeviceID: f.product,
+			Driver: "vfio-pci", Capabilities: map[string]any{"kind": []string{f.kind}}},
+		ResourceProvider: plugins.ResourceProvider{UUID: f.rp},
+		Previous:         &plugins.Previous{Instance: "00000000-0000-0000-0000-00000000abcd", Project: "plugin-test"}}
+	for i := range f.media {
+		p := filepath.Join(dir, fmt.Sprintf("media%d", i))
+		if err := os.WriteFile(p, bytes.Repeat([]byte{0xab}, int(f.mediaBytes)), 0o600); err != nil {
+			return nil, err
+		}
+		req.Device.Media = append(req.Device.Media, plugins.Media{Path: p, Size: f.mediaBytes})
+	}
+	return req, nil
+}
+
+func mediaSum(ms []plugins.Media) []byte {
+	h := sha256.New()
+	for _, m := range ms {
+		if fh, err := os.Open(m.Path); err == nil {
+			io.Copy(h, fh)
+			fh.Close()
+		}
+	}
+	return h.Sum(nil)
+}
+
+func allZero(path string) (bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Count(b, []byte{0}) == len(b), nil
+}
+
+func stderrOf(err error) string {
+	if s := plugins.AsError(err).Stderr; s != "" {
+		return "\n      stderr:\n" + indent(s)
+	}
+	return ""
+}
+
+func indent(s string) string {
+	return "        " + string(bytes.ReplaceAll(bytes.TrimRight([]byte(s), "\n"), []byte("\n"), []byte("\n        ")))
+}
