@@ -1,0 +1,44 @@
+// Package handlers joins scour's parts into the device lifecycle: the
+// per-host intake calls Handler.Handle with each command, and the
+// Reconciler (in this package, so both share one set of types) scans this
+// host's Placement tree and drives every one-time-use device to its end
+// state. Events only make scour fast; the reconciler makes it correct.
+//
+// The package declares the small interfaces it needs (Placement, Claims,
+// Hardware, Cleaner) with its own plain types; adapters from the real
+// placement/, claims/ and pipeline/ packages live where things are wired.
+// handlerstest holds in-memory fakes of all four.
+//
+// Device states (from Placement, plus scour's own while cleaning):
+//
+//	               burn (Nova, or scour when Nova did not)
+//	available ──allocate──▶ in-use ──────────────────▶ burned-in-use
+//	    ▲                                                   │ allocation removed
+//	    │                                                   ▼ (delete, move, shelve)
+//	    │ Unreserve                                       dirty ◀─────────────┐
+//	    │ (verdict clean,                                   │ scan: not         │ retry-later,
+//	    │  no allocation)                                   │ allocated, present│ error, no-profile
+//	    │                                                   ▼ locally           │ (per-device backoff)
+//	    └────────────────────────────────────────────── cleaning ──────────────┘
+//	                                                        │ verdict quarantine
+//	                                                        ▼
+//	operator un-quarantines ─▶ dirty ◀────────────────── quarantined (reserved, trait)
+//
+// aborted (the device got allocated during the run) leads back to
+// in-use/burned-in-use: the device is left alone.
+//
+// Safety rules and where this package keeps them:
+//  1. Unreserve is called only on VerdictClean (cleanOne); the cleaner
+//     stores the record before it returns clean.
+//  2. A clean starts only for a device the latest scan shows unallocated
+//     (classify drops queued devices that became allocated); the cleaner
+//     re-checks before its first destructive step and the gate inside
+//     Unreserve (ErrAllocated → left alone).
+//  3. Devices come from ScanHost/InstanceAllocations (this host's tree)
+//     and Hardware.Present; a command only names an instance, so a forged
+//     one can at most cause a scan.
+//  4. quarantine, no-profile, retry-later and errors keep the device
+//     reserved, with an error log line and a metric.
+//  5. The start scan re-finds every dirty device and the cleaner resumes
+//     its open run; nothing is remembered only in memory except backoff.
+package handlers
