@@ -107,5 +107,10 @@ if ! have_image "$placement"; then
 		- "$placement" >/dev/null
 fi
 rm -rf "$stage"
+# Images of older recipes only take disk space.
+podman images --format '{{.Repository}}:{{.Tag}}' |
+	grep -E '^localhost/scour-e2e-(rabbitmq|placement):' | grep -v ":$hash\$" |
+	xargs -r podman rmi >/dev/null 2>&1 || true
+podman image prune -f --filter label=org.scour.e2e.recipe >/dev/null 2>&1 || true
 echo "e2e-images: podman import took $(($(date +%s) - t0))s"
 echo "e2e-images: built $rabbit and $placement in $(($(date +%s) - start))s"

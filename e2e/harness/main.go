@@ -25,12 +25,26 @@ type sharedEntry struct {
 	err  error
 }
 
+// Service names a shared service Main can start ahead of the tests.
+type Service string
+
+const (
+	RabbitMQService  Service = "rabbitmq"
+	PlacementService Service = "placement"
+)
+
 // Main runs the package's tests and then removes the containers they
-// shared. Call it from TestMain:
+// shared. Services listed in warm start concurrently in the background right
+// away, so the first tests do not wait for them one after the other; others
+// start on first use. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { harness.Main(m) }
-func Main(m *testing.M) {
+//	func TestMain(m *testing.M) { harness.Main(m, harness.RabbitMQService, harness.PlacementService) }
+func Main(m *testing.M, warm ...Service) {
 	mainActive.Store(true)
+	// flag.Parse has not run yet (m.Run does it); -short is checked then.
+	for _, s := range warm {
+		go warmUp(s)
+	}
 	code := m.Run()
 	teardown()
 	os.Exit(code)
@@ -50,6 +64,19 @@ func teardown() {
 		}
 	}
 	registry.shared = nil
+}
+
+func warmUp(s Service) {
+	if os.Getenv(EnvAMQPURL) != "" && s == RabbitMQService || os.Getenv(EnvPlacementURL) != "" && s == PlacementService {
+		return
+	}
+	if err := engineEnv(); err != nil {
+		return // the first test using s reports it
+	}
+	newSvc := map[Service]func() (*service, error){RabbitMQService: newRabbitMQ, PlacementService: newPlacement}[s]
+	if newSvc != nil {
+		sharedEntryFor(string(s)).start(newSvc)
+	}
 }
 
 // Option changes how StartRabbitMQ and StartPlacement get their service.
@@ -101,7 +128,17 @@ func acquire(t testing.TB, newSvc func() (*service, error), kind string, dedicat
 	if !mainActive.Load() {
 		t.Fatalf("e2e harness: shared containers need a package-level owner: add `func TestMain(m *testing.M) { harness.Main(m) }` to this package's tests (or pass harness.Dedicated())")
 	}
+	e := sharedEntryFor(kind)
+	e.start(newSvc)
+	if e.err != nil {
+		t.Fatalf("e2e harness: %v", e.err)
+	}
+	return e.svc
+}
+
+func sharedEntryFor(kind string) *sharedEntry {
 	registry.mu.Lock()
+	defer registry.mu.Unlock()
 	if registry.shared == nil {
 		registry.shared = map[string]*sharedEntry{}
 	}
@@ -110,7 +147,11 @@ func acquire(t testing.TB, newSvc func() (*service, error), kind string, dedicat
 		e = &sharedEntry{}
 		registry.shared[kind] = e
 	}
-	registry.mu.Unlock()
+	return e
+}
+
+// start starts the shared service once; later callers wait for that start.
+func (e *sharedEntry) start(newSvc func() (*service, error)) {
 	e.once.Do(func() {
 		// The shared container outlives this test: start it on a context
 		// that the test's end does not cancel.
@@ -122,11 +163,7 @@ func acquire(t testing.TB, newSvc func() (*service, error), kind string, dedicat
 		}
 		e.svc, e.err = s, err
 		if err == nil {
-			fmt.Fprintf(os.Stderr, "e2e harness: %s (%s) ready on localhost:%d in %s\n", kind, s.image, s.hostPort, s.started.Round(time.Millisecond))
+			fmt.Fprintf(os.Stderr, "e2e harness: %s (%s) ready on localhost:%d in %s\n", s.kind, s.image, s.hostPort, s.started.Round(time.Millisecond))
 		}
 	})
-	if e.err != nil {
-		t.Fatalf("e2e harness: %v", e.err)
-	}
-	return e.svc
 }

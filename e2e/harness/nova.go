@@ -60,6 +60,11 @@ func (p *Placement) Burn(t testing.TB, dev *DeviceRP) {
 // confirm or revert) and the instance gets resources on dest. It returns the
 // migration UUID. Confirm = DeleteAllocations(migration); revert = Nova
 // moving the migration's allocations back, see RevertMove.
+//
+// Placement refuses (409) to give the migration consumer an allocation on a
+// device that is already burned (reserved == total leaves no capacity), so a
+// move of an instance whose source device is burned fails here as it would
+// for Nova against Placement 8.0.0.
 func (p *Placement) MoveAllocations(t testing.TB, instance string, dest *ComputeNode, destDevs ...*DeviceRP) string {
 	t.Helper()
 	var cur consumerAllocs
