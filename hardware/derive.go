@@ -22,7 +22,8 @@ func KindFromClass(class string) DeviceKind {
 
 // DeriveCapabilities computes the discovered capabilities of dev from its
 // facts; both backends use it, so the names in docs/hardware.md hold for
-// the simulator too. Facts that are unknown produce no capability.
+// the simulator too. Facts that are unknown produce no capability, and
+// names listed in dev.Absent are never set.
 func DeriveCapabilities(dev *Device) Capabilities {
 	c := Capabilities{
 		"kind":      Set(string(dev.Kind)),
@@ -58,6 +59,11 @@ func DeriveCapabilities(dev *Device) Capabilities {
 		for comp, v := range nic.Firmware {
 			c[NICFirmwarePrefix+comp] = Ordered(v)
 		}
+	}
+	// A capability with a reason in Absent is unknown, not false: an
+	// id-ctrl that failed must not read as "format not supported".
+	for name := range dev.Absent {
+		delete(c, name)
 	}
 	return c
 }

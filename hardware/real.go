@@ -135,7 +135,7 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 	if dev.Driver != "nvme" {
 		n.BoundToVFIO = dev.Driver == "vfio-pci"
 		why := fmt.Sprintf("bound to %q, not nvme: no controller or block device; bind to nvme to discover", dev.Driver)
-		markAbsent(dev, why, append(append([]string{"nvme.block_device"}, nvmeToolCaps...), nvmeSmartCaps...)...)
+		markAbsent(dev, why, append(nvmeToolCaps, nvmeSmartCaps...)...)
 		return
 	}
 	r.nvmeController(ctx, dev, p)
@@ -144,10 +144,16 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 		return
 	}
 	ctrl := "/dev/" + n.Controller
+	// Without id-ctrl, model and firmware may still be known (nvme list
+	// or sysfs); the capability bits are not.
+	idCaps := nvmeToolCaps[:3]
+	if dev.Model == "" {
+		idCaps = nvmeToolCaps
+	}
 	if out, err := r.tool(ctx, r.cfg.Tools.NVMe, "id-ctrl", ctrl, "-o", "json"); err != nil {
-		markAbsent(dev, absentReason("nvme id-ctrl", err), nvmeToolCaps...)
+		markAbsent(dev, absentReason("nvme id-ctrl", err), idCaps...)
 	} else if id, err := ParseIDCtrl(out); err != nil {
-		markAbsent(dev, err.Error(), nvmeToolCaps...)
+		markAbsent(dev, err.Error(), idCaps...)
 	} else {
 		n.OACS, n.FNA, n.SANICAP = id.OACS, id.FNA, id.SANICAP
 		dev.Model, dev.Serial, dev.Firmware = id.MN, id.SN, id.FR

@@ -173,6 +173,9 @@ func TestRealDiscoverToolsMissingFailingHanging(t *testing.T) {
 	if _, ok := d.Capabilities["nvme.sanitize"]; ok {
 		t.Error("nvme.sanitize present without nvme-cli")
 	}
+	if !d.Capabilities["nvme.model"].Equal(Set("KIOXIA KCM6XRUL3T84")) {
+		t.Errorf("model from sysfs lost: %v", d.Capabilities["nvme.model"])
+	}
 	g, _ := missing.Discover(ctx, "0000:41:00.0")
 	if g.Absent["gpu.ecc"] != "nvidia-smi not installed" || !g.Capabilities["gpu.reset"].Equal(Bool(true)) {
 		t.Errorf("GPU without nvidia-smi: absent %v caps %v", g.Absent, g.Capabilities)
@@ -195,6 +198,9 @@ func TestRealDiscoverToolsMissingFailingHanging(t *testing.T) {
 	}
 	if why := d.Absent["nvme.format"]; !strings.Contains(why, "nvme id-ctrl failed") || !strings.Contains(why, "INVALID_FIELD") {
 		t.Errorf("absent reason %q", why)
+	}
+	if _, ok := d.Capabilities["nvme.format"]; ok {
+		t.Error("nvme.format set although id-ctrl failed: unknown must be absent, not false")
 	}
 	if !d.Capabilities["nvme.spare_ok"].Equal(Bool(true)) {
 		t.Error("smart-log facts lost because id-ctrl failed")

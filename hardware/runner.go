@@ -27,9 +27,15 @@ type ToolError struct {
 }
 
 func (e *ToolError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
+	// The first line carries the error; tools like nvme-cli follow it
+	// with their usage text, which would drown the message in logs.
+	msg, rest, _ := strings.Cut(strings.TrimSpace(e.Stderr), "\n")
+	msg = strings.TrimSpace(msg)
 	if msg == "" {
 		msg = "no error output"
+	}
+	if strings.TrimSpace(rest) != "" {
+		msg += " (more on stderr)"
 	}
 	return fmt.Sprintf("%s: exit status %d: %s", e.Cmd, e.ExitCode, msg)
 }

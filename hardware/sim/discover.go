@@ -55,7 +55,7 @@ func (s *Simulator) discoverNVMe(d *simDev, dev *hardware.Device, st *state) {
 	if st.Driver != "nvme" {
 		n.BoundToVFIO = st.Driver == "vfio-pci"
 		why := fmt.Sprintf("bound to %q, not nvme: no controller or block device; bind to nvme to discover", st.Driver)
-		for _, c := range []string{"nvme.block_device", "nvme.format", "nvme.crypto_format", "nvme.sanitize", "nvme.firmware", "nvme.model", "nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"} {
+		for _, c := range []string{"nvme.format", "nvme.crypto_format", "nvme.sanitize", "nvme.firmware", "nvme.model", "nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"} {
 			dev.Absent[c] = why
 		}
 		return
