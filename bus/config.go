@@ -35,9 +35,9 @@ type Config struct {
 	// NotificationsQueue is scour's own queue bound to Nova's exchange;
 	// every scourd consumes it as a competing consumer.
 	NotificationsQueue string `yaml:"notifications_queue"`
-	// Quorum makes scour's own queues quorum queues (replicated); false
-	// declares classic durable queues (single-node brokers, old RabbitMQ).
-	Quorum bool `yaml:"quorum"`
+	// ClassicQueues declares scour's own queues as classic durable queues
+	// instead of quorum queues (the default: replicated, RabbitMQ >= 3.8).
+	ClassicQueues bool `yaml:"classic_queues"`
 	// Exchange is scour's own durable topic exchange for commands.
 	Exchange string `yaml:"exchange"`
 	// HostQueuePrefix + host names this host's command queue.

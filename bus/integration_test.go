@@ -63,7 +63,6 @@ func testConfig(t *testing.T, conn *amqp.Connection) Config {
 		Exchange:           "scour-test-" + id,
 		HostQueuePrefix:    "scour.host." + id + ".",
 		PoisonQueue:        "scour.poison." + id,
-		Quorum:             true,
 		Workers:            2,
 		ShutdownTimeout:    5 * time.Second,
 		Retry:              RetryConfig{Attempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},

@@ -74,7 +74,7 @@ type topology struct {
 }
 
 func (t *topology) queueArgs() amqp.Table {
-	if t.cfg.Quorum {
+	if !t.cfg.ClassicQueues {
 		return amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
 	}
 	return nil
@@ -150,8 +150,8 @@ func (t *topology) poison(ch channel) error {
 
 func (t *topology) declareQueue(ch channel, name, setting string) error {
 	if _, err := ch.QueueDeclare(name, true, false, false, false, t.queueArgs()); err != nil {
-		return asTopologyError(err, "queue "+name, setting+" or bus.quorum (SCOUR_BUS_QUORUM)",
-			fmt.Sprintf("a queue of that name exists with other arguments (scour declares durable, quorum=%v): delete it or change the name", t.cfg.Quorum))
+		return asTopologyError(err, "queue "+name, setting+" or bus.classic_queues (SCOUR_BUS_CLASSIC_QUEUES)",
+			fmt.Sprintf("a queue of that name exists with other arguments (scour declares durable, classic_queues=%v): delete it or change the name", t.cfg.ClassicQueues))
 	}
 	return nil
 }

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../deploy/scour.yaml", true, nil)
+	if err != nil {
+		t.Fatalf("deploy/scour.yaml: %v", err)
+	}
+	if c.Bus.Nova.Exchange != "nova" || c.Bus.NotificationsQueue != "scour.notifications" || c.Bus.ClassicQueues {
+		t.Errorf("example config: %+v", c.Bus)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_HOST=cmp1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Host != "cmp1" || c.Node != "cmp1" || c.HTTP.Address != ":9464" || c.Log.Format != "json" ||
+		c.Bus.URL == "" || c.Bus.Exchange != "scour" || c.Bus.PoisonQueue != "scour.poison" ||
+		strings.Join(c.Bus.Nova.RoutingKeys, ",") != "versioned_notifications.info,notifications.info" || c.Bus.Nova.Durable {
+		t.Errorf("defaults: %+v", c)
+	}
+	if _, err := Load("testdata/does-not-exist.yaml", true, nil); err == nil {
+		t.Error("a required missing file is an error")
+	}
+	h, _ := os.Hostname()
+	c, _ = Load("testdata/does-not-exist.yaml", false, nil)
+	if short, _, _ := strings.Cut(h, "."); c.Host != short {
+		t.Errorf("host defaults to the short hostname %q, got %q", short, c.Host)
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../deploy/scour.yaml", true, []string{
+		"SCOUR_HOST=cmp7", "SCOUR_NODE=cmp7.example", "SCOUR_BUS_URL=rabbit://nova:pw@r1:5672,nova:pw@r2:5672/nova",
+		"SCOUR_BUS_NOVA_DURABLE=true", "SCOUR_BUS_NOVA_ROUTING_KEYS=notifications-cmp7.info, versioned_notifications.info",
+		"SCOUR_BUS_RETRY_INITIAL=1s", "SCOUR_BUS_PREFETCH=64", "SCOUR_LOG_FORMAT=text", "PATH=/bin", "SCOUR_TEST_AMQP_URL=x",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Host != "cmp7" || c.Node != "cmp7.example" || !c.Bus.Nova.Durable || c.Bus.Retry.Initial != time.Second ||
+		c.Bus.Prefetch != 64 || c.Log.Format != "text" || strings.Join(c.Bus.Nova.RoutingKeys, "|") != "notifications-cmp7.info|versioned_notifications.info" {
+		t.Errorf("overrides not applied: %+v", c)
+	}
+	if strings.Contains(c.Redacted().Bus.URL, "pw") {
+		t.Errorf("Redacted leaks: %s", c.Redacted().Bus.URL)
+	}
+	_, err = Load("../deploy/scour.yaml", true, []string{"SCOUR_BUS_PREFETCH=many", "SCOUR_BUS_NOVA_DURABLE=perhaps", "SCOUR_BUS_HEARTBEAT=5"})
+	for _, want := range []string{"SCOUR_BUS_PREFETCH=many", "SCOUR_BUS_NOVA_DURABLE=perhaps", "SCOUR_BUS_HEARTBEAT=5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %s", err, want)
+		}
+	}
+}
+
+func TestEveryProblemIsReported(t *testing.T) {
+	t.Parallel()
+	_, err := Load("testdata/invalid.yaml", true, nil)
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"host:", "log.level", "log.format", "bus.url", "bus.mode", "bus.prefetch", "bus.nova.passive", "bus.notifications_queue"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not report %s:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "hunter2") {
+		t.Errorf("error leaks the password:\n%s", msg)
+	}
+	_, err = Load("testdata/typo.yaml", true, nil)
+	if err == nil || !strings.Contains(err.Error(), "prefech") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("typo: %v", err)
+	}
+}
+
+func TestEnvVarsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range EnvVars() {
+		if !strings.Contains(string(doc), v.Name) {
+			t.Errorf("docs/configuration.md does not document %s (%s)", v.Name, v.Key)
+		}
+	}
+}

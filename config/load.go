@@ -1,0 +1,178 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts every environment override. The variable for a key is
+// the prefix plus the key's YAML path in upper case joined by "_":
+// bus.nova.durable -> SCOUR_BUS_NOVA_DURABLE. Lists are comma-separated,
+// durations use Go's form ("30s").
+const EnvPrefix = "SCOUR_"
+
+// Load reads path (a missing file is an error only when required), applies
+// environ's SCOUR_* overrides, fills defaults and validates. The error
+// lists every problem; it never contains a secret.
+func Load(path string, required bool, environ []string) (*Config, error) {
+	var c Config
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true) // a typo is an error, not a silent default
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("config %s: %s", path, redactYAMLError(err))
+		}
+	case errors.Is(err, fs.ErrNotExist) && !required:
+	default:
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration (%s and %s* environment):\n%w", path, EnvPrefix, err)
+	}
+	return &c, nil
+}
+
+// yaml errors quote offending values, which may be a URL with a password.
+func redactYAMLError(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "://"); i >= 0 {
+		return s[:i] + "://*** (value hidden)"
+	}
+	return s
+}
+
+// EnvVar is one supported override.
+type EnvVar struct {
+	Name string // SCOUR_BUS_URL
+	Key  string // bus.url
+	Type string
+}
+
+// EnvVars lists every override Config supports (for docs and tests).
+func EnvVars() []EnvVar {
+	var out []EnvVar
+	walk(reflect.ValueOf(&Config{}).Elem(), "", func(key string, _ reflect.Value) {
+		var c Config
+		v := fieldByKey(reflect.ValueOf(&c).Elem(), key)
+		out = append(out, EnvVar{Name: envName(key), Key: key, Type: v.Type().String()})
+	})
+	return out
+}
+
+func envName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// walk calls leaf for every settable scalar/list field with its YAML key.
+func walk(v reflect.Value, prefix string, leaf func(key string, f reflect.Value)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(time.Duration(0)) {
+			walk(f, key, leaf)
+			continue
+		}
+		leaf(key, f)
+	}
+}
+
+func fieldByKey(v reflect.Value, key string) reflect.Value {
+	var found reflect.Value
+	walk(v, "", func(k string, f reflect.Value) {
+		if k == key {
+			found = f
+		}
+	})
+	return found
+}
+
+func applyEnv(c *Config, environ []string) error {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
+			env[k] = v
+		}
+	}
+	var errs []error
+	walk(reflect.ValueOf(c).Elem(), "", func(key string, f reflect.Value) {
+		name := envName(key)
+		val, ok := env[name]
+		if !ok {
+			return
+		}
+		if err := setValue(f, val); err != nil {
+			shown := val
+			if strings.Contains(strings.ToLower(key), "url") || strings.Contains(strings.ToLower(key), "password") {
+				shown = "(hidden)"
+			}
+			errs = append(errs, fmt.Errorf("%s=%s (%s): %v", name, shown, key, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func setValue(f reflect.Value, s string) error {
+	switch {
+	case f.Type() == reflect.TypeOf(time.Duration(0)):
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("not a boolean")
+		}
+		f.SetBool(b)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		f.SetInt(int64(n))
+	case f.Kind() == reflect.Float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("not a number")
+		}
+		f.SetFloat(x)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		var items []string
+		for _, it := range strings.Split(s, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				items = append(items, it)
+			}
+		}
+		f.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("type %s cannot be set from the environment", f.Type())
+	}
+	return nil
+}
