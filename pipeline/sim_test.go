@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/sim"
+)
+
+// The whole engine against the file-backed simulator.
+func TestPipelineOnSimulator(t *testing.T) {
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+		StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{
+			{Address: "0000:81:00.0", Kind: hardware.KindNVMe, MediaBytes: 2 << 20, SANICAP: 0b100, PercentUsed: 5},
+			{Address: "0000:82:00.0", Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b100, PercentUsed: 93},
+			{Address: "0000:83:00.0", Kind: hardware.KindNVMe, MediaBytes: 1 << 20, Driver: "vfio-pci"},
+		}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`
+profiles:
+  - name: nvme-sanitize
+    match: {kinds: [nvme], requires: {nvme.sanitize: ">=overwrite"}}
+    pipeline:
+      name: nvme
+      steps:
+        - {name: wear, type: nvme-wear-check}
+        - {name: sanitize, type: nvme-sanitize, args: {poll: 10ms}}
+        - {name: verify, type: verify, args: {mode: all}}
+  - name: nvme-format
+    match: {kinds: [nvme]}
+    pipeline:
+      name: nvme-format
+      steps:
+        - {name: format, type: nvme-format, driver: nvme}
+        - {name: reset, type: pci-reset}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(cfg, Options{Backend: s, Checkpoints: NewMemCheckpoints(), Registerer: prometheus.NewRegistry(),
+		Logger:      slog.New(slog.DiscardHandler),
+		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	read := func(addr hardware.Address) []byte {
+		d, err := s.Discover(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Driver == "vfio-pci" { // the test looks; media show only on nvme
+			s.BindDriver(ctx, addr, "nvme")
+			defer s.BindDriver(ctx, addr, "vfio-pci")
+		}
+		ms, err := s.Media(ctx, addr)
+		if err != nil || len(ms) == 0 {
+			t.Fatalf("media %v %v", ms, err)
+		}
+		b, _ := os.ReadFile(ms[0].Path)
+		return b
+	}
+	tests := []struct {
+		addr      hardware.Address
+		verdict   Verdict
+		profile   string
+		wantZeros bool
+	}{
+		{"0000:81:00.0", VerdictClean, "nvme-sanitize", true},
+		{"0000:82:00.0", VerdictQuarantine, "nvme-sanitize", false}, // worn: retired before any wipe
+		{"0000:83:00.0", VerdictClean, "nvme-format", true},         // bound to nvme for the format, then back
+	}
+	for _, tc := range tests {
+		res, err := e.Clean(ctx, Target{Address: tc.addr, RPUUID: "rp-" + string(tc.addr)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := s.Discover(ctx, tc.addr); tc.addr == "0000:83:00.0" && d.Driver != "vfio-pci" {
+			t.Errorf("%s left on driver %q, want vfio-pci restored", tc.addr, d.Driver)
+		}
+		if res.Verdict != tc.verdict || res.Profile != tc.profile {
+			t.Errorf("%s: %s", tc.addr, res)
+			continue
+		}
+		b := read(tc.addr)
+		if zero := len(bytes.Trim(b, "\x00")) == 0; zero != tc.wantZeros {
+			t.Errorf("%s: media all zeros = %v, want %v", tc.addr, zero, tc.wantZeros)
+		}
+		if !tc.wantZeros && !bytes.Contains(b, []byte(sim.TenantPattern)) {
+			t.Errorf("%s: tenant data gone although the device was retired before wiping", tc.addr)
+		}
+	}
+}
