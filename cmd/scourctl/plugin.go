@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/plugins"
 	"github.com/scour-project/scour/plugins/runner"
 )
@@ -46,6 +47,7 @@ type pluginTestFlags struct {
 	media      int
 	noClean    bool
 	timeout    time.Duration
+	simConfig  string
 }
 
 func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -67,6 +69,7 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.IntVar(&f.media, "media", 1, "number of simulated media files (0: a device without media)")
 	fs.BoolVar(&f.noClean, "no-clean", false, "run VERSION and CHECK only")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit for CLEAN")
+	fs.StringVar(&f.simConfig, "sim-config", "", "scour config whose hardware: section is the simulator; the device comes from it (its media are the simulator's files)")
 	// PATH comes first, flags after it (and before it also work).
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -155,12 +158,18 @@ func (t *pluginTest) run(ctx context.Context, path string, f pluginTestFlags) {
 		return
 	}
 	defer os.RemoveAll(dir)
-	req, err := fakeRequest(dir, addr, f, stepArgs)
+	var req *plugins.Request
+	if f.simConfig != "" {
+		req, err = simRequest(ctx, f.simConfig, addr, f, stepArgs)
+	} else {
+		req, err = fakeRequest(dir, addr, f, stepArgs)
+	}
 	if err != nil {
 		t.fail("preparing the simulated device: %v", err)
 		return
 	}
-	fmt.Fprintf(t.out, "      simulated device %s (%s %s:%s), %d media of %d bytes under %s\n", addr, f.kind, f.vendor, f.product, len(req.Device.Media), f.mediaBytes, dir)
+	d := req.Device
+	fmt.Fprintf(t.out, "      simulated device %s (%s %s:%s, driver %s), %d media\n", addr, d.Kind, d.VendorID, d.DeviceID, d.Driver, len(d.Media))
 	t.check(ctx, r, abs, version, req)
 	if f.noClean {
 		return
@@ -231,6 +240,28 @@ func (t *pluginTest) codeRange(cmd string, err error) {
 	default:
 		t.warn("%s: error code %d is reserved but undefined; use 100+ for plugin-specific codes", cmd, c)
 	}
+}
+
+// simRequest describes addr as the simulator (and so scour) would.
+func simRequest(ctx context.Context, path string, addr hardware.Address, f pluginTestFlags, args map[string]any) (*plugins.Request, error) {
+	doc, err := readScourConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if doc.Hardware.Backend != hardware.BackendSimulated {
+		return nil, fmt.Errorf("%s: hardware.backend is %q: plugin test runs CLEAN, so it only works against the simulator", path, doc.Hardware.Backend)
+	}
+	be, err := backendFor(doc.Hardware)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := be.Discover(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	req := pipeline.RequestFor(ctx, be, pipeline.Target{Address: addr, RPUUID: f.rp}, "plugin-test", args, dev)
+	req.Previous = &plugins.Previous{Instance: "00000000-0000-0000-0000-00000000abcd", Project: "plugin-test"}
+	return req, nil
 }
 
 func fakeRequest(dir string, addr hardware.Address, f pluginTestFlags, args map[string]any) (*plugins.Request, error) {

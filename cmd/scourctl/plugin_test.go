@@ -26,6 +26,10 @@ func TestPluginTestCommand(t *testing.T) {
 	os.WriteFile(loose, sh, 0o755)
 	os.Chmod(loose, 0o775)
 
+	simCfg := filepath.Join(dir, "sim.yaml")
+	os.WriteFile(simCfg, []byte("hardware:\n  backend: simulated\n  simulator:\n    state_dir: "+filepath.Join(t.TempDir(), "sim")+
+		"\n    devices: [{address: \"0000:81:00.0\", kind: nvme, namespaces: 2}]\n"), 0o644)
+
 	tests := []struct {
 		args []string
 		code int
@@ -37,6 +41,8 @@ func TestPluginTestCommand(t *testing.T) {
 		{[]string{"plugin", "test", broken, "--device", "0000:81:00.0"}, 1, []string{"FAIL  CLEAN", "exited with status 1 and printed no valid JSON"}},
 		{[]string{"plugin", "test", loose, "--device", "0000:81:00.0"}, 1, []string{"FAIL  permissions", "writable by group or others"}},
 		{[]string{"plugin", "test", good}, 2, nil},
+		{[]string{"plugin", "test", good, "--device", "0000:81:00.0", "--sim-config", simCfg}, 0, []string{
+			"driver nvme), 2 media", "PASS  CLEAN: ok", "nvme0n2.img is all zeros after CLEAN", "0 failed"}},
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer
