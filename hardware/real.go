@@ -77,10 +77,8 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 	}
 	dev.Capabilities = DeriveCapabilities(dev)
 	if dev.Kind == KindGPU {
+		// Known either way: false means no hardware.gpu_scrub_tool is configured.
 		dev.Capabilities["gpu.scrub"] = Bool(r.cfg.GPUScrubTool != "")
-		if r.cfg.GPUScrubTool == "" {
-			dev.Absent["gpu.scrub"] = "no hardware.gpu_scrub_tool configured"
-		}
 	}
 	dev.Capabilities = dev.Capabilities.Merge(r.declared.For(addr))
 	for name, why := range dev.Absent {

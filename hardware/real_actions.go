@@ -178,6 +178,13 @@ func (r *Real) Media(ctx context.Context, addr Address) ([]Media, error) {
 // zero and verify all device memory and exit 0 only on success. Without
 // one it returns ErrUnsupported: scour has no built-in GPU scrubber.
 func (r *Real) ScrubGPU(ctx context.Context, addr Address, p Progress) error {
+	p0, err := r.fs.PCIDevice(addr)
+	if err != nil {
+		return err
+	}
+	if k := KindFromClass(p0.Class); k != KindGPU {
+		return fmt.Errorf("scrub GPU %s: a %s device: %w", addr, k, ErrUnsupported)
+	}
 	if r.cfg.GPUScrubTool == "" {
 		return fmt.Errorf("scrub GPU %s: no hardware.gpu_scrub_tool configured: %w", addr, ErrUnsupported)
 	}

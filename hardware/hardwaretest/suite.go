@@ -1,0 +1,129 @@
+// Package hardwaretest is the conformance suite every hardware.Backend
+// passes: the real backend over the fake sysfs and recorded tool outputs,
+// and the simulator. Behaviour the pipeline relies on is checked here once.
+package hardwaretest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/scour-project/scour/hardware"
+)
+
+// Layout names the devices of the backend under test.
+type Layout struct {
+	NVMe    hardware.Address // bound to nvme, sanicap has block, oacs has format
+	VFIO    hardware.Address // an NVMe bound to vfio-pci
+	GPU     hardware.Address
+	NIC     hardware.Address // with devlink firmware versions
+	Missing hardware.Address // not on this host
+}
+
+// Run checks b against the Backend contract.
+func Run(t *testing.T, b hardware.Backend, l Layout) {
+	ctx := context.Background()
+	t.Run("List", func(t *testing.T) {
+		addrs, err := b.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[hardware.Address]bool{}
+		for _, a := range addrs {
+			seen[a] = true
+		}
+		for _, a := range []hardware.Address{l.NVMe, l.VFIO, l.GPU, l.NIC} {
+			if !seen[a] {
+				t.Errorf("List lacks %s: %v", a, addrs)
+			}
+		}
+		if seen[l.Missing] {
+			t.Errorf("List has %s", l.Missing)
+		}
+	})
+	t.Run("DiscoverMissing", func(t *testing.T) {
+		if _, err := b.Discover(ctx, l.Missing); !errors.Is(err, hardware.ErrNoDevice) {
+			t.Errorf("Discover(%s) = %v, want ErrNoDevice", l.Missing, err)
+		}
+	})
+	t.Run("DiscoverKinds", func(t *testing.T) {
+		for addr, kind := range map[hardware.Address]hardware.DeviceKind{l.NVMe: hardware.KindNVMe, l.VFIO: hardware.KindNVMe, l.GPU: hardware.KindGPU, l.NIC: hardware.KindNIC} {
+			d, err := b.Discover(ctx, addr)
+			if err != nil {
+				t.Fatalf("Discover(%s): %v", addr, err)
+			}
+			if d.Address != addr || d.Kind != kind || !d.Capabilities["kind"].Equal(hardware.Set(string(kind))) {
+				t.Errorf("Discover(%s): address %s kind %s capability %v", addr, d.Address, d.Kind, d.Capabilities["kind"])
+			}
+			for name := range d.Absent {
+				if _, ok := d.Capabilities[name]; ok && !isDeclared(name) {
+					t.Errorf("%s: %s is both set and absent (%s)", addr, name, d.Absent[name])
+				}
+			}
+		}
+	})
+	t.Run("NVMe", func(t *testing.T) {
+		d, err := b.Discover(ctx, l.NVMe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Capabilities["nvme.block_device"].Equal(hardware.Bool(true)) || !d.Capabilities["pci.driver"].Equal(hardware.Set("nvme")) {
+			t.Errorf("capabilities %v", d.Capabilities)
+		}
+		media, err := b.Media(ctx, l.NVMe)
+		if err != nil || len(media) == 0 {
+			t.Fatalf("Media = %v, %v", media, err)
+		}
+		for _, m := range media {
+			if m.Size <= 0 || m.Path == "" {
+				t.Errorf("media %+v", m)
+			}
+		}
+		if err := b.Format(ctx, l.NVMe, media[0].Path, 0); err == nil {
+			t.Error("Format -s 0 accepted: it erases nothing")
+		}
+		if err := b.Format(ctx, l.NVMe, "/dev/nvme99n1", 1); err == nil {
+			t.Error("Format of a namespace of another device accepted")
+		}
+		if err := b.Sanitize(ctx, l.NVMe, hardware.SanitizeBlock, 1, nil); err != nil {
+			t.Errorf("block sanitize: %v", err)
+		}
+		if _, err := b.SmartLog(ctx, l.NVMe); err != nil {
+			t.Errorf("SmartLog: %v", err)
+		}
+	})
+	t.Run("VFIOBound", func(t *testing.T) {
+		d, err := b.Discover(ctx, l.VFIO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.NVMe == nil || !d.NVMe.BoundToVFIO || d.Absent["nvme.sanitize"] == "" || !d.Capabilities["nvme.block_device"].Equal(hardware.Bool(false)) {
+			t.Errorf("vfio-bound NVMe: %+v absent %v", d.NVMe, d.Absent)
+		}
+		if _, err := b.Media(ctx, l.VFIO); !errors.Is(err, hardware.ErrWrongDriver) {
+			t.Errorf("Media: %v, want ErrWrongDriver", err)
+		}
+		if err := b.Sanitize(ctx, l.VFIO, hardware.SanitizeBlock, 1, nil); !errors.Is(err, hardware.ErrWrongDriver) {
+			t.Errorf("Sanitize: %v, want ErrWrongDriver", err)
+		}
+	})
+	t.Run("Unsupported", func(t *testing.T) {
+		if err := b.ScrubGPU(ctx, l.NVMe, nil); !errors.Is(err, hardware.ErrUnsupported) {
+			t.Errorf("ScrubGPU on NVMe: %v, want ErrUnsupported", err)
+		}
+		if _, err := b.Media(ctx, l.GPU); !errors.Is(err, hardware.ErrUnsupported) {
+			t.Errorf("Media of a GPU: %v, want ErrUnsupported", err)
+		}
+	})
+	t.Run("NICFirmware", func(t *testing.T) {
+		fw, err := b.FirmwareVersions(ctx, l.NIC)
+		if err != nil || len(fw) == 0 {
+			t.Errorf("FirmwareVersions = %v, %v", fw, err)
+		}
+	})
+}
+
+func isDeclared(name string) bool {
+	_, ok := hardware.LookupCapability(name)
+	return ok && len(name) > 7 && name[:7] == "custom."
+}
