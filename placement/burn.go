@@ -12,6 +12,9 @@ import (
 // nobody holds the device: an unallocated device is the pipeline's call.
 // Every other inventory field is sent back exactly as read.
 func (c *Client) Burn(ctx context.Context, dev Ref) error {
+	if err := checkRef(dev); err != nil {
+		return devErr("burn", dev, err)
+	}
 	err := c.retry(ctx, func(ctx context.Context) error {
 		inv, err := c.readInventory(ctx, dev.UUID)
 		if err != nil {

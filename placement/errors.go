@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -25,6 +26,17 @@ var (
 	// microversion negotiated at start).
 	ErrMicroversion = errors.New("placement microversion not supported")
 )
+
+// errNoUUID: a Ref without the RP UUID (a caller bug).
+var errNoUUID = errors.New("device reference has no resource provider UUID")
+
+// checkRef rejects a Ref that cannot name an RP.
+func checkRef(dev Ref) error {
+	if dev.UUID == "" || strings.ContainsAny(dev.UUID, "/?#") {
+		return errNoUUID
+	}
+	return nil
+}
 
 // RecoverableError is a transient failure: Placement unreachable, 5xx,
 // timeout, or generation conflicts that outlasted the retry budget. The
@@ -82,6 +94,9 @@ func (e *DeviceError) Unwrap() error { return e.Err }
 func devErr(op string, dev Ref, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errNoUUID) {
+		return &DeviceError{Op: op, Dev: dev, Err: err}
 	}
 	de := &DeviceError{Op: op, Dev: dev, Err: err}
 	switch {

@@ -121,7 +121,8 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 	if errors.Is(err, errConflict) {
 		return &RecoverableError{Err: fmt.Errorf("gave up after %d tries: %w", tries, err)}
 	}
-	if err != nil && ctx.Err() != nil && !IsRecoverable(err) {
+	// Cancelled or out of time while waiting: try again later.
+	if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !IsRecoverable(err) {
 		return &RecoverableError{Err: err}
 	}
 	return err

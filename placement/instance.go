@@ -2,8 +2,10 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 )
 
 // InstanceClaim is what Placement holds for one instance on this host.
@@ -25,6 +27,9 @@ type InstanceClaim struct {
 // to find the compute node). Devices carry Ref, resource class and Used
 // only: read a device with Device for its full state.
 func (c *Client) InstanceDevices(ctx context.Context, instance string) (*InstanceClaim, error) {
+	if instance == "" || strings.ContainsAny(instance, "/?#") {
+		return nil, fmt.Errorf("placement: instance %q is not a consumer UUID", instance)
+	}
 	node, err := c.nodeRP(ctx)
 	if err != nil {
 		return nil, err
@@ -41,7 +46,7 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 		return c.do(ctx, http.MethodGet, "allocations/"+instance, nil, &body, http.StatusOK)
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading allocations of instance %s: %w", instance, err)
 	}
 	claim := &InstanceClaim{Instance: instance, ProjectID: body.ProjectID, UserID: body.UserID,
 		ConsumerType: body.ConsumerType, Compute: map[string]int{}}

@@ -15,6 +15,9 @@ import (
 // no place for the reason, so it is logged here and belongs in scour's own
 // record. Idempotent.
 func (c *Client) Quarantine(ctx context.Context, dev Ref, reason string) error {
+	if err := checkRef(dev); err != nil {
+		return devErr("quarantine", dev, err)
+	}
 	if err := c.reserveAll(ctx, dev); err != nil {
 		return devErr("quarantine", dev, err)
 	}
@@ -118,6 +121,9 @@ func sameSet(a, b []string) bool {
 // nothing needs to change. Only scour's own traits are ever added or
 // removed; everything else read is sent back.
 func (c *Client) editTraits(ctx context.Context, dev Ref, edit func([]string) []string) error {
+	if err := checkRef(dev); err != nil {
+		return err
+	}
 	if err := c.ensureTrait(ctx, c.cfg.QuarantineTrait); err != nil {
 		return err
 	}

@@ -394,3 +394,28 @@ func TestCapabilityTraits(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestRefWithoutUUIDIsRefusedWithoutRequests(t *testing.T) {
+	t.Parallel()
+	f := &fakePlacement{handle: dirtyDevice(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) })}
+	c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad := Ref{Name: "cn_1_0000:81:00.0", UUID: "../x"}
+	for name, call := range map[string]func() error{
+		"Unreserve":    func() error { return c.Unreserve(ctx, bad) },
+		"Burn":         func() error { return c.Burn(ctx, Ref{}) },
+		"Quarantine":   func() error { return c.Quarantine(ctx, bad, "x") },
+		"Unquarantine": func() error { return c.Unquarantine(ctx, bad) },
+		"Instance":     func() error { _, err := c.InstanceDevices(ctx, "a/b"); return err },
+	} {
+		if err := call(); err == nil || IsRecoverable(err) {
+			t.Errorf("%s with a bad reference: %v, want a permanent error", name, err)
+		}
+	}
+	if n := f.count("PUT /resource_providers") + f.count("GET /resource_providers") + f.count("GET /allocations"); n != 0 {
+		t.Errorf("%d requests made for bad references", n)
+	}
+}

@@ -17,6 +17,9 @@ import (
 // does not decrement twice). Network errors and 5xx are retried within
 // the budget, then returned as *RecoverableError.
 func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
+	if err := checkRef(dev); err != nil {
+		return devErr("unreserve", dev, err)
+	}
 	err := c.retry(ctx, func(ctx context.Context) error {
 		inv, err := c.verifiedInventory(ctx, dev)
 		if err != nil {
@@ -72,6 +75,9 @@ func (c *Client) verifiedInventory(ctx context.Context, dev Ref) (*rawInventory,
 // HasAllocations reads the device's allocations now: the pipeline's check
 // immediately before its first destructive step (safety rule 2).
 func (c *Client) HasAllocations(ctx context.Context, dev Ref) (bool, []string, error) {
+	if err := checkRef(dev); err != nil {
+		return false, nil, devErr("allocation check", dev, err)
+	}
 	var who []string
 	err := c.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -87,6 +93,9 @@ func (c *Client) HasAllocations(ctx context.Context, dev Ref) (bool, []string, e
 // Device reads one device afresh (inventories, allocations, traits: 3
 // calls) and derives its state.
 func (c *Client) Device(ctx context.Context, dev Ref) (Device, error) {
+	if err := checkRef(dev); err != nil {
+		return Device{Ref: dev}, devErr("read", dev, err)
+	}
 	d := Device{Ref: dev}
 	var inv *rawInventory
 	err := c.retry(ctx, func(ctx context.Context) error {
