@@ -353,3 +353,41 @@ func TestPurgeKeepsUnfinishedAndRecent(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishedRunSealedByDatabase proves the database itself refuses to
+// change a finished record, whoever writes, while retention can still
+// delete it.
+func TestFinishedRunSealedByDatabase(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		cfg.RecordRetention = time.Hour
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		run, _, _ := s.OpenRun(ctx, nvmeRun())
+		st := runStep(t, s, run.ID, "sanitize", false, StepOK, "done")
+		// Before the verdict, raw updates are allowed (the store makes them).
+		if _, err := s.w.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET summary = ? WHERE id = ?`), "in progress", run.ID); err != nil {
+			t.Fatalf("update of a running run: %v", err)
+		}
+		if err := s.FinishRun(ctx, run.ID, RunReturned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		for name, q := range map[string]string{
+			"run update":  `UPDATE cleaning_runs SET state = 'quarantined' WHERE id = '` + run.ID + `'`,
+			"step update": `UPDATE cleaning_steps SET outcome = 'failed' WHERE run_id = '` + run.ID + `'`,
+			"step insert": `INSERT INTO cleaning_steps (run_id, seq, name, attempt, started_at) VALUES ('` + run.ID + `', 9, 'late', 1, '2026-01-01T00:00:00.000000Z')`,
+		} {
+			_, err := s.w.ExecContext(ctx, q)
+			if err == nil || !strings.Contains(err.Error(), "sealed") {
+				t.Errorf("%s of a finished run: %v; want refused as sealed", name, err)
+			}
+		}
+		if rec, _ := s.Record(ctx, run.ID); rec.Result.State != "returned" || rec.Method.Steps[0].Outcome != "ok" || len(rec.Method.Steps) != st.Seq {
+			t.Fatalf("sealed record changed: %+v", rec)
+		}
+		clock.Advance(2 * time.Hour)
+		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
+			t.Fatalf("purge of a sealed run = %d, %v", runs, err)
+		}
+	})
+}

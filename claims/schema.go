@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -17,6 +18,9 @@ type migration struct {
 	table   string
 	version int
 	stmts   []string
+	// byDriver holds statements that differ per backend (triggers), run
+	// after stmts.
+	byDriver map[string][]string
 }
 
 var migrations = []migration{
@@ -92,11 +96,47 @@ var migrations = []migration{
 		`DROP INDEX claims_live_key`,
 		`CREATE UNIQUE INDEX claims_live_key ON claims (host, instance_uuid, resize_target) WHERE state IN ('active', 'dormant')`,
 	}},
-	// v2: progress reporting and verification steps for the record.
+	// v2: a finished run is sealed by the database itself, not only by
+	// this code: any UPDATE of it fails (retention DELETE still works).
+	{table: "cleaning_runs", version: 2, byDriver: map[string][]string{
+		DriverSQLite: {`CREATE TRIGGER cleaning_runs_sealed BEFORE UPDATE ON cleaning_runs
+			WHEN OLD.ended_at IS NOT NULL
+			BEGIN SELECT RAISE(ABORT, 'cleaning run is finished: its record is sealed'); END`},
+		DriverPostgres: {
+			`CREATE FUNCTION scour_run_sealed() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				RAISE EXCEPTION 'cleaning run % is finished: its record is sealed', OLD.id;
+			END $$`,
+			`CREATE TRIGGER cleaning_runs_sealed BEFORE UPDATE ON cleaning_runs
+			FOR EACH ROW WHEN (OLD.ended_at IS NOT NULL) EXECUTE FUNCTION scour_run_sealed()`,
+		},
+	}},
+	// v2: progress reporting, verification steps for the record, and no
+	// step written to a sealed run.
 	{table: "cleaning_steps", version: 2, stmts: []string{
 		`ALTER TABLE cleaning_steps ADD COLUMN progress INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE cleaning_steps ADD COLUMN verification INTEGER NOT NULL DEFAULT 0`,
 		`CREATE UNIQUE INDEX cleaning_steps_attempt ON cleaning_steps (run_id, name, attempt)`,
+	}, byDriver: map[string][]string{
+		DriverSQLite: {
+			`CREATE TRIGGER cleaning_steps_sealed_insert BEFORE INSERT ON cleaning_steps
+			WHEN (SELECT ended_at FROM cleaning_runs WHERE id = NEW.run_id) IS NOT NULL
+			BEGIN SELECT RAISE(ABORT, 'cleaning run is finished: its record is sealed'); END`,
+			`CREATE TRIGGER cleaning_steps_sealed_update BEFORE UPDATE ON cleaning_steps
+			WHEN (SELECT ended_at FROM cleaning_runs WHERE id = OLD.run_id) IS NOT NULL
+			BEGIN SELECT RAISE(ABORT, 'cleaning run is finished: its record is sealed'); END`,
+		},
+		DriverPostgres: {
+			`CREATE FUNCTION scour_step_sealed() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF EXISTS (SELECT 1 FROM cleaning_runs WHERE id = NEW.run_id AND ended_at IS NOT NULL) THEN
+					RAISE EXCEPTION 'cleaning run % is finished: its record is sealed', NEW.run_id;
+				END IF;
+				RETURN NEW;
+			END $$`,
+			`CREATE TRIGGER cleaning_steps_sealed BEFORE INSERT OR UPDATE ON cleaning_steps
+			FOR EACH ROW EXECUTE FUNCTION scour_step_sealed()`,
+		},
 	}},
 }
 
@@ -187,7 +227,7 @@ func (s *Store) migrate(ctx context.Context, target map[string]int) error {
 			if m.version != have[m.table]+1 {
 				return fmt.Errorf("table %s is version %d, no migration to %d", m.table, have[m.table], have[m.table]+1)
 			}
-			for _, stmt := range m.stmts {
+			for _, stmt := range slices.Concat(m.stmts, m.byDriver[s.d.name]) {
 				if _, err := tx.ExecContext(ctx, stmt); err != nil {
 					return fmt.Errorf("upgrade %s to version %d: %w", m.table, m.version, err)
 				}
