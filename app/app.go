@@ -1,0 +1,103 @@
+// Package app is the one place that wires scourd together: configuration,
+// logger, metrics and HTTP endpoints, the bus, and the command handler.
+// cmd/scourd only parses flags, loads the configuration and calls New and
+// Run. Later features plug in through Deps (the real command handlers).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/metrics"
+	"github.com/scour-project/scour/version"
+)
+
+// Deps are the parts of the application that callers may supply. Zero
+// values get the defaults.
+type Deps struct {
+	// Handler acts on the commands addressed to this host. Default: a
+	// bus.Recorder that logs and remembers them (the issue-2 stand-in
+	// until the real handlers are plugged in).
+	Handler bus.CommandHandler
+	// Metrics default to a fresh registry.
+	Metrics *metrics.Metrics
+}
+
+// App is a wired scourd.
+type App struct {
+	Config  *config.Config
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
+	Bus     *bus.Bus
+	Handler bus.CommandHandler
+	http    *metrics.Server
+}
+
+// New wires the application. It binds the HTTP listener (a busy port fails
+// here) but connects to nothing. cleanup releases what New acquired; call
+// it after Run returned (or instead of Run).
+func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(), err error) {
+	if cfg == nil || log == nil {
+		return nil, nil, errors.New("app.New: config and logger are required")
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = metrics.New()
+	}
+	if deps.Handler == nil {
+		deps.Handler = &bus.Recorder{Log: log}
+	}
+	log = log.With("host", cfg.Host)
+	b, err := bus.New(cfg.Bus, cfg.Host, deps.Handler, deps.Metrics, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	a = &App{Config: cfg, Log: log, Metrics: deps.Metrics, Bus: b, Handler: deps.Handler}
+	a.http, err = metrics.Listen(cfg.HTTP.Address, deps.Metrics.Handler(b.Ready))
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.http.Shutdown(ctx)
+	}
+	return a, cleanup, nil
+}
+
+// HTTPAddr is the bound address of the metrics/health listener.
+func (a *App) HTTPAddr() string { return a.http.Addr() }
+
+// Run serves HTTP and runs the bus until ctx is cancelled (graceful stop,
+// bounded by bus.shutdown_timeout) or the bus fails. A *bus.TopologyError
+// means the configuration must change: do not restart in a loop.
+func (a *App) Run(ctx context.Context) error {
+	go a.http.Serve(a.Log)
+	a.Log.Info("scourd starting", "version", version.Version, "node", a.Config.Node,
+		"mode", a.Config.Bus.Mode, "http", a.http.Addr())
+	err := a.Bus.Run(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		return fmt.Errorf("bus: %w", err)
+	case err != nil:
+		a.Log.Warn("shutdown incomplete: in-flight messages were requeued", "err", err)
+	}
+	a.Log.Info("scourd stopped")
+	return nil
+}
+
+// NewLogger builds the slog logger the log section asks for.
+func NewLogger(c config.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

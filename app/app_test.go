@@ -1,0 +1,173 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/config"
+)
+
+func brokerURL() string {
+	if u := os.Getenv("SCOUR_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// syncBuffer is a concurrency-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPublishedNotificationIsDispatched is the README walk-through as a
+// test: scourd wired by app.New against the real broker; a Nova sample
+// published as oslo does shows up as a log line, a metric and a handled
+// command.
+func TestPublishedNotificationIsDispatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs RabbitMQ (run without -short)")
+	}
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Fatalf("RabbitMQ unreachable (scripts/ensure-services.sh or SCOUR_TEST_AMQP_URL): %v", err)
+	}
+	defer conn.Close()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	environ := []string{
+		"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + brokerURL(),
+		"SCOUR_BUS_NOVA_EXCHANGE=nova-app-" + id, "SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications.app-" + id,
+		"SCOUR_BUS_EXCHANGE=scour-app-" + id, "SCOUR_BUS_HOST_QUEUE_PREFIX=scour.host.app-" + id + ".",
+		"SCOUR_BUS_POISON_QUEUE=scour.poison.app-" + id, "SCOUR_BUS_SHUTDOWN_TIMEOUT=5s",
+	}
+	cfg, err := config.Load("/nonexistent/scour.yaml", false, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ch, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		defer ch.Close()
+		for _, q := range []string{cfg.Bus.NotificationsQueue, cfg.Bus.PoisonQueue, cfg.Bus.HostQueue("compute")} {
+			_, _ = ch.QueueDelete(q, false, false, false)
+		}
+		_ = ch.ExchangeDelete(cfg.Bus.Nova.Exchange, false, false)
+		_ = ch.ExchangeDelete(cfg.Bus.Exchange, false, false)
+	})
+	logs := &syncBuffer{}
+	a, cleanup, err := New(cfg, NewLogger(cfg.Log, logs), Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + a.HTTPAddr() + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, "readyz 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := os.ReadFile("../notification/testdata/versioned/instance-delete-end.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.PublishOslo(ctx, ch, cfg.Bus.Nova.Exchange, "versioned_notifications.info", inner); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.Handler.(*bus.Recorder)
+	waitFor(t, "the command", func() bool { return len(rec.Commands()) == 1 })
+	if c := rec.Commands()[0]; c.InstanceUUID != "178b0921-8f85-4257-88b6-2e743b5a975c" || c.Host != "compute" || c.Kind != "release" {
+		t.Errorf("command %+v", c)
+	}
+	_, metricsText := get("/metrics")
+	for _, want := range []string{
+		`scour_commands_dispatched_total{kind="release",scope="host"} 1`,
+		`scour_notifications_received_total{event_type="instance.delete.end",format="versioned"} 1`,
+		`scour_watermill_handler_execution_time_seconds_count`,
+	} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var sawDispatch bool
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["msg"] == "notification dispatched" {
+			sawDispatch = rec["instance"] == "178b0921-8f85-4257-88b6-2e743b5a975c" && rec["host"] == "compute" && rec["event"] == "instance.delete.end"
+		}
+		if strings.Contains(line, "guest:guest") {
+			t.Errorf("log leaks the broker password: %s", line)
+		}
+	}
+	if !sawDispatch {
+		t.Errorf("no JSON 'notification dispatched' log line with instance/host/event:\n%s", logs.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not stop within 15s of cancel")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}

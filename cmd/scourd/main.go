@@ -1,0 +1,111 @@
+// Command scourd is Scour's per-compute-host worker: it consumes Nova's
+// notifications, routes them to the host they concern and acts on them.
+//
+// Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for an invalid
+// configuration, 78 (EX_CONFIG) when the broker refuses scour's topology
+// (e.g. bus.nova.durable differs from Nova's amqp_durable_queues; the
+// shipped systemd unit does not restart on it), 1 otherwise.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/scour-project/scour/app"
+	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/version"
+)
+
+const exitConfig = 78 // EX_CONFIG from sysexits.h
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scourd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", envOr(environ, "SCOUR_CONFIG", config.DefaultPath), "configuration file (env SCOUR_CONFIG)")
+	check := fs.Bool("check-config", false, "validate the configuration, print it (secrets hidden) and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "scourd %s\n", version.Version)
+		return 0
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := config.Load(*path, explicit || *path != config.DefaultPath, environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "scourd: %v\n", err)
+		return 2
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%+v\n", cfg.Redacted())
+		return 0
+	}
+	log := app.NewLogger(cfg.Log, stderr)
+	a, cleanup, err := app.New(cfg, log, app.Deps{})
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	defer cleanup()
+
+	// A second signal, or a stop that outlives the shutdown budget, exits
+	// at once: in-flight messages are unacked, so the broker requeues them.
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		force := make(chan os.Signal, 1)
+		signal.Notify(force, syscall.SIGTERM, os.Interrupt)
+		defer signal.Stop(force)
+		select {
+		case <-force:
+		case <-time.After(cfg.Bus.ShutdownTimeout + 5*time.Second):
+		case <-finished:
+			return
+		}
+		log.Error("forced exit before a graceful stop finished")
+		os.Exit(1)
+	}()
+
+	err = a.Run(ctx)
+	var te *bus.TopologyError
+	switch {
+	case errors.As(err, &te):
+		log.Error("the broker refused scour's topology: change the configuration (scourd will not retry)",
+			"setting", te.Setting, "err", err)
+		return exitConfig
+	case err != nil:
+		log.Error("scourd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(environ []string, key, def string) string {
+	for _, kv := range environ {
+		if len(kv) > len(key) && kv[:len(key)+1] == key+"=" {
+			return kv[len(key)+1:]
+		}
+	}
+	return def
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--config", "../../config/testdata/invalid.yaml"}, nil, &out, &errb)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", code, errb.String())
+	}
+	for _, want := range []string{"log.level", "bus.url", "bus.mode", "bus.prefetch"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %s:\n%s", want, errb.String())
+		}
+	}
+	if strings.Contains(errb.String(), "hunter2") {
+		t.Error("stderr leaks the password")
+	}
+	if code := run(context.Background(), []string{"--config", "/nonexistent.yaml"}, nil, &out, &errb); code != 2 {
+		t.Errorf("missing explicit config: exit %d, want 2", code)
+	}
+}
+
+func TestCheckConfigHidesSecrets(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"},
+		[]string{"SCOUR_BUS_URL=rabbit://nova:s3cret@rmq1:5672,nova:s3cret@rmq2:5672/nova"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), "s3cret") || !strings.Contains(out.String(), "rmq2:5672") {
+		t.Errorf("--check-config output:\n%s", out.String())
+	}
+}
+
+// A 406 on Nova's exchange exits once with 78, quickly, naming the key.
+func TestExchangeMismatchExits78(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs RabbitMQ (run without -short)")
+	}
+	url := os.Getenv("SCOUR_TEST_AMQP_URL")
+	if url == "" {
+		url = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("RabbitMQ unreachable: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	nova := "nova-main-" + hex.EncodeToString(b)
+	if err := ch.ExchangeDeclare(nova, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ch.ExchangeDelete(nova, false, false)
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"--config", "../../deploy/scour.yaml"}, []string{
+		"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + url, "SCOUR_BUS_NOVA_EXCHANGE=" + nova,
+		"SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications." + nova,
+	}, &out, &errb)
+	if code != exitConfig {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitConfig, errb.String())
+	}
+	if !strings.Contains(errb.String(), "bus.nova.durable") || !strings.Contains(errb.String(), "406") {
+		t.Errorf("log does not name the setting:\n%s", errb.String())
+	}
+}
