@@ -15,9 +15,9 @@ import (
 
 // claim handles create, unshelve, resize_finish (dest),
 // live_migration_post_dest and rebuild: the instance's allocations say
-// which devices of this host it holds; each gets a claim, and any that
-// Nova left unburned is burned first. A late claim command for an instance
-// that holds nothing here any more records nothing and burns nothing.
+// which devices of this host it holds; any that Nova left unburned is
+// burned, and the instance's claim records them. A late claim command for
+// an instance that holds nothing here any more records and burns nothing.
 func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Command) error {
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
 	if err != nil {
@@ -34,77 +34,118 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 	return h.record(ctx, log, c, alloc, existing)
 }
 
-// record burns and claims alloc's devices, carrying volume knowledge from
-// the instance's previous claims (a dormant claim on unshelve), then
-// releases dormant claims the new ones supersede.
+// record burns alloc's devices, wakes or supersedes a dormant claim
+// (unshelve), and records the claim, carrying what volume events taught.
 func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Command, alloc InstanceAllocation, existing []Claim) error {
-	vols := carryVolumes(existing, c.Volumes)
-	resizeTarget := strings.Contains(c.EventType, "resize_finish") && hasOtherOpenClaim(existing, alloc.Devices)
-	var errs []error
-	claimed := map[string]bool{}
+	errs := []error{}
+	var devs []ClaimDevice
 	for _, d := range alloc.Devices {
-		dlog := log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address)
-		if !burned(d) {
-			err := h.p.Burn(ctx, d)
-			if errors.Is(err, ErrNotAllocated) {
-				dlog.Info("device freed before it could be burned; left to the reconciler")
-				continue
-			}
-			if err != nil {
-				h.m.burns.WithLabelValues("error").Inc()
-				errs = append(errs, fmt.Errorf("instance %s device %s: burn (reserved=total): %w (retried; until it succeeds the device would return to the pool uncleaned when the instance goes)", c.InstanceUUID, d.RPName, err))
-				continue
-			}
-			h.m.burns.WithLabelValues("ok").Inc()
-			dlog.Info("burned device Nova left unburned")
-		}
-		cl := Claim{Host: h.cfg.Host, Node: h.cfg.Node, InstanceUUID: c.InstanceUUID,
-			ProjectID: cmp.Or(alloc.ProjectID, c.ProjectID), UserID: cmp.Or(alloc.UserID, c.UserID), DeviceRP: d.RPUUID, Address: d.Address, ResourceClass: d.ResourceClass,
-			VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, ResizeTarget: resizeTarget,
-			State: ClaimActive, Volumes: vols, MessageID: c.MessageID, CreatedAt: h.now(), UpdatedAt: h.now()}
-		if err := h.c.RecordClaim(ctx, cl); err != nil {
-			errs = append(errs, fmt.Errorf("instance %s device %s: record claim: %w (retried; check the claims database)", c.InstanceUUID, d.RPName, err))
+		if err := h.burn(ctx, log, c, d); errors.Is(err, ErrNotAllocated) {
+			continue
+		} else if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		claimed[d.RPUUID] = true
-		dlog.Info("claim recorded")
+		devs = append(devs, ClaimDevice{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
 	}
+	if len(devs) == 0 {
+		return errors.Join(errs...)
+	}
+	vols := carryVolumes(existing, c.Volumes)
 	for _, old := range existing {
-		if old.State != ClaimDormant || claimed[old.DeviceRP] {
+		if old.State != ClaimDormant {
 			continue
 		}
-		if err := h.c.SetClaimState(ctx, old.ID, ClaimReleased, "superseded by "+c.EventType); err != nil {
-			errs = append(errs, fmt.Errorf("instance %s: release dormant claim %s: %w (retried)", c.InstanceUUID, old.ID, err))
+		var err error
+		if sameDevices(old.Devices, devs) {
+			err = h.c.Reactivate(ctx, c.InstanceUUID, c.MessageID)
+		} else {
+			err = h.c.ReleaseClaim(ctx, c.InstanceUUID, old.ResizeTarget, "superseded by "+c.EventType, c.MessageID)
+		}
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("instance %s: wake or supersede its dormant claim %s: %w (retried; check the claims database)", c.InstanceUUID, old.ID, err))...)
 		}
 	}
+	cl := Claim{Host: h.cfg.Host, Node: h.cfg.Node, InstanceUUID: c.InstanceUUID,
+		ProjectID: cmp.Or(alloc.ProjectID, c.ProjectID), UserID: cmp.Or(alloc.UserID, c.UserID),
+		VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, Devices: devs,
+		ResizeTarget: isResizeFinish(c.EventType) && sourceClaimElsewhere(existing, devs),
+		State:        ClaimActive, Volumes: vols, MessageID: c.MessageID, CreatedAt: h.now(), UpdatedAt: h.now()}
+	if err := h.c.RecordClaim(ctx, cl); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("instance %s: record claim of %d device(s): %w (retried; check the claims database)", c.InstanceUUID, len(devs), err))...)
+	}
+	log.Info("claim recorded", "devices", len(devs), "resize_target", cl.ResizeTarget)
 	return errors.Join(errs...)
 }
 
-// carryVolumes keeps what scour learnt from volume events (root detached)
-// across claims; the command's block device list, when present, is newer.
-func carryVolumes(existing []Claim, fromCommand []string) Volumes {
-	var v Volumes
-	var newest time.Time
-	for _, c := range existing {
-		if (c.State == ClaimActive || c.State == ClaimDormant) && !c.UpdatedAt.Before(newest) {
-			v, newest = c.Volumes, c.UpdatedAt
-		}
+// burn sets reserved=total when Nova did not (Nova before 2025.2, or a
+// device flagged late): until then a delete would return it uncleaned.
+func (h *Handler) burn(ctx context.Context, log *slog.Logger, c *command.Command, d Device) error {
+	if d.Total > 0 && d.Reserved >= d.Total {
+		return nil
 	}
-	if len(fromCommand) > 0 {
-		v.IDs = slices.Clone(fromCommand)
+	err := h.p.Burn(ctx, d)
+	switch {
+	case errors.Is(err, ErrNotAllocated):
+		log.Info("device freed before it could be burned; left to the reconciler", "device", d.RPName)
+		return err
+	case err != nil:
+		h.m.burns.WithLabelValues("error").Inc()
+		return fmt.Errorf("instance %s device %s: burn (reserved=total): %w (retried; until it succeeds the device would return to the pool uncleaned when the instance goes)", c.InstanceUUID, d.RPName, err)
 	}
-	v.IDs = slices.Clone(v.IDs)
-	return v
+	h.m.burns.WithLabelValues("ok").Inc()
+	log.Info("burned device Nova left unburned", "device", d.RPName, "address", d.Address)
+	return nil
 }
 
-func hasOtherOpenClaim(existing []Claim, devs []Device) bool {
+func isResizeFinish(event string) bool {
+	return strings.Contains(event, "resize_finish") || strings.Contains(event, "finish_resize")
+}
+
+// sourceClaimElsewhere: the instance already has a non-target active claim
+// here that lacks one of devs, so devs are the new side of a same-host
+// resize and get their own (ResizeTarget) claim.
+func sourceClaimElsewhere(existing []Claim, devs []ClaimDevice) bool {
 	for _, c := range existing {
-		if c.State == ClaimActive && !slices.ContainsFunc(devs, func(d Device) bool { return d.RPUUID == c.DeviceRP }) {
+		if c.State == ClaimActive && !c.ResizeTarget &&
+			slices.ContainsFunc(devs, func(d ClaimDevice) bool { return !c.HasDevice(d.RPUUID) }) {
 			return true
 		}
 	}
 	return false
 }
 
-// burned: the device is known to be fully reserved already.
-func burned(d Device) bool { return d.Total > 0 && d.Reserved >= d.Total }
+func sameDevices(a, b []ClaimDevice) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, d := range b {
+		if !slices.ContainsFunc(a, func(x ClaimDevice) bool { return x.RPUUID == d.RPUUID }) {
+			return false
+		}
+	}
+	return true
+}
+
+// carryVolumes keeps what volume events taught (root detached) from the
+// newest live claim; the command's block device list, when present, is the
+// newer list of ids.
+func carryVolumes(existing []Claim, ids []string) Volumes {
+	var v Volumes
+	var newest time.Time
+	for _, c := range existing {
+		if c.Live() && !c.UpdatedAt.Before(newest) {
+			v, newest = c.Volumes, c.UpdatedAt
+		}
+	}
+	old := v.Attached
+	v.Attached = slices.Clone(old)
+	if len(ids) > 0 {
+		v.Attached = nil
+		for _, id := range ids {
+			root := slices.ContainsFunc(old, func(o Volume) bool { return o.ID == id && o.IsRoot })
+			v.Attached = append(v.Attached, Volume{ID: id, IsRoot: root})
+		}
+	}
+	return v
+}

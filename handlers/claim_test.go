@@ -37,11 +37,12 @@ func TestClaimEvents(t *testing.T) {
 						t.Errorf("%s = %s, want burned-in-use", rp(i), got)
 					}
 				}
-				if got := len(e.c.All()); got != 2 {
-					t.Errorf("claims = %d, want 2 (one per device, none for rp-3)", got)
+				all := e.c.All()
+				if len(all) != 1 || len(all[0].Devices) != 2 {
+					t.Fatalf("claims = %+v, want one claim with rp-1 and rp-2", all)
 				}
-				c, _ := e.c.Get("vm-1", rp(1))
-				if c.VCPU != 4 || c.MemoryMB != 8192 || c.Host != "compute1" || c.Address != "0000:81:00.0" {
+				c := all[0]
+				if c.VCPU != 4 || c.MemoryMB != 8192 || c.Host != "compute1" || c.Devices[0].Address != "0000:81:00.0" {
 					t.Errorf("claim = %+v, want compute resources and this host's device identity", c)
 				}
 			})

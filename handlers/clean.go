@@ -66,7 +66,7 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 	d := q.dev
 	log := r.log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address, "trigger", q.trigger)
 	req := CleanRequest{Device: d, Trigger: q.trigger}
-	if prev, ok, err := r.c.LatestClaimForDevice(ctx, d.RPUUID); err != nil {
+	if prev, ok, err := r.c.LastClaimForDevice(ctx, d.RPUUID); err != nil {
 		log.Warn("previous tenant unknown: claims database unreadable; the record says unknown", "error", err)
 	} else if ok {
 		req.PreviousInstance, req.PreviousProject = prev.InstanceUUID, prev.ProjectID

@@ -25,9 +25,6 @@ type Config struct {
 	// allocations Nova removes shortly after its notification (a move's
 	// migration allocation). Default 30s; negative disables.
 	FollowUpDelay time.Duration
-	// ClaimExpiry is claim_expiry_time: an open claim no allocation backs
-	// is swept once older than this (default 300s). Dormant claims stay.
-	ClaimExpiry time.Duration
 	// MaxConcurrentCleans bounds the cleaning runs this reconciler has in
 	// flight (default 4); the cleaner may bound further per profile.
 	MaxConcurrentCleans int
@@ -52,7 +49,6 @@ func (c *Config) setDefaults() {
 	def(&c.ReconcileInterval, 5*time.Minute)
 	def(&c.ScanDebounce, time.Second)
 	def(&c.FollowUpDelay, 30*time.Second)
-	def(&c.ClaimExpiry, 300*time.Second)
 	def(&c.BackoffBase, time.Minute)
 	def(&c.BackoffMax, 30*time.Minute)
 	def(&c.StuckAfter, 2*time.Hour)
@@ -72,7 +68,7 @@ func (c *Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"reconcile_interval": c.ReconcileInterval, "scan_debounce": c.ScanDebounce,
-		"claim_expiry_time": c.ClaimExpiry, "backoff_base": c.BackoffBase,
+		"backoff_base": c.BackoffBase,
 		"backoff_max": c.BackoffMax, "stuck_after": c.StuckAfter,
 	} {
 		if d < 0 {

@@ -116,7 +116,7 @@ func (e *env) reconcile() {
 func (e *env) state(i int) handlers.DeviceState { return e.w.Device(rp(i)).State }
 
 func (e *env) claimState(instance string, i int) handlers.ClaimState {
-	c, ok := e.c.Get(instance, rp(i))
+	c, ok := e.c.ForDevice(instance, rp(i))
 	if !ok {
 		return ""
 	}

@@ -176,12 +176,12 @@ scour_lifecycle_stuck_runs 1
 
 func TestNewReportsEveryProblem(t *testing.T) {
 	t.Parallel()
-	_, _, err := handlers.New(handlers.Config{ReconcileJitter: 2, MaxConcurrentCleans: -1, ClaimExpiry: -time.Second},
+	_, _, err := handlers.New(handlers.Config{ReconcileJitter: 2, MaxConcurrentCleans: -1},
 		handlers.Deps{})
 	if err == nil {
 		t.Fatal("New accepted an empty config")
 	}
-	for _, want := range []string{"host is required", "reconcile_jitter", "max_concurrent_cleans", "claim_expiry_time",
+	for _, want := range []string{"host is required", "reconcile_jitter", "max_concurrent_cleans",
 		"Placement dependency", "Claims dependency", "Hardware dependency", "Cleaner dependency", "Registerer"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)

@@ -102,9 +102,9 @@ func TestShelveOffloadThenUnshelve(t *testing.T) {
 	if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
 		t.Errorf("old dormant claim = %q, want released (superseded)", got)
 	}
-	c, _ := e.c.Get("vm-1", rp(2))
-	if c.State != handlers.ClaimActive || !c.Volumes.RootDetached || c.Volumes.Root != "" ||
-		!slices.Equal(c.Volumes.IDs, []string{"vol-data"}) {
+	c, _ := e.c.ForDevice("vm-1", rp(2))
+	if c.State != handlers.ClaimActive || !c.Volumes.RootDetached ||
+		!slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "vol-data"}}) {
 		t.Errorf("unshelve claim = %+v, want active, no root volume, [vol-data]", c)
 	}
 }
@@ -203,6 +203,51 @@ func TestReconcileCommand(t *testing.T) {
 			if got, want := e.w.Count("scan", ""), map[bool]int{true: 2, false: 1}[tt.scans]; got != want {
 				t.Errorf("scans = %d, want %d", got, want)
 			}
+		})
+	}
+}
+
+// A same-host resize has two claims; confirm releases the source side,
+// revert the target side, and only the side left is cleaned.
+func TestSameHostResize(t *testing.T) {
+	t.Parallel()
+	for _, confirm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "confirm", false: "revert"}[confirm], func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 2, nil)
+			e.w.Allocate("vm-1", true, rp(1))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+			e.w.Move("vm-1", "mig-1", rp(1))
+			e.w.Allocate("vm-1", true, rp(2))
+			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1"))
+			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1")) // replay
+			if n := len(e.c.All()); n != 2 {
+				t.Fatalf("claims during the resize = %d, want 2 (source and target)", n)
+			}
+			if c, _ := e.c.ForDevice("vm-1", rp(2)); !c.ResizeTarget {
+				t.Errorf("claim on the new device is not the resize target: %+v", c)
+			}
+			left, kept := 1, 2
+			if confirm {
+				e.w.Free("mig-1")
+				e.handle(cmd(command.KindMoveSource, "instance.resize_confirm.end", "vm-1"))
+			} else {
+				e.w.Set(rp(2), func(d *handlers.Device) { d.Consumers = nil })
+				e.w.Move("mig-1", "vm-1", rp(1))
+				rv := cmd(command.KindRevert, "instance.resize_revert.end", "vm-1")
+				rv.Scope, rv.Host = command.ScopeBroadcast, ""
+				e.handle(rv)
+				left, kept = 2, 1
+			}
+			e.reconcile()
+			if got := e.claimState("vm-1", left); got != handlers.ClaimReleased {
+				t.Errorf("claim on the side left (%s) = %q, want released", rp(left), got)
+			}
+			if got := e.claimState("vm-1", kept); got != handlers.ClaimActive {
+				t.Errorf("claim on the side kept (%s) = %q, want active", rp(kept), got)
+			}
+			e.wantDevice(left, handlers.StateAvailable, 1, 1)
+			e.wantDevice(kept, handlers.StateBurnedInUse, 0, 0)
 		})
 	}
 }

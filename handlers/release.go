@@ -10,17 +10,19 @@ import (
 )
 
 // release handles delete, shelve_offload, the source side of a finished
-// move and the revert broadcast. All four follow one rule: a claim of this
-// host that no allocation of the instance backs any more is released (or,
-// for shelve_offload, kept dormant); a claim still backed is kept. So a
+// move and the revert broadcast. All four follow one rule: a live claim of
+// this host none of whose devices the instance still holds is released
+// (for shelve_offload: made dormant); a claim still backed is kept. So a
 // forged or early delete for a running instance releases nothing, the
-// revert broadcast releases only on the host the instance left, and the
-// host keeping the instance (revert) re-records its claims. The host is
-// then reconciled: Placement, not the command, decides which device is
-// dirty. A broadcast (revert, or a delete nova-api sent with no host)
-// triggers a scan only on hosts that hold a claim or an allocation of the
-// instance, so one broadcast does not cost a scan on every host; the
-// periodic scan covers a host whose claim was never recorded.
+// revert broadcast releases only where the instance left, a same-host
+// resize releases just the side it left, and the host keeping the instance
+// (revert) re-records its claim. The host is then reconciled: Placement,
+// not the command, decides which device is dirty.
+//
+// A broadcast (revert, or a delete nova-api sent with no host) triggers a
+// scan only on hosts that hold a claim or an allocation of the instance,
+// so one broadcast does not cost a scan on every host; the periodic scan
+// covers a host whose claim was never recorded.
 func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Command) error {
 	scan := c.Scope == command.ScopeHost
 	defer func() {
@@ -36,40 +38,58 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	if err != nil {
 		return fmt.Errorf("instance %s: read claims: %w (retried; check the claims database)", c.InstanceUUID, err)
 	}
-	backed := map[string]bool{}
+	held := map[string]bool{}
 	for _, d := range alloc.Devices {
-		backed[d.RPUUID] = true
+		held[d.RPUUID] = true
 	}
-	target, reason := ClaimReleased, c.EventType
-	if c.Kind == command.KindShelveOffload {
-		target, reason = ClaimDormant, "shelved offloaded ("+c.EventType+")"
-	}
-	scan = scan || len(alloc.Devices) > 0
 	var errs []error
 	for _, cl := range existing {
-		if cl.State == ClaimReleased || cl.State == ClaimOrphaned {
+		if !cl.Live() {
 			continue
 		}
 		scan = true
-		if cl.State == target {
+		if backedBy(cl, held) {
 			continue
 		}
-		if backed[cl.DeviceRP] {
-			continue
-		}
-		if err := h.c.SetClaimState(ctx, cl.ID, target, reason); err != nil {
-			errs = append(errs, fmt.Errorf("instance %s device %s: mark claim %s %s: %w (retried)", c.InstanceUUID, cl.DeviceRP, cl.ID, target, err))
-			continue
-		}
-		log.Info("claim "+string(target), "device_rp", cl.DeviceRP, "address", cl.Address, "claim", cl.ID)
+		errs = append(errs, h.end(ctx, log, c, cl))
 	}
 	if len(alloc.Devices) > 0 {
+		scan = true
 		if c.Kind == command.KindRevert {
 			errs = append(errs, h.record(ctx, log, c, alloc, existing))
 		} else {
-			log.Warn("instance still holds one-time-use devices of this host; their claims are kept and nothing is cleaned (early, duplicate or forged notification?)",
+			log.Warn("instance still holds one-time-use devices of this host; their claim is kept and nothing is cleaned (early, duplicate or forged notification?)",
 				"devices", len(alloc.Devices))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// end releases one unbacked live claim, or makes it dormant on shelve
+// offload.
+func (h *Handler) end(ctx context.Context, log *slog.Logger, c *command.Command, cl Claim) error {
+	if c.Kind == command.KindShelveOffload {
+		if cl.State == ClaimDormant {
+			return nil
+		}
+		if err := h.c.MarkDormant(ctx, c.InstanceUUID, c.MessageID); err != nil {
+			return fmt.Errorf("instance %s: keep claim %s dormant for the unshelve: %w (retried; check the claims database)", c.InstanceUUID, cl.ID, err)
+		}
+		log.Info("claim dormant until unshelve", "claim", cl.ID)
+		return nil
+	}
+	if err := h.c.ReleaseClaim(ctx, c.InstanceUUID, cl.ResizeTarget, c.EventType, c.MessageID); err != nil {
+		return fmt.Errorf("instance %s: release claim %s: %w (retried; check the claims database)", c.InstanceUUID, cl.ID, err)
+	}
+	log.Info("claim released", "claim", cl.ID, "resize_target", cl.ResizeTarget)
+	return nil
+}
+
+func backedBy(cl Claim, held map[string]bool) bool {
+	for _, d := range cl.Devices {
+		if held[d.RPUUID] {
+			return true
+		}
+	}
+	return false
 }

@@ -44,7 +44,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}
-	errs = append(errs, r.sweep(ctx, devs, now))
+	errs = append(errs, r.sweep(ctx, devs))
 	r.reportStuck(now)
 	r.m.devices.Reset()
 	for state, n := range counts {

@@ -2,76 +2,71 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 )
 
-// sweep marks orphaned the active claims of this host that no allocation
-// backs and that are older than ClaimExpiry. A claim is backed while its
-// instance holds the device, and also while the device is allocated to a
-// consumer no other claim names (a move's migration consumer holds the
-// source device until the move is confirmed or reverted). Dormant claims
-// are never orphans.
-func (r *Reconciler) sweep(ctx context.Context, devs []Device, now time.Time) error {
-	open, err := r.c.OpenClaims(ctx)
+// sweep has the claims store orphan the active claims older than
+// claim_expiry_time that no allocation backs. An instance's claim is
+// backed while the instance holds a device of this host, and also while
+// one of the claim's devices is allocated to a consumer that no other live
+// claim names (a move's migration consumer holds the source device until
+// the move is confirmed or reverted). Dormant claims are never orphans.
+func (r *Reconciler) sweep(ctx context.Context, devs []Device) error {
+	live, err := r.c.LiveClaims(ctx)
 	if err != nil {
-		return fmt.Errorf("orphan sweep: list open claims: %w (retried at the next scan; check the claims database)", err)
+		return fmt.Errorf("orphan sweep: list live claims: %w (retried at the next scan; check the claims database)", err)
 	}
 	byRP := map[string]Device{}
 	for _, d := range devs {
 		byRP[d.RPUUID] = d
 	}
-	claimants := map[string]map[string]bool{} // RP → instances with an active claim
-	for _, c := range open {
-		if c.State == ClaimActive {
-			if claimants[c.DeviceRP] == nil {
-				claimants[c.DeviceRP] = map[string]bool{}
+	claimants := map[string]map[string]bool{} // RP → instances with a live claim on it
+	for _, c := range live {
+		for _, d := range c.Devices {
+			if claimants[d.RPUUID] == nil {
+				claimants[d.RPUUID] = map[string]bool{}
 			}
-			claimants[c.DeviceRP][c.InstanceUUID] = true
+			claimants[d.RPUUID][c.InstanceUUID] = true
 		}
 	}
-	var errs []error
-	for _, c := range open {
-		if c.State != ClaimActive || now.Sub(latest(c.CreatedAt, c.UpdatedAt)) < r.cfg.ClaimExpiry {
-			continue
+	backed := func(_ context.Context, instance string) (bool, error) {
+		for _, d := range devs {
+			if d.HeldBy(instance) {
+				return true, nil
+			}
 		}
-		d, ok := byRP[c.DeviceRP]
-		if ok && backs(d, c.InstanceUUID, claimants[c.DeviceRP]) {
-			continue
+		for _, c := range live {
+			if c.InstanceUUID != instance {
+				continue
+			}
+			for _, cd := range c.Devices {
+				if d, ok := byRP[cd.RPUUID]; ok && heldForMove(d, instance, claimants[cd.RPUUID]) {
+					return true, nil
+				}
+			}
 		}
-		reason := fmt.Sprintf("no allocation of instance %s on device %s for longer than claim_expiry_time (%s)", c.InstanceUUID, c.DeviceRP, r.cfg.ClaimExpiry)
-		if err := r.c.SetClaimState(ctx, c.ID, ClaimOrphaned, reason); err != nil {
-			errs = append(errs, fmt.Errorf("orphan sweep: claim %s (instance %s): %w", c.ID, c.InstanceUUID, err))
-			continue
-		}
-		r.m.claimsSwept.Inc()
-		r.log.Info("orphan claim swept", "claim", c.ID, "instance", c.InstanceUUID, "device_rp", c.DeviceRP)
+		return false, nil
 	}
-	return errors.Join(errs...)
+	n, err := r.c.SweepOrphans(ctx, backed)
+	r.m.claimsSwept.Add(float64(n))
+	if n > 0 {
+		r.log.Info("orphan claims swept", "claims", n)
+	}
+	if err != nil {
+		return fmt.Errorf("orphan sweep: %w (retried at the next scan; check the claims database)", err)
+	}
+	return nil
 }
 
-func backs(d Device, instance string, claimants map[string]bool) bool {
-	if d.HeldBy(instance) {
-		return true
-	}
+// heldForMove: d is allocated, but not to another instance scour knows.
+func heldForMove(d Device, instance string, claimants map[string]bool) bool {
 	if !d.InUse() {
 		return false
-	}
-	if len(d.Consumers) == 0 {
-		return true // allocated, consumers unknown: keep the claim
 	}
 	for _, consumer := range d.Consumers {
 		if consumer != instance && claimants[consumer] {
 			return false // another instance holds the device now
 		}
 	}
-	return true
-}
-
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	return true // a migration, or consumers unknown: keep the claim
 }

@@ -13,7 +13,8 @@ import (
 // claims stay.
 func TestOrphanSweep(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 4, func(c *handlers.Config) { c.ClaimExpiry = 5 * time.Minute })
+	e := newEnv(t, 4, nil)
+	e.c.Expiry = 5 * time.Minute
 	for i, vm := range []string{"vm-gone", "vm-moving", "vm-shelved", "vm-running"} {
 		e.w.Allocate(vm, true, rp(i+1))
 		e.handle(cmd(command.KindClaim, "instance.create.end", vm))
@@ -50,7 +51,8 @@ func TestOrphanSweep(t *testing.T) {
 // claim scour recorded) is an orphan even though the device is allocated.
 func TestOrphanSweepDeviceReused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 1, func(c *handlers.Config) { c.ClaimExpiry = time.Minute })
+	e := newEnv(t, 1, nil)
+	e.c.Expiry = time.Minute
 	e.w.Allocate("vm-a", true, rp(1))
 	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-a"))
 	e.w.Free("vm-a") // delete.end lost

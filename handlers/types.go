@@ -107,54 +107,85 @@ const (
 	ClaimOrphaned ClaimState = "orphaned" // swept: no allocation backs it
 )
 
+// Volume is one volume attached to the claiming instance.
+type Volume struct {
+	ID     string
+	IsRoot bool
+}
+
 // Volumes is what scour knows of an instance's volumes. RootDetached means
 // the boot volume was detached (instance stopped or shelved offloaded):
 // the instance has "no root volume" until an is_root attach.
 type Volumes struct {
-	IDs          []string
-	Root         string
+	Attached     []Volume
 	RootDetached bool
 }
 
-// Claim records that an instance holds (or held) one device of this host.
-type Claim struct {
-	ID            string // assigned by the store
-	Host, Node    string
-	InstanceUUID  string
-	ProjectID     string
-	UserID        string
-	DeviceRP      string
+// ClaimDevice is one device a claim holds.
+type ClaimDevice struct {
+	RPUUID        string
+	RPName        string
 	Address       hardware.Address
 	ResourceClass string
-	VCPU          int
-	MemoryMB      int
-	DiskGB        int
-	ResizeTarget  bool // second claim of a same-host resize
-	State         ClaimState
-	Volumes       Volumes
-	MessageID     string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+}
+
+// Claim records that an instance holds (or held) devices of this host: one
+// claim per instance, plus a second one (ResizeTarget) for the new side of
+// a same-host resize.
+type Claim struct {
+	ID           string // assigned by the store
+	Host, Node   string
+	InstanceUUID string
+	ProjectID    string
+	UserID       string
+	VCPU         int
+	MemoryMB     int
+	DiskGB       int
+	Devices      []ClaimDevice
+	ResizeTarget bool
+	State        ClaimState
+	Volumes      Volumes
+	MessageID    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Live reports an active or dormant claim.
+func (c Claim) Live() bool { return c.State == ClaimActive || c.State == ClaimDormant }
+
+// HasDevice reports whether the claim holds the device.
+func (c Claim) HasDevice(rp string) bool {
+	return slices.ContainsFunc(c.Devices, func(d ClaimDevice) bool { return d.RPUUID == rp })
 }
 
 // Claims is the subset of the claims store the handlers use. Every method
-// is scoped to this host.
+// is scoped to this host; every transition is idempotent.
 type Claims interface {
-	// RecordClaim upserts by (InstanceUUID, DeviceRP, ResizeTarget) and
-	// leaves the claim active: replaying an event changes nothing.
+	// RecordClaim stores c as active, idempotently by (instance, device,
+	// ResizeTarget): a live claim with the same ResizeTarget gains the
+	// devices it lacks; a replay changes nothing.
 	RecordClaim(ctx context.Context, c Claim) error
 	// ClaimsForInstance returns the instance's claims in every state.
 	ClaimsForInstance(ctx context.Context, instance string) ([]Claim, error)
-	// SetClaimState moves one claim to state; reason goes in its history.
-	SetClaimState(ctx context.Context, id string, state ClaimState, reason string) error
-	// UpdateVolumes applies fn, in one transaction, to the volumes of
-	// every active or dormant claim of the instance. No claim: no-op.
+	// ReleaseClaim releases the instance's live claim(s) with the given
+	// ResizeTarget.
+	ReleaseClaim(ctx context.Context, instance string, resizeTarget bool, reason, messageID string) error
+	// MarkDormant makes the instance's active claims dormant.
+	MarkDormant(ctx context.Context, instance, messageID string) error
+	// Reactivate makes the instance's dormant claims active again.
+	Reactivate(ctx context.Context, instance, messageID string) error
+	// UpdateVolumes applies fn, in one transaction, to the volumes of the
+	// instance's live claims. No live claim: no-op.
 	UpdateVolumes(ctx context.Context, instance string, fn func(*Volumes)) error
-	// OpenClaims returns the active and dormant claims.
-	OpenClaims(ctx context.Context) ([]Claim, error)
-	// LatestClaimForDevice returns the newest claim on a device in any
-	// state (the previous tenant, for the cleaning record).
-	LatestClaimForDevice(ctx context.Context, rpUUID string) (Claim, bool, error)
+	// LiveClaims returns the active and dormant claims.
+	LiveClaims(ctx context.Context) ([]Claim, error)
+	// SweepOrphans marks orphaned the active claims older than
+	// claim_expiry_time (the store's setting) whose instance backed says
+	// false for. Dormant claims are never orphans. It returns how many.
+	SweepOrphans(ctx context.Context, backed func(ctx context.Context, instance string) (bool, error)) (int, error)
+	// LastClaimForDevice returns the newest claim that held the device,
+	// in any state (the previous tenant, for the cleaning record).
+	LastClaimForDevice(ctx context.Context, rpUUID string) (Claim, bool, error)
 }
 
 // Verdict is how a cleaning run ended.

@@ -34,34 +34,41 @@ func (h *Handler) volume(ctx context.Context, log *slog.Logger, c *command.Comma
 }
 
 // ApplyVolumeChange updates v for one attach, detach or swap. Detaching
-// the root volume records "no root volume" (Root "", RootDetached);
-// an is_root attach restores it. Applying a change twice is harmless.
+// the root volume records "no root volume" (RootDetached); an is_root
+// attach restores it. Applying a change twice is harmless.
 func ApplyVolumeChange(v *Volumes, ch command.VolumeChange) {
+	find := func(id string) int { return slices.IndexFunc(v.Attached, func(x Volume) bool { return x.ID == id }) }
 	switch ch.Action {
 	case "attach":
-		if !slices.Contains(v.IDs, ch.VolumeID) {
-			v.IDs = append(v.IDs, ch.VolumeID)
+		i := find(ch.VolumeID)
+		if i < 0 {
+			v.Attached = append(v.Attached, Volume{ID: ch.VolumeID})
+			i = len(v.Attached) - 1
 		}
 		if ch.IsRoot {
-			v.Root, v.RootDetached = ch.VolumeID, false
+			for j := range v.Attached {
+				v.Attached[j].IsRoot = j == i
+			}
+			v.RootDetached = false
 		}
 	case "detach":
-		v.IDs = slices.DeleteFunc(v.IDs, func(id string) bool { return id == ch.VolumeID })
-		if ch.IsRoot || (v.Root != "" && v.Root == ch.VolumeID) {
-			v.Root, v.RootDetached = "", true
+		i := find(ch.VolumeID)
+		if ch.IsRoot || (i >= 0 && v.Attached[i].IsRoot) {
+			v.RootDetached = true
+		}
+		if i >= 0 {
+			v.Attached = slices.Delete(v.Attached, i, i+1)
 		}
 	case "swap":
-		i := slices.Index(v.IDs, ch.OldVolumeID)
+		i, n := find(ch.OldVolumeID), find(ch.NewVolumeID)
 		switch {
-		case slices.Contains(v.IDs, ch.NewVolumeID): // a replay: already swapped
-			v.IDs = slices.DeleteFunc(v.IDs, func(id string) bool { return id == ch.OldVolumeID })
+		case n >= 0 && i >= 0: // a replay: already swapped
+			v.Attached[n].IsRoot = v.Attached[n].IsRoot || v.Attached[i].IsRoot
+			v.Attached = slices.Delete(v.Attached, i, i+1)
 		case i >= 0:
-			v.IDs[i] = ch.NewVolumeID
-		default:
-			v.IDs = append(v.IDs, ch.NewVolumeID)
-		}
-		if v.Root != "" && v.Root == ch.OldVolumeID {
-			v.Root = ch.NewVolumeID
+			v.Attached[i].ID = ch.NewVolumeID
+		case n < 0:
+			v.Attached = append(v.Attached, Volume{ID: ch.NewVolumeID})
 		}
 	}
 }

@@ -10,40 +10,44 @@ import (
 
 func TestApplyVolumeChange(t *testing.T) {
 	t.Parallel()
-	start := handlers.Volumes{IDs: []string{"root", "data"}, Root: "root"}
+	root, data := handlers.Volume{ID: "root", IsRoot: true}, handlers.Volume{ID: "data"}
+	vols := func(detached bool, v ...handlers.Volume) handlers.Volumes {
+		return handlers.Volumes{Attached: v, RootDetached: detached}
+	}
 	tests := []struct {
 		name string
 		ch   []command.VolumeChange
 		want handlers.Volumes
 	}{
 		{"attach", []command.VolumeChange{{Action: "attach", VolumeID: "v2"}},
-			handlers.Volumes{IDs: []string{"root", "data", "v2"}, Root: "root"}},
+			vols(false, root, data, handlers.Volume{ID: "v2"})},
 		{"attach twice", []command.VolumeChange{{Action: "attach", VolumeID: "v2"}, {Action: "attach", VolumeID: "v2"}},
-			handlers.Volumes{IDs: []string{"root", "data", "v2"}, Root: "root"}},
-		{"detach data", []command.VolumeChange{{Action: "detach", VolumeID: "data"}},
-			handlers.Volumes{IDs: []string{"root"}, Root: "root"}},
-		{"detach root", []command.VolumeChange{{Action: "detach", VolumeID: "root", IsRoot: true}},
-			handlers.Volumes{IDs: []string{"data"}, RootDetached: true}},
-		{"detach root known only from the claim", []command.VolumeChange{{Action: "detach", VolumeID: "root"}},
-			handlers.Volumes{IDs: []string{"data"}, RootDetached: true}},
+			vols(false, root, data, handlers.Volume{ID: "v2"})},
+		{"detach data", []command.VolumeChange{{Action: "detach", VolumeID: "data"}}, vols(false, root)},
+		{"detach root", []command.VolumeChange{{Action: "detach", VolumeID: "root", IsRoot: true}}, vols(true, data)},
+		{"detach root known only from the claim", []command.VolumeChange{{Action: "detach", VolumeID: "root"}}, vols(true, data)},
+		{"detach root twice", []command.VolumeChange{{Action: "detach", VolumeID: "root", IsRoot: true},
+			{Action: "detach", VolumeID: "root", IsRoot: true}}, vols(true, data)},
+		{"root detached then re-attached", []command.VolumeChange{
+			{Action: "detach", VolumeID: "root", IsRoot: true}, {Action: "attach", VolumeID: "root", IsRoot: true}},
+			vols(false, data, root)},
 		{"root detached then a new root attached", []command.VolumeChange{
 			{Action: "detach", VolumeID: "root", IsRoot: true}, {Action: "attach", VolumeID: "root2", IsRoot: true}},
-			handlers.Volumes{IDs: []string{"data", "root2"}, Root: "root2"}},
+			vols(false, data, handlers.Volume{ID: "root2", IsRoot: true})},
 		{"swap root", []command.VolumeChange{{Action: "swap", OldVolumeID: "root", NewVolumeID: "root2"}},
-			handlers.Volumes{IDs: []string{"root2", "data"}, Root: "root2"}},
+			vols(false, handlers.Volume{ID: "root2", IsRoot: true}, data)},
 		{"swap replayed", []command.VolumeChange{{Action: "swap", OldVolumeID: "data", NewVolumeID: "d2"},
 			{Action: "swap", OldVolumeID: "data", NewVolumeID: "d2"}},
-			handlers.Volumes{IDs: []string{"root", "d2"}, Root: "root"}},
+			vols(false, root, handlers.Volume{ID: "d2"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := start
-			v.IDs = slices.Clone(start.IDs)
+			v := vols(false, root, data)
 			for _, ch := range tt.ch {
 				handlers.ApplyVolumeChange(&v, ch)
 			}
-			if !slices.Equal(v.IDs, tt.want.IDs) || v.Root != tt.want.Root || v.RootDetached != tt.want.RootDetached {
+			if !slices.Equal(v.Attached, tt.want.Attached) || v.RootDetached != tt.want.RootDetached {
 				t.Errorf("got %+v, want %+v", v, tt.want)
 			}
 		})
@@ -65,13 +69,13 @@ func TestVolumeCommandsUpdateClaims(t *testing.T) {
 	}
 	e.handle(vol("active", command.VolumeChange{Action: "attach", VolumeID: "root", IsRoot: true}))
 	e.handle(vol("stopped", command.VolumeChange{Action: "detach", VolumeID: "root", IsRoot: true}))
-	c, _ := e.c.Get("vm-1", rp(1))
-	if !c.Volumes.RootDetached || len(c.Volumes.IDs) != 0 {
+	c, _ := e.c.ForDevice("vm-1", rp(1))
+	if !c.Volumes.RootDetached || len(c.Volumes.Attached) != 0 {
 		t.Fatalf("after root detach while stopped: %+v, want no root volume", c.Volumes)
 	}
 	e.handle(vol("stopped", command.VolumeChange{Action: "attach", VolumeID: "root", IsRoot: true}))
-	c, _ = e.c.Get("vm-1", rp(1))
-	if c.Volumes.RootDetached || c.Volumes.Root != "root" {
+	c, _ = e.c.ForDevice("vm-1", rp(1))
+	if c.Volumes.RootDetached || !slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "root", IsRoot: true}}) {
 		t.Errorf("after is_root re-attach: %+v, want root restored", c.Volumes)
 	}
 	if n := len(e.cl.Calls()); n != 0 {

@@ -13,23 +13,31 @@ import (
 
 type hardwareAddress = hardware.Address
 
-// Claims is an in-memory claims store of one host. Fail, when set, is
+// Claims is an in-memory claims store of one host with the semantics of
+// claims.Store: one live claim per (instance, ResizeTarget) that gains
+// devices, idempotent transitions, an orphan sweep over active claims
+// older than Expiry (from creation or reactivation). Fail, when set, is
 // asked before every operation (op is the method name) and its error
 // returned instead.
 type Claims struct {
-	Fail func(op string) error
-	Now  func() time.Time
+	Fail   func(op string) error
+	Now    func() time.Time
+	Expiry time.Duration // claim_expiry_time; 0 means 300s
 
 	mu     sync.Mutex
-	claims map[string]*handlers.Claim
-	order  []string
-	writes int
+	claims []*entry
+	seq    int
+}
+
+type entry struct {
+	handlers.Claim
+	since time.Time // creation or reactivation: the sweep's age
 }
 
 var _ handlers.Claims = (*Claims)(nil)
 
 // NewClaims returns an empty store.
-func NewClaims() *Claims { return &Claims{claims: map[string]*handlers.Claim{}} }
+func NewClaims() *Claims { return &Claims{} }
 
 func (s *Claims) fail(op string) error {
 	if s.Fail != nil {
@@ -49,34 +57,28 @@ func (s *Claims) now() time.Time {
 func (s *Claims) All() []handlers.Claim {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]handlers.Claim, 0, len(s.order))
-	for _, id := range s.order {
-		out = append(out, clone(s.claims[id]))
+	out := make([]handlers.Claim, 0, len(s.claims))
+	for _, e := range s.claims {
+		out = append(out, clone(e.Claim))
 	}
 	return out
 }
 
-// Get returns the claim of instance on rp.
-func (s *Claims) Get(instance, rp string) (handlers.Claim, bool) {
-	for _, c := range s.All() {
-		if c.InstanceUUID == instance && c.DeviceRP == rp {
-			return c, true
+// ForDevice returns the newest claim of instance holding rp.
+func (s *Claims) ForDevice(instance, rp string) (handlers.Claim, bool) {
+	all := s.All()
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].InstanceUUID == instance && all[i].HasDevice(rp) {
+			return all[i], true
 		}
 	}
 	return handlers.Claim{}, false
 }
 
-// Writes counts state-changing calls.
-func (s *Claims) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
-}
-
-func clone(c *handlers.Claim) handlers.Claim {
-	out := *c
-	out.Volumes.IDs = slices.Clone(c.Volumes.IDs)
-	return out
+func clone(c handlers.Claim) handlers.Claim {
+	c.Devices = slices.Clone(c.Devices)
+	c.Volumes.Attached = slices.Clone(c.Volumes.Attached)
+	return c
 }
 
 func (s *Claims) RecordClaim(ctx context.Context, c handlers.Claim) error {
@@ -85,21 +87,22 @@ func (s *Claims) RecordClaim(ctx context.Context, c handlers.Claim) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := fmt.Sprintf("%s/%s/%t", c.InstanceUUID, c.DeviceRP, c.ResizeTarget)
 	now := s.now()
-	if old, ok := s.claims[id]; ok {
-		if old.State == handlers.ClaimActive {
-			return nil // a replay changes nothing
+	for _, e := range s.claims {
+		if e.InstanceUUID == c.InstanceUUID && e.ResizeTarget == c.ResizeTarget && e.Live() {
+			for _, d := range c.Devices {
+				if !e.HasDevice(d.RPUUID) {
+					e.Devices = append(e.Devices, d)
+					e.UpdatedAt = now
+				}
+			}
+			return nil
 		}
-		c.CreatedAt = old.CreatedAt
-	} else {
-		s.order = append(s.order, id)
-		c.CreatedAt = now
 	}
-	c.ID, c.State, c.UpdatedAt = id, handlers.ClaimActive, now
-	c.Volumes.IDs = slices.Clone(c.Volumes.IDs)
-	s.claims[id] = &c
-	s.writes++
+	s.seq++
+	c = clone(c)
+	c.ID, c.State, c.CreatedAt, c.UpdatedAt = fmt.Sprint("claim-", s.seq), handlers.ClaimActive, now, now
+	s.claims = append(s.claims, &entry{Claim: c, since: now})
 	return nil
 }
 
@@ -116,21 +119,38 @@ func (s *Claims) ClaimsForInstance(ctx context.Context, instance string) ([]hand
 	return out, nil
 }
 
-func (s *Claims) SetClaimState(ctx context.Context, id string, state handlers.ClaimState, reason string) error {
-	if err := s.fail("SetClaimState"); err != nil {
+// transition moves the instance's claims matching match to state.
+func (s *Claims) transition(op, instance string, match func(*entry) bool, state handlers.ClaimState) error {
+	if err := s.fail(op); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.claims[id]
-	if !ok {
-		return fmt.Errorf("claim %s not found", id)
-	}
-	if c.State != state {
-		c.State, c.UpdatedAt = state, s.now()
-		s.writes++
+	now := s.now()
+	for _, e := range s.claims {
+		if e.InstanceUUID == instance && match(e) {
+			if state == handlers.ClaimActive {
+				e.since = now
+			}
+			e.State, e.UpdatedAt = state, now
+		}
 	}
 	return nil
+}
+
+func (s *Claims) ReleaseClaim(ctx context.Context, instance string, resizeTarget bool, reason, messageID string) error {
+	return s.transition("ReleaseClaim", instance, func(e *entry) bool { return e.Live() && e.ResizeTarget == resizeTarget },
+		handlers.ClaimReleased)
+}
+
+func (s *Claims) MarkDormant(ctx context.Context, instance, messageID string) error {
+	return s.transition("MarkDormant", instance, func(e *entry) bool { return e.State == handlers.ClaimActive },
+		handlers.ClaimDormant)
+}
+
+func (s *Claims) Reactivate(ctx context.Context, instance, messageID string) error {
+	return s.transition("Reactivate", instance, func(e *entry) bool { return e.State == handlers.ClaimDormant },
+		handlers.ClaimActive)
 }
 
 func (s *Claims) UpdateVolumes(ctx context.Context, instance string, fn func(*handlers.Volumes)) error {
@@ -139,35 +159,77 @@ func (s *Claims) UpdateVolumes(ctx context.Context, instance string, fn func(*ha
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range s.claims {
-		if c.InstanceUUID == instance && (c.State == handlers.ClaimActive || c.State == handlers.ClaimDormant) {
-			fn(&c.Volumes)
-			s.writes++
+	var live []*entry
+	for _, e := range s.claims {
+		if e.InstanceUUID == instance && e.Live() {
+			live = append(live, e)
 		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	v := live[0].Volumes
+	v.Attached = slices.Clone(v.Attached)
+	fn(&v)
+	for _, e := range live {
+		e.Volumes = v
+		e.Volumes.Attached = slices.Clone(v.Attached)
 	}
 	return nil
 }
 
-func (s *Claims) OpenClaims(ctx context.Context) ([]handlers.Claim, error) {
-	if err := s.fail("OpenClaims"); err != nil {
+func (s *Claims) LiveClaims(ctx context.Context) ([]handlers.Claim, error) {
+	if err := s.fail("LiveClaims"); err != nil {
 		return nil, err
 	}
 	var out []handlers.Claim
 	for _, c := range s.All() {
-		if c.State == handlers.ClaimActive || c.State == handlers.ClaimDormant {
+		if c.Live() {
 			out = append(out, c)
 		}
 	}
 	return out, nil
 }
 
-func (s *Claims) LatestClaimForDevice(ctx context.Context, rp string) (handlers.Claim, bool, error) {
-	if err := s.fail("LatestClaimForDevice"); err != nil {
+func (s *Claims) SweepOrphans(ctx context.Context, backed func(context.Context, string) (bool, error)) (int, error) {
+	if err := s.fail("SweepOrphans"); err != nil {
+		return 0, err
+	}
+	expiry := s.Expiry
+	if expiry == 0 {
+		expiry = 300 * time.Second
+	}
+	s.mu.Lock()
+	var old []*entry
+	for _, e := range s.claims {
+		if e.State == handlers.ClaimActive && s.now().Sub(e.since) >= expiry {
+			old = append(old, e)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, e := range old {
+		ok, err := backed(ctx, e.InstanceUUID)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			s.mu.Lock()
+			e.State, e.UpdatedAt = handlers.ClaimOrphaned, s.now()
+			s.mu.Unlock()
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Claims) LastClaimForDevice(ctx context.Context, rp string) (handlers.Claim, bool, error) {
+	if err := s.fail("LastClaimForDevice"); err != nil {
 		return handlers.Claim{}, false, err
 	}
 	all := s.All()
 	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].DeviceRP == rp {
+		if all[i].HasDevice(rp) {
 			return all[i], true, nil
 		}
 	}
