@@ -69,7 +69,7 @@ func (c *Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"reconcile_interval": c.ReconcileInterval, "scan_debounce": c.ScanDebounce,
 		"backoff_base": c.BackoffBase,
-		"backoff_max": c.BackoffMax, "stuck_after": c.StuckAfter,
+		"backoff_max":  c.BackoffMax, "stuck_after": c.StuckAfter,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", name, d))
