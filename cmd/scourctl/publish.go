@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/scour-project/scour/bus"
+)
+
+func init() {
+	register("publish-sample", subcommand{
+		summary: "publish a Nova notification sample to the broker as oslo.messaging does",
+		run:     runPublishSample,
+	})
+}
+
+func runPublishSample(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("publish-sample", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: scourctl publish-sample [flags] SAMPLE.json\n\n"+
+			"SAMPLE.json is an inner oslo message like Nova's doc/notification_samples\n"+
+			"(event_type, payload, priority, publisher_id), e.g.\n"+
+			"notification/testdata/versioned/instance-delete-end.json.\n\n")
+		fs.PrintDefaults()
+	}
+	defURL := os.Getenv("SCOUR_BUS_URL")
+	if defURL == "" {
+		defURL = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	url := fs.String("url", defURL, "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://")
+	exchange := fs.String("exchange", "nova", "Nova's exchange")
+	key := fs.String("routing-key", "", "routing key (default versioned_notifications.info, or notifications.info for compute.* legacy events)")
+	host := fs.String("host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
+	instance := fs.String("instance", "", "set the instance uuid")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	inner, eventType, err := prepareSample(fs.Arg(0), *host, *instance)
+	if err != nil {
+		fmt.Fprintf(stderr, "publish-sample: %v\n", err)
+		return 1
+	}
+	if *key == "" {
+		*key = "versioned_notifications.info"
+		if strings.HasPrefix(eventType, "compute.") {
+			*key = "notifications.info"
+		}
+	}
+	if err := publishSample(ctx, *url, *exchange, *key, inner); err != nil {
+		fmt.Fprintf(stderr, "publish-sample: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "published %s to exchange %s with routing key %s\n", eventType, *exchange, *key)
+	return 0
+}
+
+// prepareSample adds what oslo adds on the wire (message_id, timestamp,
+// _unique_id, _context_request_id) and applies the overrides.
+func prepareSample(path, host, instance string) ([]byte, string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	eventType, _ := m["event_type"].(string)
+	payload, _ := m["payload"].(map[string]any)
+	fields, versioned := payload, false
+	if d, ok := payload["nova_object.data"].(map[string]any); ok {
+		fields, versioned = d, true
+	}
+	if host != "" && fields != nil {
+		fields["host"] = host
+		if versioned {
+			m["publisher_id"] = "nova-compute:" + host
+		} else {
+			m["publisher_id"] = "compute." + host
+		}
+	}
+	if instance != "" && fields != nil {
+		if versioned {
+			fields["uuid"] = instance
+		} else {
+			fields["instance_id"] = instance
+		}
+	}
+	id := uuid4()
+	m["message_id"] = id
+	m["timestamp"] = time.Now().UTC().Format("2006-01-02 15:04:05.000000")
+	m["_unique_id"] = strings.ReplaceAll(uuid4(), "-", "")
+	m["_context_request_id"] = "req-" + uuid4()
+	out, err := json.Marshal(m)
+	return out, eventType, err
+}
+
+func publishSample(ctx context.Context, url, exchange, key string, inner []byte) error {
+	u, err := bus.ParseBrokerURL(url)
+	if err != nil {
+		return err
+	}
+	ep := u.Endpoints[0]
+	_, portStr, _ := net.SplitHostPort(ep.Addr)
+	port, _ := strconv.Atoi(portStr)
+	uri := amqp.URI{Scheme: "amqp", Host: ep.Host, Port: port, Username: ep.User, Password: ep.Password, Vhost: u.Vhost}
+	if u.TLS {
+		uri.Scheme = "amqps"
+	}
+	conn, err := amqp.Dial(uri.String())
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", u, err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.ExchangeDeclarePassive(exchange, "topic", false, false, false, false, nil); err != nil {
+		return fmt.Errorf("exchange %q: %w (start scourd or a Nova service first; they declare it)", exchange, err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return bus.PublishOslo(ctx, ch, exchange, key, inner)
+}
+
+func uuid4() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
