@@ -74,6 +74,33 @@ func TestE2EScanDerivesEveryState(t *testing.T) {
 	}
 }
 
+func TestE2EComputeNodeRecreated(t *testing.T) {
+	env := testPlacement(t)
+	h := seedNode(t, env)
+	h.seedDevice(devSpec{Addr: "0000:81:00.0"})
+	c := newE2EClient(t, env, h.Node)
+	if res, err := c.Scan(context.Background()); err != nil || len(res.Devices) != 1 {
+		t.Fatalf("first scan: %v, %v", res, err)
+	}
+	// The node RP is deleted and re-created under the same name (new UUID).
+	h.cleanup()
+	h2 := seedNodeNamed(t, env, h.Node)
+	d := h2.seedDevice(devSpec{Addr: "0000:82:00.0", Reserved: 1})
+	res, err := c.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NodeUUID != h2.NodeUUID || len(res.Devices) != 1 || res.Devices[0].UUID != d.UUID || res.Devices[0].State != StateDirty {
+		t.Errorf("scan after re-creation: node %s devices %+v, want node %s with %s dirty", res.NodeUUID, res.Devices, h2.NodeUUID, d.UUID)
+	}
+	inst := newUUID()
+	h2.allocate(inst, map[string]map[string]int{h2.NodeUUID: {"VCPU": 1}})
+	claim, err := c.InstanceDevices(context.Background(), inst)
+	if err != nil || claim.Compute["VCPU"] != 1 {
+		t.Errorf("InstanceDevices after re-creation: %+v, %v", claim, err)
+	}
+}
+
 func TestE2EScanUnknownNode(t *testing.T) {
 	env := testPlacement(t)
 	c := newE2EClient(t, env, "no-such-node-"+newUUID())

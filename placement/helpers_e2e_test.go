@@ -117,8 +117,13 @@ type seedHost struct {
 // address is split on the LAST one) with VCPU/MEMORY_MB/DISK_GB inventory.
 func seedNode(t testing.TB, env testEnv) *seedHost {
 	t.Helper()
+	return seedNodeNamed(t, env, "cn_"+newUUID()[:8])
+}
+
+func seedNodeNamed(t testing.TB, env testEnv, name string) *seedHost {
+	t.Helper()
 	a := api{t: t, env: env}
-	h := &seedHost{api: a, Node: "cn_" + newUUID()[:8], NodeUUID: newUUID()}
+	h := &seedHost{api: a, Node: name, NodeUUID: newUUID()}
 	a.must("POST", "/resource_providers", map[string]any{"name": h.Node, "uuid": h.NodeUUID}, nil, 200)
 	a.must("PUT", "/resource_providers/"+h.NodeUUID+"/inventories", map[string]any{
 		"resource_provider_generation": 0,

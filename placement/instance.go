@@ -35,12 +35,10 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 		return nil, err
 	}
 	var body struct {
-		Allocations map[string]struct {
-			Resources map[string]int `json:"resources"`
-		} `json:"allocations"`
-		ProjectID    string `json:"project_id"`
-		UserID       string `json:"user_id"`
-		ConsumerType string `json:"consumer_type"`
+		Allocations  map[string]consumerAlloc `json:"allocations"`
+		ProjectID    string                   `json:"project_id"`
+		UserID       string                   `json:"user_id"`
+		ConsumerType string                   `json:"consumer_type"`
 	}
 	err = c.retry(ctx, func(ctx context.Context) error {
 		return c.do(ctx, http.MethodGet, "allocations/"+instance, nil, &body, http.StatusOK)
@@ -57,24 +55,44 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	for rp, a := range body.Allocations {
-		if rp == node {
-			for rc, n := range a.Resources {
-				claim.Compute[rc] = n
-			}
+	if !matchClaim(claim, node, devs, body.Allocations) {
+		// Nothing of this host's tree: check the cached node is current.
+		if node, devs, err = c.relookupNode(ctx, node); err != nil {
+			return nil, err
+		}
+		if devs != nil {
+			matchClaim(claim, node, devs, body.Allocations)
+		}
+	}
+	sort.Slice(claim.Devices, func(i, j int) bool { return claim.Devices[i].Address < claim.Devices[j].Address })
+	return claim, nil
+}
+
+type consumerAlloc struct {
+	Resources map[string]int `json:"resources"`
+}
+
+// matchClaim fills claim from the allocations on node and on devs and
+// reports whether anything matched.
+func matchClaim(claim *InstanceClaim, node string, devs []provider, allocs map[string]consumerAlloc) bool {
+	matched := false
+	if a, ok := allocs[node]; ok {
+		matched = true
+		for rc, n := range a.Resources {
+			claim.Compute[rc] = n
 		}
 	}
 	for _, p := range devs {
-		a, ok := body.Allocations[p.UUID]
+		a, ok := allocs[p.UUID]
 		if !ok {
 			continue
 		}
+		matched = true
 		d := Device{Ref: refOf(p)}
 		for rc, n := range a.Resources {
 			d.Inventory.ResourceClass, d.Used = rc, n
 		}
 		claim.Devices = append(claim.Devices, d)
 	}
-	sort.Slice(claim.Devices, func(i, j int) bool { return claim.Devices[i].Address < claim.Devices[j].Address })
-	return claim, nil
+	return matched
 }

@@ -57,6 +57,13 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(devs) == 0 {
+		// An unknown in_tree UUID lists nothing rather than failing: make
+		// sure the cached compute node RP was not deleted and re-created.
+		if node, devs, err = c.relookupNode(ctx, node); err != nil {
+			return nil, err
+		}
+	}
 	quarantined, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait+","+c.cfg.QuarantineTrait)
 	if err != nil {
 		return nil, err
@@ -159,6 +166,21 @@ func (c *Client) nodeRP(ctx context.Context) (string, error) {
 	c.nodeUUID = body.Providers[0].UUID
 	c.mu.Unlock()
 	return body.Providers[0].UUID, nil
+}
+
+// relookupNode finds the compute node by name again and, if its UUID
+// changed, lists the new tree.
+func (c *Client) relookupNode(ctx context.Context, old string) (string, []provider, error) {
+	c.mu.Lock()
+	c.nodeUUID = ""
+	c.mu.Unlock()
+	node, err := c.nodeRP(ctx)
+	if err != nil || node == old {
+		return node, nil, err
+	}
+	c.log.Warn("compute node resource provider was re-created", "old", old, "new", node)
+	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	return node, devs, err
 }
 
 // listTree lists the providers in the node's tree having all traits
