@@ -114,6 +114,11 @@ func New(cfg Config, o Options) (*Engine, error) {
 // or stored (ErrAlreadyRunning, checkpoint store down, ctx cancelled): the
 // device stays reserved and the caller retries later.
 func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
+	if t.Address == "" || t.RPUUID == "" {
+		// Without its resource provider the allocation check before
+		// destructive steps would ask about nothing.
+		return nil, fmt.Errorf("clean target %q: address and resource provider UUID are required", t.Address)
+	}
 	if !e.claim(t.Address) {
 		return nil, fmt.Errorf("device %s: %w", t.Address, ErrAlreadyRunning)
 	}

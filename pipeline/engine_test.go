@@ -338,3 +338,28 @@ func TestCheckpointFailureIsNotAVerdict(t *testing.T) {
 type failingCheckpoints struct{ *MemCheckpoints }
 
 func (failingCheckpoints) StepFinished(context.Context, string, StepRecord) error { return errBoom }
+
+type failingFinish struct{ *MemCheckpoints }
+
+func (failingFinish) FinishRun(context.Context, string, Result) error { return errBoom }
+
+// A clean run whose verdict cannot be stored is not clean to the caller,
+// and the next attempt resumes the same run without repeating steps.
+func TestUnstoredVerdictIsNoVerdict(t *testing.T) {
+	h := newHarness(t, testConfig(pluginStep("a")))
+	opts := Options{Logger: slog.New(slog.DiscardHandler), Backend: h.be, Plugins: h.pr, Checkpoints: failingFinish{h.cp},
+		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })}
+	e, _ := New(testConfig(pluginStep("a")), opts)
+	if res, err := e.Clean(context.Background(), target(1)); res != nil || !errors.Is(err, errBoom) {
+		t.Fatalf("Clean = %v, %v; want no verdict", res, err)
+	}
+	if res := h.clean(t, target(1)); res.Verdict != VerdictClean || res.Attempt != 1 {
+		t.Fatalf("retry: %v attempt %d", res, res.Attempt)
+	}
+	if got := h.pr.Calls(); len(got) != 1 {
+		t.Fatalf("calls %v: the finished step ran again", got)
+	}
+	if _, err := h.e.Clean(context.Background(), Target{Address: "0000:01:00.0"}); err == nil {
+		t.Fatal("Clean without a resource provider UUID was accepted")
+	}
+}

@@ -51,8 +51,8 @@ type Matcher interface {
 	Match(caps hardware.Capabilities) (ok bool, unmet []string)
 }
 
-// ParseRequirements turns a Requires into a Matcher. It is the hardware
+// ParseRequirements turns a Requires into a Matcher with the hardware
 // package's requirement parser; an empty Requires matches everything.
-var ParseRequirements = func(r Requires) (Matcher, error) {
+func ParseRequirements(r Requires) (Matcher, error) {
 	return hardware.ParseRequirements(map[string]any(r))
 }
