@@ -40,7 +40,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 	errs := []error{}
 	var devs []ClaimDevice
 	for _, d := range alloc.Devices {
-		if err := h.burn(ctx, log, c, d); errors.Is(err, ErrNotAllocated) {
+		if err := h.burn(ctx, log, c, d); errors.Is(err, ErrNotAllocated) || errors.Is(err, ErrUnmanaged) {
 			continue
 		} else if err != nil {
 			errs = append(errs, err)
@@ -88,6 +88,9 @@ func (h *Handler) burn(ctx context.Context, log *slog.Logger, c *command.Command
 	switch {
 	case errors.Is(err, ErrNotAllocated):
 		log.Info("device freed before it could be burned; left to the reconciler", "device", d.RPName)
+		return err
+	case errors.Is(err, ErrUnmanaged):
+		log.Warn("device has a shape scour does not manage; not burned, not claimed (check its inventory: one inventory of total 1 expected)", "device", d.RPName, "error", err)
 		return err
 	case err != nil:
 		h.m.burns.WithLabelValues("error").Inc()

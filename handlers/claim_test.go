@@ -1,6 +1,9 @@
 package handlers_test
 
 import (
+	"context"
+	"fmt"
+
 	"testing"
 
 	"github.com/scour-project/scour/command"
@@ -122,4 +125,29 @@ func TestForgedDeleteForRunningInstance(t *testing.T) {
 		t.Errorf("claim = %q, want active", got)
 	}
 	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+}
+
+// Burn refusals that retrying cannot change do not fail the command: a
+// device freed meanwhile is left to the reconciler, an unmanaged shape is
+// skipped.
+func TestBurnRefusals(t *testing.T) {
+	t.Parallel()
+	for _, refusal := range []error{handlers.ErrNotAllocated, handlers.ErrUnmanaged} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 2, nil)
+			e.w.Allocate("vm-1", false, rp(1), rp(2))
+			e.p.BurnF = func(ctx context.Context, d handlers.Device) error {
+				if d.RPUUID == rp(1) {
+					return fmt.Errorf("burn %s: %w", d.RPName, refusal)
+				}
+				return e.w.Burn(ctx, d)
+			}
+			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+			all := e.c.All()
+			if len(all) != 1 || len(all[0].Devices) != 1 || all[0].Devices[0].RPUUID != rp(2) {
+				t.Errorf("claims = %+v, want one claim holding only rp-2", all)
+			}
+		})
+	}
 }

@@ -19,8 +19,17 @@ var (
 	// nobody holding the device: the instance left meanwhile, and the
 	// reconciler owns the device now.
 	ErrNotAllocated = errors.New("device is not allocated")
+	// ErrUnmanaged is what a Placement adapter wraps when a device has a
+	// shape scour does not handle (not one inventory of total 1): the
+	// device is skipped with a warning, never retried as a failure.
+	ErrUnmanaged = errors.New("device shape not managed by scour")
 )
 
+// Adapters wrap with ErrPermanent the errors retrying cannot fix (a
+// Placement 4xx other than a generation conflict, for instance for a
+// consumer id that is not a UUID), so that such a command is poisoned
+// instead of requeued forever.
+//
 // IsPermanent reports whether err must not be retried: an invalid command
 // (command.ErrInvalid) or anything wrapping ErrPermanent.
 func IsPermanent(err error) bool {

@@ -116,8 +116,8 @@ func (r *Reconciler) present(ctx context.Context, d Device) bool {
 
 func (r *Reconciler) burn(ctx context.Context, d Device) error {
 	err := r.p.Burn(ctx, d)
-	if errors.Is(err, ErrNotAllocated) {
-		return nil // freed since the scan read it; the next scan sees it dirty
+	if errors.Is(err, ErrNotAllocated) || errors.Is(err, ErrUnmanaged) {
+		return nil // freed since the scan read it (the next scan sees it dirty), or not ours
 	}
 	if err != nil {
 		r.m.burns.WithLabelValues("error").Inc()
