@@ -159,4 +159,8 @@ func (r *Reconciler) fail(d Device, why string) {
 	wait += time.Duration((rand.Float64()*0.4 - 0.2) * float64(wait))
 	b.until, b.why = r.now().Add(wait), why
 	r.backoff[d.RPUUID] = b
+	select {
+	case r.rearm <- struct{}{}:
+	default:
+	}
 }

@@ -19,13 +19,17 @@ import (
 
 // clock is a settable time source shared by the handlers and the store.
 type clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu   sync.Mutex
+	t    time.Time
+	real bool // follow the wall clock (tests of the Run loop's timers)
 }
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.real {
+		return time.Now()
+	}
 	return c.t
 }
 

@@ -29,8 +29,9 @@ type Reconciler struct {
 	now     func() time.Time
 	onStuck func(Device, time.Duration)
 
-	trigger chan string // capacity 1: a full channel is the "dirty" flag
-	scanMu  sync.Mutex  // one scan at a time
+	trigger chan string   // capacity 1: a full channel is the "dirty" flag
+	rearm   chan struct{} // capacity 1: a backoff changed, recompute the timer
+	scanMu  sync.Mutex    // one scan at a time
 	wg      sync.WaitGroup
 
 	mu      sync.Mutex
@@ -55,7 +56,7 @@ type backoff struct {
 func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler {
 	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
-		trigger: make(chan string, 1), pending: map[string]queued{}, running: map[string]queued{},
+		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
 		backoff: map[string]backoff{}}
 }
 
@@ -98,6 +99,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.scan(ctx, "follow-up")
 		case <-periodic.C:
 			r.scan(ctx, "interval")
+		case <-r.rearm: // a device's backoff may now end before the timer
 		}
 		periodic.Reset(r.nextDelay())
 	}

@@ -1,0 +1,83 @@
+package handlers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/handlers"
+)
+
+// run starts the reconciler loop and returns its stop function.
+func (e *env) run() func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.r.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// The follow-up scan finds a device whose last allocation (a migration's)
+// went away after the move's notification, with no further trigger.
+func TestFollowUpScan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) {
+		c.FollowUpDelay = 30 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	})
+	e.w.Allocate("vm-1", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 })
+	e.w.Move("vm-1", "mig-1", rp(1))
+	e.handle(cmd(command.KindMoveSource, "instance.live_migration_post.end", "vm-1"))
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 2 })
+	e.w.Free("mig-1") // Nova drops the migration allocation a moment later
+	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	if got := e.w.Count("scan", ""); got != 3 {
+		t.Errorf("scans = %d, want 3 (start, triggered, follow-up)", got)
+	}
+}
+
+// The periodic scan alone cleans a device whose notifications were all lost.
+func TestPeriodicScan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) { c.ReconcileInterval = 20 * time.Millisecond })
+	e.clock.real = true
+	e.w.Allocate("vm-1", true, rp(1))
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") >= 2 })
+	e.w.Free("vm-1") // delete.end never arrives
+	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+}
+
+// A device in backoff is retried when its backoff ends, not only at the
+// next (hour-long) interval.
+func TestBackoffEndSchedulesScan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) {
+		c.ReconcileInterval = time.Hour
+		c.BackoffBase, c.BackoffMax = 20*time.Millisecond, time.Second
+	})
+	e.clock.real = true
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	first := true
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if first {
+			first = false
+			return handlers.CleanResult{Verdict: handlers.VerdictRetryLater}, nil
+		}
+		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+	}
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+}
