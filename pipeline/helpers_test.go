@@ -25,7 +25,9 @@ type fakeRunner struct {
 	mu    sync.Mutex
 	clean map[string]func(ctx context.Context, req *plugins.Request) (*plugins.Result, error)
 	check map[string]func(ctx context.Context, req *plugins.Request) (*plugins.Result, error)
-	calls []string
+	// progress steps report each value, then succeed.
+	progress map[string][]float64
+	calls    []string
 }
 
 var _ PluginRunner = (*fakeRunner)(nil)
@@ -68,7 +70,11 @@ func (f *fakeRunner) Clean(ctx context.Context, path, _ string, req *plugins.Req
 	f.record("CLEAN " + base(path))
 	f.mu.Lock()
 	fn := f.clean[base(path)]
+	steps := f.progress[base(path)]
 	f.mu.Unlock()
+	for _, p := range steps {
+		progress(p)
+	}
 	if fn == nil {
 		progress(1)
 		return plugins.OK(nil), nil
