@@ -25,7 +25,7 @@ type Client struct {
 	sc      *gophercloud.ServiceClient
 	log     *slog.Logger
 	calls   atomic.Uint64
-	metrics *prometheus.CounterVec
+	metrics *metrics
 
 	mu       sync.Mutex
 	nodeUUID string          // compute node RP, looked up once
@@ -47,7 +47,9 @@ type options struct {
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRegisterer registers scour_placement_requests_total there.
+// WithRegisterer registers the client's metrics there
+// (scour_placement_requests_total, _last_scan_requests,
+// _scan_duration_seconds).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // New authenticates, negotiates the microversion (GET / once) and returns a
@@ -65,12 +67,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("placement config: %w", err)
 	}
 	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}}
-	c.metrics = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "scour", Subsystem: "placement", Name: "requests_total",
-		Help: "HTTP requests scour made to Placement, by method and outcome.",
-	}, []string{"method", "outcome"})
+	c.metrics = newMetrics()
 	if o.reg != nil {
-		if err := o.reg.Register(c.metrics); err != nil {
+		if err := c.metrics.register(o.reg); err != nil {
 			return nil, fmt.Errorf("placement metrics: %w", err)
 		}
 	}

@@ -271,7 +271,7 @@ func TestE2EUnreserveWithConcurrentWriters(t *testing.T) {
 			}
 		}
 	}
-	putsOK := func() float64 { return testutil.ToFloat64(c.metrics.WithLabelValues("PUT", "ok")) }
+	putsOK := func() float64 { return testutil.ToFloat64(c.metrics.requests.WithLabelValues("PUT", "ok")) }
 	okBefore := putsOK()
 
 	// 20 writers each add their own trait, generation-safely (re-PUTs bump

@@ -28,7 +28,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 	ro := &gophercloud.RequestOpts{JSONBody: body, JSONResponse: out, OkCodes: ok}
 	_, err := c.sc.Request(ctx, method, c.sc.Endpoint+path, ro) // gophercloud closes the body
 	err = classify(method, path, err)
-	c.metrics.WithLabelValues(method, outcome(err)).Inc()
+	c.metrics.requests.WithLabelValues(method, outcome(err)).Inc()
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ScanResult is one host scan.
@@ -47,6 +48,8 @@ type provider struct {
 // (inventories, allocations); plus 1 the first time to find the compute
 // node by name. Devices are read in parallel (4 at a time).
 func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
+	start := time.Now()
+	defer func() { c.metrics.scanSeconds.Observe(time.Since(start).Seconds()) }()
 	var n atomic.Int64
 	ctx = withCounter(ctx, &n)
 	node, err := c.nodeRP(ctx)
@@ -99,6 +102,7 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 		}
 		return out[i].Name < out[j].Name
 	})
+	c.metrics.scanRequests.Set(float64(n.Load()))
 	return &ScanResult{Node: c.cfg.Node, NodeUUID: node, Devices: out, Calls: int(n.Load())}, nil
 }
 

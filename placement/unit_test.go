@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/scour-project/scour/hardware"
 )
 
@@ -210,6 +212,13 @@ func TestUnreserveErrorShapes(t *testing.T) {
 			}
 			dirtyDevice(nil)(w, r)
 		}, is: ErrQuarantined, puts: 0},
+		{name: "not one-time-use", handle: func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/traits") {
+				io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["COMPUTE_MANAGED_PCI_DEVICE"]}`)
+				return
+			}
+			dirtyDevice(nil)(w, r)
+		}, is: ErrUnmanaged, puts: 0, contains: "no HW_PCI_ONE_TIME_USE trait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -417,5 +426,52 @@ func TestRefWithoutUUIDIsRefusedWithoutRequests(t *testing.T) {
 	}
 	if n := f.count("PUT /resource_providers") + f.count("GET /resource_providers") + f.count("GET /allocations"); n != 0 {
 		t.Errorf("%d requests made for bad references", n)
+	}
+}
+
+func TestScanMetrics(t *testing.T) {
+	t.Parallel()
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Query().Get("name") != "":
+			io.WriteString(w, `{"resource_providers": [{"uuid": "node-1", "name": "cn_1"}]}`)
+		case strings.Contains(r.URL.Query().Get("required"), DefaultQuarantineTrait):
+			io.WriteString(w, `{"resource_providers": []}`)
+		case r.URL.Path == "/resource_providers":
+			io.WriteString(w, `{"resource_providers": [
+			  {"uuid": "d1", "name": "cn_1_0000:81:00.0"}, {"uuid": "d2", "name": "cn_1_0000:82:00.0"}]}`)
+		default:
+			dirtyDevice(nil)(w, r)
+		}
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	cfg := unitConfig(startFake(t, f).URL)
+	c, err := New(context.Background(), cfg, WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Devices) != 2 || res.Devices[0].State != StateDirty || res.Calls != 7 {
+		t.Fatalf("scan: %d devices, calls %d: %+v", len(res.Devices), res.Calls, res.Devices)
+	}
+	want := `
+# HELP scour_placement_last_scan_requests Placement requests the last host scan made (2 + 2 per device once the node is known).
+# TYPE scour_placement_last_scan_requests gauge
+scour_placement_last_scan_requests 7
+# HELP scour_placement_requests_total HTTP requests scour made to Placement, by method and outcome (ok, conflict, HTTP status, error).
+# TYPE scour_placement_requests_total counter
+scour_placement_requests_total{method="GET",outcome="ok"} 8
+scour_placement_requests_total{method="PUT",outcome="ok"} 1
+`
+	// GET / (negotiation) + 7 scan GETs; PUT /traits/<quarantine trait>.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"scour_placement_last_scan_requests", "scour_placement_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if c.Calls() != 9 {
+		t.Errorf("Calls() = %d, want 9", c.Calls())
 	}
 }

@@ -32,6 +32,10 @@ func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
 		if slices.Contains(traits, c.cfg.QuarantineTrait) {
 			return ErrQuarantined
 		}
+		if !slices.Contains(traits, c.cfg.OneTimeUseTrait) {
+			// Scour only ever returns one-time-use devices to the pool.
+			return fmt.Errorf("%w: no %s trait", ErrUnmanaged, c.cfg.OneTimeUseTrait)
+		}
 		if inv.Inv.Reserved <= 0 {
 			c.log.Info("device already unreserved", "device", dev.Name, "rp", dev.UUID)
 			return nil
