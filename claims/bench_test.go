@@ -43,7 +43,7 @@ func BenchmarkStore(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "step"})
 					if err == nil {
-						err = s.StepFinished(ctx, run.ID, st.Seq, StepOK, "done")
+						err = s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Output: "done"})
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -18,6 +18,7 @@ type Record struct {
 	Format         string         `json:"format"`
 	SchemaVersions map[string]int `json:"schema_versions"`
 	RunID          string         `json:"run_id"`
+	Attempt        int            `json:"attempt"`
 	Host           string         `json:"host"`
 	Device         RecordDevice   `json:"device"`
 	PreviousTenant RecordTenant   `json:"previous_tenant"`
@@ -47,22 +48,29 @@ type RecordTenant struct {
 
 // RecordMethod is the pipeline and every step attempt it made.
 type RecordMethod struct {
+	Profile         string       `json:"profile,omitempty"`
 	Pipeline        string       `json:"pipeline"`
 	PipelineVersion string       `json:"pipeline_version"`
+	PlannedSteps    []string     `json:"planned_steps"`
 	Steps           []RecordStep `json:"steps"`
 }
 
 // RecordStep is one attempt of one step.
 type RecordStep struct {
-	Seq          int        `json:"seq"`
-	Name         string     `json:"name"`
-	Attempt      int        `json:"attempt"`
-	Verification bool       `json:"verification,omitempty"`
-	Outcome      string     `json:"outcome"`
-	Output       string     `json:"output,omitempty"`
-	Progress     int        `json:"progress_percent"`
-	StartedAt    time.Time  `json:"started_at"`
-	EndedAt      *time.Time `json:"ended_at"`
+	Seq          int            `json:"seq"`
+	Index        int            `json:"index"`
+	Name         string         `json:"name"`
+	Attempt      int            `json:"attempt"`
+	Optional     bool           `json:"optional,omitempty"`
+	Verification bool           `json:"verification,omitempty"`
+	Outcome      string         `json:"outcome"`
+	Output       string         `json:"output,omitempty"`
+	Code         int            `json:"code,omitempty"`
+	Details      map[string]any `json:"details,omitempty"`
+	Stderr       string         `json:"stderr,omitempty"`
+	Progress     int            `json:"progress_percent"`
+	StartedAt    time.Time      `json:"started_at"`
+	EndedAt      *time.Time     `json:"ended_at"`
 }
 
 // RecordResult is the verdict.
@@ -90,20 +98,23 @@ func (s *Store) Record(ctx context.Context, runID string) (Record, error) {
 		Format:         RecordFormat,
 		SchemaVersions: versions,
 		RunID:          run.ID,
+		Attempt:        run.Attempt,
 		Host:           run.Host,
 		Device:         RecordDevice{ResourceProvider: run.DeviceRP, PCIAddress: run.Address, Serial: run.Serial, Model: run.Model},
 		PreviousTenant: RecordTenant{InstanceUUID: run.PrevInstance, ProjectID: run.PrevProject},
-		Method:         RecordMethod{Pipeline: run.Pipeline, PipelineVersion: run.PipelineVersion, Steps: []RecordStep{}},
-		Verification:   []RecordStep{},
-		Result:         RecordResult{State: string(run.State), Summary: run.Summary},
-		TriggeredBy:    run.Trigger,
-		StartedAt:      run.StartedAt,
-		EndedAt:        run.EndedAt,
-		GeneratedAt:    s.now().UTC().Truncate(time.Microsecond),
+		Method: RecordMethod{Profile: run.Profile, Pipeline: run.Pipeline, PipelineVersion: run.PipelineVersion,
+			PlannedSteps: run.PlannedSteps, Steps: []RecordStep{}},
+		Verification: []RecordStep{},
+		Result:       RecordResult{State: string(run.State), Summary: run.Summary},
+		TriggeredBy:  run.Trigger,
+		StartedAt:    run.StartedAt,
+		EndedAt:      run.EndedAt,
+		GeneratedAt:  s.now().UTC().Truncate(time.Microsecond),
 	}
 	for _, st := range steps {
-		rs := RecordStep{Seq: st.Seq, Name: st.Name, Attempt: st.Attempt, Verification: st.Verification,
-			Outcome: string(st.Outcome), Output: st.Output, Progress: st.Progress, StartedAt: st.StartedAt, EndedAt: st.EndedAt}
+		rs := RecordStep{Seq: st.Seq, Index: st.Index, Name: st.Name, Attempt: st.Attempt, Optional: st.Optional, Verification: st.Verification,
+			Outcome: string(st.Outcome), Output: st.Output, Code: st.Code, Details: st.Details, Stderr: st.Stderr,
+			Progress: st.Progress, StartedAt: st.StartedAt, EndedAt: st.EndedAt}
 		if rs.Outcome == "" {
 			rs.Outcome = "running"
 		}

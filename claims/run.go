@@ -14,7 +14,8 @@ const (
 	RunRunning     RunState = "running"
 	RunReturned    RunState = "returned"    // every step passed; device may rejoin the pool
 	RunQuarantined RunState = "quarantined" // cleaning or verification failed; device stays reserved
-	RunAborted     RunState = "aborted"     // stopped before a verdict (e.g. allocation appeared)
+	RunAborted     RunState = "aborted"     // stopped before touching the device (e.g. allocation appeared)
+	RunFailed      RunState = "failed"      // a recoverable failure; a later run of the device retries
 )
 
 // StepOutcome is how one attempt of a step ended. An empty outcome means the
@@ -45,14 +46,19 @@ type RunStart struct {
 	Model           string
 	PrevInstance    string // UnknownTenant when the device was dirty without a claim
 	PrevProject     string
+	Profile         string   // cleaning profile that matched the device
 	Pipeline        string
 	PipelineVersion string
-	Trigger         string // who or what started it: "instance.delete.end msg 42", "scourctl clean --device ..."
+	PlannedSteps    []string // the pipeline's step names, in order, when the run opened
+	Trigger         string   // who or what started it: "instance.delete.end msg 42", "scourctl clean --device ..."
 }
 
 // Run is one cleaning of one device.
 type Run struct {
 	ID string
+	// Attempt counts the device's runs since its last returned run,
+	// this one included (1 for the first); retry budgets use it.
+	Attempt int
 	RunStart
 	State     RunState
 	Summary   string
@@ -67,6 +73,10 @@ func (r Run) Finished() bool { return r.State != RunRunning }
 type StepStart struct {
 	RunID string
 	Name  string
+	Index int // the step's position in the pipeline, from 0
+	// Optional steps may fail without blocking RunReturned; steps are
+	// required unless marked.
+	Optional bool
 	// Verification marks steps that check the result (read-back, pattern
 	// verify); the record lists them under "verification".
 	Verification bool
@@ -77,13 +87,27 @@ type Step struct {
 	RunID        string
 	Seq          int // order of attempts within the run, from 1
 	Name         string
+	Index        int // position in the pipeline (-1: recorded before schema v2)
 	Attempt      int // attempts of this step name within the run, from 1
+	Optional     bool
 	Verification bool
 	StartedAt    time.Time
 	EndedAt      *time.Time
 	Outcome      StepOutcome
-	Output       string
-	Progress     int // percent, 0..100
+	Output       string         // bounded summary (message)
+	Code         int            // the step's result code (plugin protocol), 0 when none
+	Details      map[string]any // structured result, bounded when stored
+	Stderr       string         // bounded tail of the step's diagnostics
+	Progress     int            // percent, 0..100
+}
+
+// StepResult is how an attempt ended, for StepFinished.
+type StepResult struct {
+	Outcome StepOutcome
+	Output  string
+	Code    int
+	Details map[string]any
+	Stderr  string
 }
 
 // Done reports whether the attempt completed successfully (ok or skipped).

@@ -3,23 +3,27 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 )
 
-const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, pipeline, pipeline_version,
-	triggered_by, state, summary, started_at, ended_at`
+const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, profile, pipeline, pipeline_version,
+	planned_steps, triggered_by, state, summary, started_at, ended_at`
 
 func scanRun(sc scanner) (Run, error) {
 	var r Run
-	var started string
+	var started, planned string
 	var ended sql.NullString
 	err := sc.Scan(&r.ID, &r.Host, &r.DeviceRP, &r.Address, &r.Serial, &r.Model, &r.PrevInstance, &r.PrevProject,
-		&r.Pipeline, &r.PipelineVersion, &r.Trigger, &r.State, &r.Summary, &started, &ended)
+		&r.Profile, &r.Pipeline, &r.PipelineVersion, &planned, &r.Trigger, &r.State, &r.Summary, &started, &ended)
 	if err != nil {
 		return r, err
+	}
+	if err := json.Unmarshal([]byte(planned), &r.PlannedSteps); err != nil {
+		return r, fmt.Errorf("run %s: planned_steps column: %w", r.ID, err)
 	}
 	if r.StartedAt, err = parseTS(started); err == nil {
 		r.EndedAt, err = parseNullTS(ended)
@@ -75,14 +79,23 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 		}
 		if len(open) > 0 {
 			run, resumed = open[0], true
-			return nil
+			run.Attempt, err = s.attempt(ctx, tx, run)
+			return err
 		}
 		run = Run{ID: newID(), RunStart: rs, State: RunRunning, StartedAt: s.now().UTC().Truncate(time.Microsecond)}
+		if run.PlannedSteps == nil {
+			run.PlannedSteps = []string{}
+		}
 		resumed = false
+		planned, _ := json.Marshal(run.PlannedSteps)
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL)`),
 			run.ID, rs.Host, rs.DeviceRP, rs.Address, rs.Serial, rs.Model, rs.PrevInstance, rs.PrevProject,
-			rs.Pipeline, rs.PipelineVersion, rs.Trigger, formatTS(run.StartedAt))
+			rs.Profile, rs.Pipeline, rs.PipelineVersion, string(planned), rs.Trigger, formatTS(run.StartedAt))
+		if err != nil {
+			return err
+		}
+		run.Attempt, err = s.attempt(ctx, tx, run)
 		return err
 	})
 	if err != nil {
@@ -100,7 +113,22 @@ func (s *Store) GetRun(ctx context.Context, runID string) (Run, error) {
 	if len(rs) == 0 {
 		return Run{}, fmt.Errorf("claims: cleaning run %s: %w", runID, ErrNoRun)
 	}
+	if rs[0].Attempt, err = s.attempt(ctx, s.r, rs[0]); err != nil {
+		return Run{}, fmt.Errorf("claims: cleaning run %s: %w", runID, err)
+	}
 	return rs[0], nil
+}
+
+// attempt counts the device's runs since its last returned run, up to and
+// including r.
+func (s *Store) attempt(ctx context.Context, q querier, r Run) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM cleaning_runs
+		WHERE host = ? AND device_rp = ? AND (started_at < ? OR (started_at = ? AND id <= ?))
+		AND started_at > COALESCE((SELECT MAX(ended_at) FROM cleaning_runs
+			WHERE host = ? AND device_rp = ? AND state = 'returned' AND ended_at <= ?), '')`),
+		r.Host, r.DeviceRP, formatTS(r.StartedAt), formatTS(r.StartedAt), r.ID, r.Host, r.DeviceRP, formatTS(r.StartedAt)).Scan(&n)
+	return n, err
 }
 
 // UnfinishedRuns returns the host's running runs; the engine resumes them
@@ -153,9 +181,9 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 // ErrRunFinished.
 func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, summary string) error {
 	switch state {
-	case RunReturned, RunQuarantined, RunAborted:
+	case RunReturned, RunQuarantined, RunAborted, RunFailed:
 	default:
-		return fmt.Errorf("claims: finish cleaning run %s: state %q is not a verdict (returned, quarantined, aborted)", runID, state)
+		return fmt.Errorf("claims: finish cleaning run %s: state %q is not a verdict (returned, quarantined, aborted, failed)", runID, state)
 	}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		run, err := s.lockRun(ctx, tx, runID)
@@ -210,13 +238,15 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, runID string) error 
 	}
 	var bad []string
 	for _, st := range steps {
-		if l := last[st.Name]; l.Seq == st.Seq && !l.Done() {
-			outcome := string(l.Outcome)
-			if outcome == "" {
-				outcome = "still running"
-			}
-			bad = append(bad, fmt.Sprintf("%s attempt %d: %s", l.Name, l.Attempt, outcome))
+		l := last[st.Name]
+		if l.Seq != st.Seq || l.Done() || (l.Optional && l.EndedAt != nil) {
+			continue
 		}
+		outcome := string(l.Outcome)
+		if outcome == "" {
+			outcome = "still running"
+		}
+		bad = append(bad, fmt.Sprintf("%s attempt %d: %s", l.Name, l.Attempt, outcome))
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotClean, strings.Join(bad, "; "))

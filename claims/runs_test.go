@@ -14,7 +14,8 @@ import (
 
 func nvmeRun() RunStart {
 	return RunStart{Host: "compute-1", DeviceRP: "rp-nvme-0", Address: "0000:81:00.0", Serial: "S4EVNX0R", Model: "Samsung PM1733",
-		PrevInstance: "inst-1", PrevProject: "proj-a", Pipeline: "nvme-sanitize", PipelineVersion: "3", Trigger: "instance.delete.end msg-9"}
+		PrevInstance: "inst-1", PrevProject: "proj-a", Profile: "nvme", Pipeline: "nvme-sanitize", PipelineVersion: "3", PlannedSteps: []string{"sanitize", "verify-zero"},
+		Trigger: "instance.delete.end msg-9"}
 }
 
 // runStep records one attempt from start to outcome, as the engine does.
@@ -28,7 +29,7 @@ func runStep(t *testing.T, s *Store, runID, name string, verify bool, outcome St
 	if err := s.StepProgress(ctx, runID, st.Seq, 50); err != nil {
 		t.Fatalf("StepProgress %s: %v", name, err)
 	}
-	if err := s.StepFinished(ctx, runID, st.Seq, outcome, output); err != nil {
+	if err := s.StepFinished(ctx, runID, st.Seq, StepResult{Outcome: outcome, Output: output}); err != nil {
 		t.Fatalf("StepFinished %s: %v", name, err)
 	}
 	return st
@@ -77,7 +78,7 @@ func TestRunCheckpointResume(t *testing.T) {
 			t.Fatalf("resumed sanitize = attempt %d seq %d, want 2 and 3", wipe2.Attempt, wipe2.Seq)
 		}
 		// The old attempt cannot be finished any more.
-		if err := s.StepFinished(ctx, run.ID, wipe.Seq, StepOK, ""); !errors.Is(err, ErrNoStep) {
+		if err := s.StepFinished(ctx, run.ID, wipe.Seq, StepResult{Outcome: StepOK}); !errors.Is(err, ErrNoStep) {
 			t.Fatalf("finishing the superseded attempt: %v, want ErrNoStep", err)
 		}
 		runStep(t, s, run.ID, "verify-zero", true, StepOK, "read back 0 non-zero blocks")
@@ -141,6 +142,22 @@ func TestFinishRunReturnedNeedsCleanSteps(t *testing.T) {
 				runStep(t, s, id, "sanitize", false, StepOK, "")
 				runStep(t, s, id, "firmware", false, StepSkipped, "no update")
 			}, true},
+			{"optional step failed", func(id string) {
+				runStep(t, s, id, "sanitize", false, StepOK, "")
+				st, err := s.StepStarted(ctx, StepStart{RunID: id, Name: "smart-log", Index: 1, Optional: true})
+				if err == nil {
+					err = s.StepFinished(ctx, id, st.Seq, StepResult{Outcome: StepFailed, Code: 101, Output: "log page unsupported"})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}, true},
+			{"optional step still running", func(id string) {
+				runStep(t, s, id, "sanitize", false, StepOK, "")
+				if _, err := s.StepStarted(ctx, StepStart{RunID: id, Name: "smart-log", Index: 1, Optional: true}); err != nil {
+					t.Fatal(err)
+				}
+			}, false},
 			{"step still running", func(id string) {
 				runStep(t, s, id, "sanitize", false, StepOK, "")
 				if _, err := s.StepStarted(ctx, StepStart{RunID: id, Name: "verify"}); err != nil {
@@ -239,9 +256,22 @@ func TestRecordExportRoundTrip(t *testing.T) {
 		clock := newFakeClock()
 		s := mustOpen(t, cfg, WithClock(clock.Now))
 		run, _, _ := s.OpenRun(ctx, nvmeRun())
-		runStep(t, s, run.ID, "sanitize", false, StepOK, "crypto erase done")
+		st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "sanitize", Index: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Output: "crypto erase done",
+			Details: map[string]any{"method": "crypto", "blocks": 1024}, Stderr: "nvme: sanitize started"}); err != nil {
+			t.Fatal(err)
+		}
 		clock.Advance(90 * time.Second)
-		runStep(t, s, run.ID, "verify-zero", true, StepOK, "0 non-zero blocks in 4096 samples")
+		st, err = s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "verify-zero", Index: 1, Verification: true})
+		if err == nil {
+			err = s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Output: "0 non-zero blocks in 4096 samples"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := s.FinishRun(ctx, run.ID, RunReturned, "clean"); err != nil {
 			t.Fatal(err)
 		}
@@ -263,12 +293,13 @@ func TestRecordExportRoundTrip(t *testing.T) {
 		t0 := newFakeClock().Now()
 		end := t0.Add(90 * time.Second)
 		want := Record{
-			Format: RecordFormat, SchemaVersions: LatestVersions(), RunID: run.ID, Host: "compute-1",
+			Format: RecordFormat, SchemaVersions: LatestVersions(), RunID: run.ID, Attempt: 1, Host: "compute-1",
 			Device:         RecordDevice{ResourceProvider: "rp-nvme-0", PCIAddress: "0000:81:00.0", Serial: "S4EVNX0R", Model: "Samsung PM1733"},
 			PreviousTenant: RecordTenant{InstanceUUID: "inst-1", ProjectID: "proj-a"},
-			Method: RecordMethod{Pipeline: "nvme-sanitize", PipelineVersion: "3", Steps: []RecordStep{
-				{Seq: 1, Name: "sanitize", Attempt: 1, Outcome: "ok", Output: "crypto erase done", Progress: 100, StartedAt: t0, EndedAt: &t0},
-				{Seq: 2, Name: "verify-zero", Attempt: 1, Verification: true, Outcome: "ok", Output: "0 non-zero blocks in 4096 samples", Progress: 100, StartedAt: end, EndedAt: &end},
+			Method: RecordMethod{Profile: "nvme", Pipeline: "nvme-sanitize", PipelineVersion: "3", PlannedSteps: []string{"sanitize", "verify-zero"}, Steps: []RecordStep{
+				{Seq: 1, Index: 0, Name: "sanitize", Attempt: 1, Outcome: "ok", Output: "crypto erase done", Code: 0,
+					Details: map[string]any{"method": "crypto", "blocks": 1024.0}, Stderr: "nvme: sanitize started", Progress: 100, StartedAt: t0, EndedAt: &t0},
+				{Seq: 2, Index: 1, Name: "verify-zero", Attempt: 1, Verification: true, Outcome: "ok", Output: "0 non-zero blocks in 4096 samples", Progress: 100, StartedAt: end, EndedAt: &end},
 			}},
 			Result:      RecordResult{State: "returned", Summary: "clean"},
 			TriggeredBy: "instance.delete.end msg-9", StartedAt: t0, EndedAt: &end, GeneratedAt: end,
@@ -388,6 +419,67 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 		clock.Advance(2 * time.Hour)
 		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
 			t.Fatalf("purge of a sealed run = %d, %v", runs, err)
+		}
+	})
+}
+
+func TestRunAttemptsCountSinceLastReturned(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		verdicts := []struct {
+			state RunState
+			want  int // Attempt of the run that gets this verdict
+		}{{RunFailed, 1}, {RunFailed, 2}, {RunReturned, 3}, {RunAborted, 1}, {RunQuarantined, 2}}
+		for i, v := range verdicts {
+			clock.Advance(time.Minute)
+			run, resumed, err := s.OpenRun(ctx, nvmeRun())
+			if err != nil || resumed || run.Attempt != v.want {
+				t.Fatalf("run %d: Attempt %d (resumed %v, %v), want %d", i, run.Attempt, resumed, err, v.want)
+			}
+			clock.Advance(time.Second)
+			if again, resumed, _ := s.OpenRun(ctx, nvmeRun()); !resumed || again.Attempt != v.want || again.Profile != "nvme" ||
+				len(again.PlannedSteps) != 2 || again.PlannedSteps[1] != "verify-zero" {
+				t.Fatalf("run %d reopened = %+v", i, again)
+			}
+			runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+			if err := s.FinishRun(ctx, run.ID, v.state, "verdict"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := s.GetRun(ctx, run.ID); got.Attempt != v.want || got.State != v.state {
+				t.Fatalf("run %d after finish = %+v", i, got)
+			}
+		}
+		other := nvmeRun()
+		other.DeviceRP = "rp-other"
+		if r, _, _ := s.OpenRun(ctx, other); r.Attempt != 1 {
+			t.Fatalf("another device's first run has Attempt %d", r.Attempt)
+		}
+	})
+}
+
+func TestStepDetailsStoredAndBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		run, _, _ := s.OpenRun(ctx, nvmeRun())
+		for i, d := range []map[string]any{{"sanitize_status": "0x0101", "passes": 1.0}, {"blob": strings.Repeat("z", 3*MaxOutputBytes)}} {
+			st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "sanitize", Index: i})
+			if err == nil {
+				err = s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepFailed, Code: 102, Details: d, Stderr: strings.Repeat("e", 10000)})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps, _ := s.Steps(ctx, run.ID)
+		if steps[0].Code != 102 || steps[0].Details["sanitize_status"] != "0x0101" || steps[0].Index != 0 || len(steps[0].Stderr) > MaxOutputBytes {
+			t.Fatalf("step 1 = %+v", steps[0])
+		}
+		tr, ok := steps[1].Details["truncated"].(string)
+		if !ok || len(tr) > MaxOutputBytes || steps[1].Index != 1 {
+			t.Fatalf("oversized details stored as %d bytes (%v)", len(tr), ok)
 		}
 	})
 }

@@ -98,7 +98,12 @@ var migrations = []migration{
 	}},
 	// v2: a finished run is sealed by the database itself, not only by
 	// this code: any UPDATE of it fails (retention DELETE still works).
-	{table: "cleaning_runs", version: 2, byDriver: map[string][]string{
+	{table: "cleaning_runs", version: 2, stmts: []string{
+		// The pipeline engine compares the stored profile and step list
+		// with its config to resume a run or close it as superseded.
+		`ALTER TABLE cleaning_runs ADD COLUMN profile TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN planned_steps TEXT NOT NULL DEFAULT '[]'`,
+	}, byDriver: map[string][]string{
 		DriverSQLite: {`CREATE TRIGGER cleaning_runs_sealed BEFORE UPDATE ON cleaning_runs
 			WHEN OLD.ended_at IS NOT NULL
 			BEGIN SELECT RAISE(ABORT, 'cleaning run is finished: its record is sealed'); END`},
@@ -116,6 +121,11 @@ var migrations = []migration{
 	{table: "cleaning_steps", version: 2, stmts: []string{
 		`ALTER TABLE cleaning_steps ADD COLUMN progress INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE cleaning_steps ADD COLUMN verification INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE cleaning_steps ADD COLUMN step_index INTEGER NOT NULL DEFAULT -1`,
+		`ALTER TABLE cleaning_steps ADD COLUMN optional INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE cleaning_steps ADD COLUMN code INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE cleaning_steps ADD COLUMN details TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_steps ADD COLUMN stderr TEXT NOT NULL DEFAULT ''`,
 		`CREATE UNIQUE INDEX cleaning_steps_attempt ON cleaning_steps (run_id, name, attempt)`,
 	}, byDriver: map[string][]string{
 		DriverSQLite: {

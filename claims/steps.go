@@ -3,10 +3,12 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 )
 
-const stepCols = `run_id, seq, name, attempt, verification, started_at, ended_at, outcome, output, progress`
+const stepCols = `run_id, seq, name, step_index, attempt, optional, verification, started_at, ended_at, outcome, output,
+	code, details, stderr, progress`
 
 func (s *Store) steps(ctx context.Context, q querier, runID string) ([]Step, error) {
 	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT `+stepCols+` FROM cleaning_steps WHERE run_id = ? ORDER BY seq`), runID)
@@ -17,13 +19,19 @@ func (s *Store) steps(ctx context.Context, q querier, runID string) ([]Step, err
 	var out []Step
 	for rows.Next() {
 		var st Step
-		var started string
+		var started, details string
 		var ended sql.NullString
-		var verif int
-		if err := rows.Scan(&st.RunID, &st.Seq, &st.Name, &st.Attempt, &verif, &started, &ended, &st.Outcome, &st.Output, &st.Progress); err != nil {
+		var verif, optional int
+		if err := rows.Scan(&st.RunID, &st.Seq, &st.Name, &st.Index, &st.Attempt, &optional, &verif, &started, &ended, &st.Outcome, &st.Output,
+			&st.Code, &details, &st.Stderr, &st.Progress); err != nil {
 			return nil, err
 		}
-		st.Verification = verif != 0
+		st.Verification, st.Optional = verif != 0, optional != 0
+		if details != "" {
+			if err := json.Unmarshal([]byte(details), &st.Details); err != nil {
+				return nil, fmt.Errorf("run %s step %d: details column: %w", runID, st.Seq, err)
+			}
+		}
 		if st.StartedAt, err = parseTS(started); err == nil {
 			st.EndedAt, err = parseNullTS(ended)
 		}
@@ -83,10 +91,11 @@ func (s *Store) StepStarted(ctx context.Context, st StepStart) (Step, error) {
 			st.Name, st.RunID).Scan(&seq, &attempt); err != nil {
 			return err
 		}
-		out = Step{RunID: st.RunID, Seq: seq, Name: st.Name, Attempt: attempt, Verification: st.Verification}
+		out = Step{RunID: st.RunID, Seq: seq, Name: st.Name, Index: st.Index, Attempt: attempt, Optional: st.Optional, Verification: st.Verification}
 		out.StartedAt, _ = parseTS(now)
 		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_steps (`+stepCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, NULL, '', '', 0)`), st.RunID, seq, st.Name, attempt, boolInt(st.Verification), now)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', 0, '', '', 0)`),
+			st.RunID, seq, st.Name, st.Index, attempt, boolInt(st.Optional), boolInt(st.Verification), now)
 		return err
 	})
 	if err != nil {
@@ -105,24 +114,40 @@ func (s *Store) StepProgress(ctx context.Context, runID string, seq, percent int
 	return nil
 }
 
-// StepFinished closes an attempt with its outcome and a bounded summary of
-// its output, committed before the caller starts the next step.
-func (s *Store) StepFinished(ctx context.Context, runID string, seq int, outcome StepOutcome, output string) error {
-	switch outcome {
+// StepFinished closes an attempt with its outcome and bounded output,
+// committed before the caller starts the next step.
+func (s *Store) StepFinished(ctx context.Context, runID string, seq int, r StepResult) error {
+	switch r.Outcome {
 	case StepOK, StepFailed, StepSkipped:
 	default:
-		return fmt.Errorf("claims: finish step %d of cleaning run %s: outcome %q is not ok, failed or skipped", seq, runID, outcome)
+		return fmt.Errorf("claims: finish step %d of cleaning run %s: outcome %q is not ok, failed or skipped", seq, runID, r.Outcome)
 	}
 	progress := "progress"
-	if outcome == StepOK {
+	if r.Outcome == StepOK {
 		progress = "100"
 	}
-	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, progress = `+progress,
-		s.stamp(), string(outcome), boundOutput(output))
+	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = `+progress,
+		s.stamp(), string(r.Outcome), boundOutput(r.Output), r.Code, boundDetails(r.Details), boundOutput(r.Stderr))
 	if err != nil {
-		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, outcome, err)
+		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, r.Outcome, err)
 	}
 	return nil
+}
+
+// boundDetails stores details as JSON, replaced by a truncated rendering
+// when it is too long to keep whole.
+func boundDetails(d map[string]any) string {
+	if len(d) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"unencodable": err.Error()})
+	}
+	if len(b) > MaxOutputBytes {
+		b, _ = json.Marshal(map[string]any{"truncated": boundOutput(string(b))})
+	}
+	return string(b)
 }
 
 func (s *Store) updateOpenStep(ctx context.Context, runID string, seq int, set string, args ...any) error {

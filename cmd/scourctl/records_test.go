@@ -27,7 +27,7 @@ func seedStore(t *testing.T) (dir string, done string) {
 	step := func(runID, name string, verify bool) {
 		st, err := s.StepStarted(ctx, claims.StepStart{RunID: runID, Name: name, Verification: verify})
 		if err == nil {
-			err = s.StepFinished(ctx, runID, st.Seq, claims.StepOK, name+" output")
+			err = s.StepFinished(ctx, runID, st.Seq, claims.StepResult{Outcome: claims.StepOK, Output: name + " output"})
 		}
 		if err != nil {
 			t.Fatal(err)
