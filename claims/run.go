@@ -46,7 +46,7 @@ type RunStart struct {
 	Model           string
 	PrevInstance    string // UnknownTenant when the device was dirty without a claim
 	PrevProject     string
-	Profile         string   // cleaning profile that matched the device
+	Profile         string // cleaning profile that matched the device
 	Pipeline        string
 	PipelineVersion string
 	PlannedSteps    []string // the pipeline's step names, in order, when the run opened
