@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 )
 
 // Real is the Backend for real hardware: a rooted sysfs plus nvme-cli,
@@ -17,6 +18,7 @@ type Real struct {
 	log      *slog.Logger
 	cfg      Config
 	declared Declared
+	logged   sync.Map // absent-capability log lines already written
 }
 
 var _ Backend = (*Real)(nil)
@@ -82,7 +84,11 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 	}
 	dev.Capabilities = dev.Capabilities.Merge(r.declared.For(addr))
 	for name, why := range dev.Absent {
-		r.log.Info("capability absent", "device", addr, "capability", name, "reason", why)
+		// Once per device, capability and reason: discovery repeats on
+		// every reconcile and would otherwise flood the log.
+		if _, seen := r.logged.LoadOrStore(string(addr)+"\x00"+name+"\x00"+why, true); !seen {
+			r.log.Info("capability absent", "device", addr, "capability", name, "reason", why)
+		}
 	}
 	return dev, nil
 }

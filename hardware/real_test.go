@@ -287,3 +287,18 @@ func TestRealDeclaredCapabilities(t *testing.T) {
 		}
 	}
 }
+
+func TestRealLogsAbsentReasonOnce(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := newTestReal(t, Config{}, fixtureRunner(t, nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	for range 3 {
+		if _, err := b.Discover(context.Background(), "0000:02:00.0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := strings.Count(logs.String(), "capability=nvme.sanitize")
+	if n != 1 {
+		t.Errorf("absent reason for nvme.sanitize logged %d times over 3 discoveries, want 1:\n%s", n, logs.String())
+	}
+}
