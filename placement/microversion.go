@@ -30,7 +30,9 @@ func (c *Client) negotiate(ctx context.Context) (string, error) {
 	sc.Microversion = ""
 	saved := c.sc
 	c.sc = &sc
-	err := c.do(ctx, http.MethodGet, "", nil, &doc, http.StatusOK)
+	err := c.retry(ctx, func(ctx context.Context) error {
+		return c.do(ctx, http.MethodGet, "", nil, &doc, http.StatusOK)
+	})
 	c.sc = saved
 	if err != nil {
 		return "", fmt.Errorf("placement: reading the version document at %s: %w", c.sc.Endpoint, err)
