@@ -34,6 +34,7 @@ profiles:
       steps:
         - {name: wear, type: nvme-wear-check}
         - {name: sanitize, type: nvme-sanitize, args: {poll: 10ms}}
+        - {name: overwrite, type: overwrite, args: {block_size: 65536, queue_depth: 4}}
         - {name: verify, type: verify, args: {mode: all}}
   - name: nvme-format
     match: {kinds: [nvme]}

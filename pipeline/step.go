@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -126,10 +127,13 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepI
 }
 
 // progressFunc reports progress to metrics at once and to checkpoints at
-// most every 5 seconds.
+// most every 5 seconds. Steps may call it from several goroutines.
 func (r *run) progressFunc(ctx context.Context, s *Step, index int) func(float64) {
+	var mu sync.Mutex
 	var last time.Time
 	return func(f float64) {
+		mu.Lock()
+		defer mu.Unlock()
 		r.e.m.progress.WithLabelValues(string(r.t.Address), s.Name).Set(f)
 		if time.Since(last) < 5*time.Second && f < 1 {
 			return

@@ -206,6 +206,7 @@ func (c *chunks) take() (off, n int64, ok bool) {
 func parallel(ctx context.Context, qd int, c *chunks, p hardware.Progress, fn func(buf []byte, off int64) error, bufs func() []byte) error {
 	var wg sync.WaitGroup
 	var once sync.Once
+	var pmu sync.Mutex // progress callbacks need not be goroutine-safe
 	var firstErr error
 	stop := make(chan struct{})
 	fail := func(err error) { once.Do(func() { firstErr = err; close(stop) }) }
@@ -233,7 +234,9 @@ func parallel(ctx context.Context, qd int, c *chunks, p hardware.Progress, fn fu
 					return
 				}
 				if p != nil {
+					pmu.Lock()
 					p(float64(c.done.Add(n)) / float64(c.size))
+					pmu.Unlock()
 				}
 			}
 		}()
