@@ -194,7 +194,9 @@ func (r *Real) nvmeController(ctx context.Context, dev *Device, p *PCIDevice) {
 			err = errors.New("nvme list does not show this device")
 		}
 	}
-	r.log.Warn("nvme list failed, using sysfs for controller and namespaces", "device", dev.Address, "err", err)
+	if _, seen := r.logged.LoadOrStore("nvme list\x00"+err.Error(), true); !seen {
+		r.log.Warn("nvme list failed, using sysfs for controller and namespaces", "device", dev.Address, "err", err)
+	}
 	if len(p.NVMeControllers) == 0 {
 		return
 	}
