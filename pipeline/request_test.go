@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// Plugins get device facts from local discovery and the caller's Placement
+// facts; their stderr lands in the step record.
+func TestPluginRequestAndStderr(t *testing.T) {
+	h := newHarness(t, testConfig(pluginStep("a", func(s *Step) { s.Args = map[string]any{"passes": 2} }), pluginStep("b")))
+	h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+		return []hardware.Media{{Path: "/dev/nvme0n1", Size: 1 << 30}}, nil
+	}
+	var got *plugins.Request
+	h.pr.clean["a"] = func(_ context.Context, req *plugins.Request) (*plugins.Result, error) {
+		got = req
+		r := plugins.OK(map[string]any{"wiped": true})
+		r.Stderr = "a says hello"
+		return r, nil
+	}
+	h.pr.clean["b"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		return nil, &plugins.Error{Code: plugins.CodePermanent, Msg: "b broke", Stderr: "b's last words"}
+	}
+	tg := target(1)
+	tg.PreviousInstance, tg.PreviousProject, tg.RPName = "inst-9", "proj-9", "host_0000:01:00.0"
+	res := h.clean(t, tg)
+	if res.Verdict != VerdictQuarantine {
+		t.Fatalf("result %v", res)
+	}
+	d := got.Device
+	if d.Address != "0000:01:00.0" || d.Kind != "nvme" || d.VendorID != "0x144d" || d.Driver != "vfio-pci" ||
+		d.Capabilities["pci.reset"] != true || len(d.Media) != 1 || d.Media[0].Path != "/dev/nvme0n1" ||
+		d.ResourceClasses[0] != "CUSTOM_NVME" {
+		t.Errorf("device %+v", d)
+	}
+	if got.Step != "a" || got.ResourceProvider.UUID != "rp-1" || got.ResourceProvider.Name != "host_0000:01:00.0" ||
+		got.Previous == nil || got.Previous.Instance != "inst-9" || got.Args["passes"] != 2 {
+		t.Errorf("request %+v", got)
+	}
+	if res.Steps[0].Stderr != "a says hello" || res.Steps[0].Details["wiped"] != true ||
+		res.Steps[1].Stderr != "b's last words" || res.Steps[1].Message != "b broke" {
+		t.Errorf("records %+v", res.Steps)
+	}
+}
