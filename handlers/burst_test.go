@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/hardware"
 	"testing"
 	"time"
 
@@ -130,4 +131,48 @@ func TestQueuedDeviceAllocatedIsDropped(t *testing.T) {
 		t.Errorf("runs for the device allocated while queued = %d, want 0", got)
 	}
 	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+}
+
+// A scan that classified a queued device as dirty, and meanwhile saw its
+// run start, does not queue it again: after that run returned it to the
+// pool, a second run would wipe an available device.
+func TestNoSecondRunFromStaleQueueEntry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, func(c *handlers.Config) { c.MaxConcurrentCleans = 1 })
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.w.Set(rp(2), func(d *handlers.Device) { d.Reserved = 1 })
+	started, release := make(chan string, 4), make(chan struct{})
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		started <- req.Device.RPUUID
+		<-release
+		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+	}
+	ctx := context.Background()
+	if err := e.r.Scan(ctx, "test"); err != nil { // rp-1 runs, rp-2 queued
+		t.Fatal(err)
+	}
+	<-started
+	hooked := false
+	e.hw.PresentF = func(_ context.Context, a hardware.Address) (bool, error) {
+		if !hooked { // between classify and enqueue: rp-1 ends, rp-2's run starts
+			hooked = true
+			release <- struct{}{}
+			if got := <-started; got != rp(2) {
+				t.Errorf("second run for %s, want rp-2", got)
+			}
+		}
+		return true, nil
+	}
+	if err := e.r.Scan(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !hooked {
+		t.Fatal("the scan did not consider the queued rp-2")
+	}
+	close(release)
+	if err := e.r.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(2, handlers.StateAvailable, 1, 1)
 }

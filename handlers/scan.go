@@ -128,9 +128,15 @@ func (r *Reconciler) burn(ctx context.Context, d Device) error {
 	return nil
 }
 
+// enqueue queues a dirty device unless a run for it started since the
+// scan classified it: that run's end drops the queue entry, and only a scan
+// after it may queue the device again (it may be available by then).
 func (r *Reconciler) enqueue(d Device, trigger string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, running := r.running[d.RPUUID]; running {
+		return
+	}
 	if q, ok := r.pending[d.RPUUID]; ok {
 		q.dev = d // keep its place and first trigger, refresh the snapshot
 		r.pending[d.RPUUID] = q
