@@ -279,3 +279,29 @@ func TestPermissionsRefused(t *testing.T) {
 		t.Errorf("plugin in group-writable dir: err %v", err)
 	}
 }
+
+// Children a plugin leaves behind when it exits are killed with its group,
+// and do not hold scour up although they keep stdout open.
+func TestLeftoverChildrenKilledOnExit(t *testing.T) {
+	dir := t.TempDir()
+	r := newRunner(t, dir, nil)
+	pidFile := filepath.Join(dir, "child.pid")
+	p := writePlugin(t, dir, "leaver", `sleep 1000 & echo $! > `+pidFile+`
+echo '{"status":"ok"}'`)
+	start := time.Now()
+	if _, err := r.Clean(context.Background(), p, "1.0", testRequest(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Clean took %v", d)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	deadline := time.Now().Add(3 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d outlived its plugin", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
