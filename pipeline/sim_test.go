@@ -21,6 +21,7 @@ func TestPipelineOnSimulator(t *testing.T) {
 			{Address: "0000:81:00.0", Kind: hardware.KindNVMe, MediaBytes: 2 << 20, SANICAP: 0b100, PercentUsed: 5},
 			{Address: "0000:82:00.0", Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b100, PercentUsed: 93},
 			{Address: "0000:83:00.0", Kind: hardware.KindNVMe, MediaBytes: 1 << 20, Driver: "vfio-pci"},
+			{Address: "0000:84:00.0", Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0},
 		}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,14 @@ profiles:
         - {name: sanitize, type: nvme-sanitize, args: {poll: 10ms}}
         - {name: overwrite, type: overwrite, args: {block_size: 65536, queue_depth: 4}}
         - {name: verify, type: verify, args: {mode: all}}
+  - name: nvme-any
+    match: {vendor_product: ["144d:*"], kinds: [nvme], resource_classes: [CUSTOM_ANY]}
+    pipeline:
+      name: nvme-any
+      steps:
+        - {name: sanitize, type: nvme-sanitize, on_unsupported: skip}
+        - {name: overwrite, type: overwrite}
+        - {name: verify, type: verify}
   - name: nvme-format
     match: {kinds: [nvme]}
     pipeline:
@@ -72,16 +81,18 @@ profiles:
 	}
 	tests := []struct {
 		addr      hardware.Address
+		rc        string
 		verdict   Verdict
 		profile   string
 		wantZeros bool
 	}{
-		{"0000:81:00.0", VerdictClean, "nvme-sanitize", true},
-		{"0000:82:00.0", VerdictQuarantine, "nvme-sanitize", false}, // worn: retired before any wipe
-		{"0000:83:00.0", VerdictClean, "nvme-format", true},         // bound to nvme for the format, then back
+		{"0000:81:00.0", "", VerdictClean, "nvme-sanitize", true},
+		{"0000:82:00.0", "", VerdictQuarantine, "nvme-sanitize", false}, // worn: retired before any wipe
+		{"0000:83:00.0", "", VerdictClean, "nvme-format", true},         // bound to nvme for the format, then back
+		{"0000:84:00.0", "CUSTOM_ANY", VerdictClean, "nvme-any", true},  // no sanitize support: skipped, overwritten
 	}
 	for _, tc := range tests {
-		res, err := e.Clean(ctx, Target{Address: tc.addr, RPUUID: "rp-" + string(tc.addr)})
+		res, err := e.Clean(ctx, Target{Address: tc.addr, RPUUID: "rp-" + string(tc.addr), ResourceClass: tc.rc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,6 +102,9 @@ profiles:
 		if res.Verdict != tc.verdict || res.Profile != tc.profile {
 			t.Errorf("%s: %s", tc.addr, res)
 			continue
+		}
+		if tc.addr == "0000:84:00.0" && states(res.Steps) != "sanitize=skipped overwrite=succeeded verify=succeeded" {
+			t.Errorf("%s: steps %s", tc.addr, states(res.Steps))
 		}
 		b := read(tc.addr)
 		if zero := len(bytes.Trim(b, "\x00")) == 0; zero != tc.wantZeros {

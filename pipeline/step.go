@@ -43,11 +43,18 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	res, err := r.withDriver(ctx, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		return r.attempts(ctx, s, &rec, impl, dev)
 	})
-	if err != nil {
+	_, isBuiltin := impl.(builtinImpl)
+	switch {
+	case err != nil && isBuiltin && plugins.CodeOf(err) == plugins.CodeUnsupported && s.OnUnsupported == OnUnsupportedSkip:
+		// Built-ins find out what the device supports when they run (after
+		// any driver binding), before touching it: on_unsupported applies.
+		rec.State, rec.Message = StepSkipped, "skipped: "+plugins.AsError(err).Msg
+		log.Info("step not run", "state", rec.State, "reason", rec.Message)
+	case err != nil:
 		pe := plugins.AsError(err)
 		rec.State, rec.Code, rec.Message, rec.Details, rec.Stderr = StepFailed, pe.Code, pe.Msg, pe.Details, pe.Stderr
 		log.Warn("step failed", "code", pe.Code, "error", pe.Msg, "attempts", rec.Attempts)
-	} else {
+	default:
 		rec.State, rec.Details, rec.Stderr, rec.Progress = StepSucceeded, res.Details, res.Stderr, 1
 		log.Info("step succeeded", "seconds", time.Since(began).Seconds())
 	}
