@@ -1,0 +1,189 @@
+// Package pipelinestore makes the claims store the pipeline engine's
+// checkpoint store (pipeline.Checkpoints) for one host: runs, step
+// checkpoints and verdicts land in cleaning_runs/cleaning_steps, so every
+// cleaning the engine does becomes an exportable record.
+package pipelinestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+)
+
+// Checkpoints implements pipeline.Checkpoints on a claims.Store.
+type Checkpoints struct {
+	Store *claims.Store
+	Host  string
+	// Trigger is recorded as the runs' triggered_by (default "pipeline engine").
+	Trigger string
+	// Optional tells which steps of a run's pipeline may fail without
+	// blocking a clean verdict (the pipeline config's required: false).
+	// Nil treats every step as required; then a clean verdict after a
+	// failed step is refused by the store (safety rule 1).
+	Optional func(start pipeline.RunStart, index int) bool
+}
+
+var _ pipeline.Checkpoints = (*Checkpoints)(nil)
+
+// OpenRun resumes the device's unfinished run (with its latest attempt of
+// each step) or opens a new one, naming the device's previous tenant from
+// its newest claim.
+func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
+	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
+		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger}
+	if rs.Trigger == "" {
+		rs.Trigger = "pipeline engine"
+	}
+	if rs.DeviceRP != "" {
+		prev, ok, err := c.Store.LastClaimForDevice(ctx, c.Host, rs.DeviceRP)
+		if err != nil {
+			return pipeline.Run{}, nil, err
+		}
+		if ok {
+			rs.PrevInstance, rs.PrevProject = prev.InstanceUUID, prev.ProjectID
+		}
+	}
+	run, resumed, err := c.Store.OpenRun(ctx, rs)
+	if err != nil {
+		return pipeline.Run{}, nil, err
+	}
+	version, _ := strconv.Atoi(run.PipelineVersion)
+	out := pipeline.Run{ID: run.ID, Attempt: run.Attempt, Start: pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP,
+		Profile: run.Profile, Pipeline: run.Pipeline, PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt}}
+	if !resumed {
+		return out, nil, nil
+	}
+	steps, err := c.Store.Steps(ctx, run.ID)
+	if err != nil {
+		return pipeline.Run{}, nil, err
+	}
+	return out, latestPerIndex(steps), nil
+}
+
+// latestPerIndex turns attempts into the engine's one record per step.
+func latestPerIndex(steps []claims.Step) []pipeline.StepRecord {
+	pos := map[int]int{}
+	var recs []pipeline.StepRecord
+	for _, st := range steps {
+		rec := toRecord(st)
+		if i, ok := pos[st.Index]; ok {
+			recs[i] = rec
+			continue
+		}
+		pos[st.Index] = len(recs)
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+func toRecord(st claims.Step) pipeline.StepRecord {
+	rec := pipeline.StepRecord{RunID: st.RunID, Index: st.Index, Name: st.Name, Attempts: st.Attempt, Started: st.StartedAt,
+		Progress: float64(st.Progress) / 100, Code: st.Code, Message: st.Output, Details: st.Details, Stderr: st.Stderr}
+	if st.EndedAt != nil {
+		rec.Finished = *st.EndedAt
+	}
+	switch st.Outcome {
+	case claims.StepOK:
+		rec.State = pipeline.StepSucceeded
+	case claims.StepSkipped:
+		rec.State = pipeline.StepSkipped
+	case claims.StepFailed:
+		rec.State = pipeline.StepFailed
+	default: // running, or interrupted by a crash: not done, run it again
+		rec.State = pipeline.StepRunning
+	}
+	return rec
+}
+
+// StepStarted records the start of step rec.Index, committed before the
+// engine starts the step's work.
+func (c *Checkpoints) StepStarted(ctx context.Context, runID string, rec pipeline.StepRecord) error {
+	_, err := c.start(ctx, runID, rec)
+	return err
+}
+
+func (c *Checkpoints) start(ctx context.Context, runID string, rec pipeline.StepRecord) (claims.Step, error) {
+	optional := false
+	if c.Optional != nil {
+		run, err := c.Store.GetRun(ctx, runID)
+		if err != nil {
+			return claims.Step{}, err
+		}
+		version, _ := strconv.Atoi(run.PipelineVersion)
+		optional = c.Optional(pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile,
+			Pipeline: run.Pipeline, PipelineVersion: version, Steps: run.PlannedSteps}, rec.Index)
+	}
+	return c.Store.StepStarted(ctx, claims.StepStart{RunID: runID, Name: rec.Name, Index: rec.Index, Optional: optional})
+}
+
+// openAttempt finds the open attempt of step index in the run.
+func (c *Checkpoints) openAttempt(ctx context.Context, runID string, index int) (claims.Step, bool, error) {
+	steps, err := c.Store.Steps(ctx, runID)
+	if err != nil {
+		return claims.Step{}, false, err
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].EndedAt == nil && steps[i].Index == index {
+			return steps[i], true, nil
+		}
+	}
+	return claims.Step{}, false, nil
+}
+
+// StepProgress records the open attempt's progress (fraction 0..1).
+func (c *Checkpoints) StepProgress(ctx context.Context, runID string, step int, fraction float64) error {
+	st, ok, err := c.openAttempt(ctx, runID, step)
+	if err != nil || !ok {
+		return err // no open attempt: progress of a finished step is moot
+	}
+	return c.Store.StepProgress(ctx, runID, st.Seq, int(fraction*100+0.5))
+}
+
+// StepFinished records the step's outcome. A step the engine decided
+// without starting it (unsupported, skipped) gets an attempt opened and
+// closed here.
+func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeline.StepRecord) error {
+	var outcome claims.StepOutcome
+	switch rec.State {
+	case pipeline.StepSucceeded:
+		outcome = claims.StepOK
+	case pipeline.StepSkipped:
+		outcome = claims.StepSkipped
+	case pipeline.StepFailed:
+		outcome = claims.StepFailed
+	default:
+		return fmt.Errorf("pipelinestore: step %s of run %s finished in state %q", rec.Name, runID, rec.State)
+	}
+	st, ok, err := c.openAttempt(ctx, runID, rec.Index)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if st, err = c.start(ctx, runID, rec); err != nil {
+			return err
+		}
+	}
+	return c.Store.StepFinished(ctx, runID, st.Seq, claims.StepResult{Outcome: outcome, Output: rec.Message,
+		Code: rec.Code, Details: rec.Details, Stderr: rec.Stderr})
+}
+
+// FinishRun seals the run with the engine's verdict. Clean becomes
+// returned (refused by the store unless every required step succeeded);
+// retry-later becomes failed (a later run retries).
+func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.Result) error {
+	state, ok := map[pipeline.Verdict]claims.RunState{
+		pipeline.VerdictClean:      claims.RunReturned,
+		pipeline.VerdictQuarantine: claims.RunQuarantined,
+		pipeline.VerdictAborted:    claims.RunAborted,
+		pipeline.VerdictRetryLater: claims.RunFailed,
+		pipeline.VerdictNoProfile:  claims.RunFailed,
+	}[res.Verdict]
+	if !ok {
+		return errors.New("pipelinestore: unknown verdict " + string(res.Verdict))
+	}
+	return c.Store.FinishRun(ctx, runID, state, res.String())
+}
