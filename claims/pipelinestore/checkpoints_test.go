@@ -27,7 +27,9 @@ type fakePlugins struct {
 	calls []string
 }
 
-func (f *fakePlugins) Version(context.Context, string) (string, error) { return plugins.ProtocolVersion, nil }
+func (f *fakePlugins) Version(context.Context, string) (string, error) {
+	return plugins.ProtocolVersion, nil
+}
 
 func (f *fakePlugins) Check(context.Context, string, string, *plugins.Request) (*plugins.Result, error) {
 	return plugins.OK(nil), nil
