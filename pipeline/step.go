@@ -43,11 +43,8 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	res, err := r.withDriver(ctx, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		return r.attempts(ctx, s, &rec, impl, dev)
 	})
-	_, isBuiltin := impl.(builtinImpl)
 	switch {
-	case err != nil && isBuiltin && plugins.CodeOf(err) == plugins.CodeUnsupported && s.OnUnsupported == OnUnsupportedSkip:
-		// Built-ins find out what the device supports when they run (after
-		// any driver binding), before touching it: on_unsupported applies.
+	case s.OnUnsupported == OnUnsupportedSkip && refusedBeforeActing(impl, err):
 		rec.State, rec.Message = StepSkipped, "skipped: "+plugins.AsError(err).Msg
 		log.Info("step not run", "state", rec.State, "reason", rec.Message)
 	case err != nil:
@@ -190,4 +187,17 @@ func (r *run) restore(home string) error {
 		return &plugins.Error{Code: plugins.CodeTryAgainLater, Msg: fmt.Sprintf("binding %s back to %s: %v", r.t.Address, home, err)}
 	}
 	return nil
+}
+
+// refusedBeforeActing reports a built-in's own "unsupported" answer, which
+// built-ins give only before touching the device (after any driver
+// binding, so they see what the step will see). An ErrUnsupported from
+// the hardware mid-way (say the second namespace of a format) is not one:
+// the device may be half wiped, so the step fails.
+func refusedBeforeActing(impl stepImpl, err error) bool {
+	if _, ok := impl.(builtinImpl); !ok || err == nil {
+		return false
+	}
+	var pe *plugins.Error
+	return errors.As(err, &pe) && pe.Code == plugins.CodeUnsupported
 }
