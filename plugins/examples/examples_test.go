@@ -96,3 +96,18 @@ func sums(t *testing.T, ms []plugins.Media) []byte {
 	}
 	return h.Sum(nil)
 }
+
+// docs/plugins.md shows the shell example verbatim; keep them in step.
+func TestDocsShowTheShellExample(t *testing.T) {
+	script, err := os.ReadFile("shell/zero-media")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/plugins.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, script) {
+		t.Fatal("docs/plugins.md does not contain plugins/examples/shell/zero-media verbatim: copy the script into the doc")
+	}
+}
