@@ -40,6 +40,10 @@ type Config struct {
 	RecordRetention time.Duration `yaml:"record_retention"`
 }
 
+// SetDefaults fills every unset field (the config package calls it on the
+// "claims" section of scour.yaml).
+func (c *Config) SetDefaults() { c.setDefaults() }
+
 func (c *Config) setDefaults() {
 	if c.Driver == "" {
 		c.Driver = DriverSQLite

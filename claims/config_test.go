@@ -7,11 +7,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
+
+// section is what the config package requires of scour.yaml's sections.
+type section interface {
+	SetDefaults()
+	Validate() error
+}
+
+var _ section = (*Config)(nil)
 
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	var c Config
-	c.setDefaults()
+	c.SetDefaults()
 	if c.Driver != DriverSQLite || c.SQLitePath() != "/var/lib/scour/claims.sqlite" || c.ClaimExpiry != 300*time.Second || c.RecordRetention != 0 {
 		t.Fatalf("defaults = %+v (path %s)", c, c.SQLitePath())
 	}
@@ -91,5 +101,22 @@ func TestOpenErrorsNameTheDatabase(t *testing.T) {
 	_, err = Open(ctx, Config{StatePath: filepath.Join(file, "sub")})
 	if err == nil || !strings.Contains(err.Error(), "state directory") {
 		t.Fatalf("sqlite open under a file = %v", err)
+	}
+}
+
+func TestConfigFromYAML(t *testing.T) {
+	var c Config
+	doc := "driver: postgres\ndsn: postgres://scour@db:5432/scour\nclaim_expiry_time: 10m\nrecord_retention: 8760h\n"
+	if err := yaml.Unmarshal([]byte(doc), &c); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	want := Config{Driver: DriverPostgres, DSN: "postgres://scour@db:5432/scour", StatePath: DefaultStatePath, ClaimDB: DefaultClaimDB,
+		ClaimExpiry: 10 * time.Minute, RecordRetention: 365 * 24 * time.Hour}
+	if c != want {
+		t.Fatalf("YAML config = %+v, want %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
