@@ -1,6 +1,6 @@
 # Placement gate (placement/): benchmark of a host scan against a real
-# Placement. Needs SCOUR_E2E_PLACEMENT_URL; `scripts/placement-local.sh
-# start` runs one locally and prints the export line.
+# Placement: the e2e harness's container, or SCOUR_E2E_PLACEMENT_URL when set
+# (`make placement-local` runs one without containers and prints the line).
 .PHONY: bench-placement placement-local
 bench: bench-placement
 

@@ -44,8 +44,8 @@ func TestE2EPlacementDownMidCall(t *testing.T) {
 	env := testPlacement(t)
 	h := seedNode(t, env)
 	dev := h.seedDevice(devSpec{Addr: "0000:81:00.0", Reserved: 1})
-	proxy := newFlakyProxy(t, env.URL)
-	c := newE2EClient(t, testEnv{URL: proxy.URL, Token: env.Token}, h.Node)
+	proxy := newFlakyProxy(t, env.Backend)
+	c := newE2EClient(t, testEnv{URL: proxy.URL, Backend: env.Backend, Token: env.Token}, h.Node)
 	ctx := context.Background()
 
 	// Placement goes away after scour verified the device and before its

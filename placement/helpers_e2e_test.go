@@ -11,36 +11,30 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scour-project/scour/e2e/harness"
 )
 
-// testEnv is a reachable Placement with an admin token.
+// testEnv is a reachable Placement with an admin token. URL is what scour
+// talks to; Backend is Placement itself, for seeding and for assertions.
 type testEnv struct {
-	URL   string
-	Token string
+	URL     string
+	Backend string
+	Token   string
 }
 
-// testPlacement returns the Placement the integration tests use. For now it
-// reads SCOUR_E2E_PLACEMENT_URL (scripts/placement-local.sh start prints
-// it). Unset: skipped under -short, otherwise a failure, because the
-// safety properties of this package are only proven against the real thing.
+// testPlacement returns the Placement the integration tests use: the e2e
+// harness's (a shared container, or SCOUR_E2E_PLACEMENT_URL when set, e.g.
+// from `scripts/placement-local.sh start`). The harness skips under -short
+// and fails, not skips, when no container engine is available: the safety
+// properties of this package are only proven against the real thing.
 func testPlacement(t testing.TB) testEnv {
 	t.Helper()
-	u := os.Getenv("SCOUR_E2E_PLACEMENT_URL")
-	if u == "" {
-		if testing.Short() {
-			t.Skip("SCOUR_E2E_PLACEMENT_URL unset and -short: skipping the real-Placement test")
-		}
-		t.Fatal("SCOUR_E2E_PLACEMENT_URL is unset: run `scripts/placement-local.sh start` and export the line it prints (or run with -short for unit tests only)")
-	}
-	tok := os.Getenv("SCOUR_E2E_PLACEMENT_TOKEN")
-	if tok == "" {
-		tok = "admin"
-	}
-	return testEnv{URL: strings.TrimRight(u, "/"), Token: tok}
+	p := harness.StartPlacement(t)
+	return testEnv{URL: strings.TrimRight(p.URL(), "/"), Backend: strings.TrimRight(p.BackendURL(), "/"), Token: p.Token()}
 }
 
 // seedClient does not reuse connections, so the helpers work against a
@@ -74,7 +68,7 @@ func (a api) call(method, path string, body any) (int, []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, a.env.URL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, a.env.Backend+path, rd)
 	if err != nil {
 		a.t.Fatal(err)
 	}
