@@ -268,3 +268,21 @@ func (s *Step) validate(where string, pluginDirs []string) []error {
 	}
 	return errs
 }
+
+// StepOptional reports whether step index of the run's pipeline is
+// optional (required: false), for stores that refuse a clean verdict after
+// a failed required step. Unknown profiles, versions or indexes count as
+// required.
+func (c *Config) StepOptional(start RunStart, index int) bool {
+	for _, p := range c.Profiles {
+		if p.Name != start.Profile || p.Pipeline.Name != start.Pipeline || max(p.Pipeline.Version, 1) != start.PipelineVersion {
+			continue
+		}
+		if index < 0 || index >= len(p.Pipeline.Steps) {
+			return false
+		}
+		r := p.Pipeline.Steps[index].Required
+		return r != nil && !*r
+	}
+	return false
+}

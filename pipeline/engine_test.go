@@ -363,3 +363,16 @@ func TestUnstoredVerdictIsNoVerdict(t *testing.T) {
 		t.Fatal("Clean without a resource provider UUID was accepted")
 	}
 }
+
+func TestStepOptional(t *testing.T) {
+	f := false
+	cfg := testConfig(pluginStep("a"), pluginStep("b", func(s *Step) { s.Required = &f }))
+	start := RunStart{Profile: "nvme", Pipeline: "wipe", PipelineVersion: 1}
+	if cfg.StepOptional(start, 0) || !cfg.StepOptional(start, 1) || cfg.StepOptional(start, 2) {
+		t.Fatal("StepOptional misreads required")
+	}
+	start.PipelineVersion = 2
+	if cfg.StepOptional(start, 1) {
+		t.Fatal("a step of another pipeline version counted as optional")
+	}
+}
