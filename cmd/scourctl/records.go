@@ -37,18 +37,18 @@ Store options (every subcommand):
   --dsn DSN                  PostgreSQL connection string (central database)
 `
 
-// storeFlags is the store selection every records subcommand takes. The
+// recordsStoreFlags is the store selection every records subcommand takes. The
 // lead may later read it from scourd's configuration instead.
-type storeFlags struct{ cfg claims.Config }
+type recordsStoreFlags struct{ cfg claims.Config }
 
-func (sf *storeFlags) register(fs *flag.FlagSet) {
+func (sf *recordsStoreFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&sf.cfg.Driver, "driver", "", "store driver: sqlite or postgres")
 	fs.StringVar(&sf.cfg.StatePath, "state-path", claims.DefaultStatePath, "scour state directory (state_path)")
 	fs.StringVar(&sf.cfg.ClaimDB, "db", claims.DefaultClaimDB, "sqlite file (claim_db), relative to --state-path")
 	fs.StringVar(&sf.cfg.DSN, "dsn", "", "PostgreSQL DSN (driver postgres)")
 }
 
-func (sf *storeFlags) open(ctx context.Context) (*claims.Store, error) {
+func (sf *recordsStoreFlags) open(ctx context.Context) (*claims.Store, error) {
 	if sf.cfg.Driver == "" && sf.cfg.DSN != "" {
 		sf.cfg.Driver = claims.DriverPostgres
 	}
@@ -73,7 +73,7 @@ func runRecords(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	err := fn(ctx, args[1:], stdout)
-	var ue usageError
+	var ue recordsUsageError
 	switch {
 	case err == nil:
 		return 0
@@ -89,24 +89,24 @@ func runRecords(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 }
 
-type usageError struct{ msg string }
+type recordsUsageError struct{ msg string }
 
-func (e usageError) Error() string { return e.msg }
+func (e recordsUsageError) Error() string { return e.msg }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
+func parseRecordsFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err.Error()}
+		return recordsUsageError{err.Error()}
 	}
 	return nil
 }
 
 func recordsList(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	var sf storeFlags
+	var sf recordsStoreFlags
 	sf.register(fs)
 	var f claims.RunFilter
 	var state string
@@ -114,7 +114,7 @@ func recordsList(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&f.Device, "device", "", "only runs of this device (resource provider uuid or PCI address)")
 	fs.StringVar(&state, "state", "", "only runs in this state (running, returned, quarantined, aborted)")
 	fs.IntVar(&f.Limit, "limit", 100, "at most this many runs, newest first (0: all)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseRecordsFlags(fs, args); err != nil {
 		return err
 	}
 	f.State = claims.RunState(state)
@@ -130,21 +130,21 @@ func recordsList(ctx context.Context, args []string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tHOST\tDEVICE RP\tADDRESS\tSTATE\tSTARTED\tENDED\tPIPELINE")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s %s\n", r.ID, r.Host, r.DeviceRP, orDash(r.Address), r.State,
-			r.StartedAt.Format(time.RFC3339), tsOrDash(r.EndedAt), r.Pipeline, r.PipelineVersion)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s %s\n", r.ID, r.Host, r.DeviceRP, recordsDash(r.Address), r.State,
+			r.StartedAt.Format(time.RFC3339), recordsTime(r.EndedAt), r.Pipeline, r.PipelineVersion)
 	}
 	return tw.Flush()
 }
 
 func recordsShow(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	var sf storeFlags
+	var sf recordsStoreFlags
 	sf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseRecordsFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError{"show needs exactly one RUN-ID"}
+		return recordsUsageError{"show needs exactly one RUN-ID"}
 	}
 	s, err := sf.open(ctx)
 	if err != nil {
@@ -161,14 +161,14 @@ func recordsShow(ctx context.Context, args []string, stdout io.Writer) error {
 
 func writeRecordText(w io.Writer, rec claims.Record) {
 	fmt.Fprintf(w, "Cleaning run %s on %s\n", rec.RunID, rec.Host)
-	fmt.Fprintf(w, "  device:      %s at %s", rec.Device.ResourceProvider, orDash(rec.Device.PCIAddress))
+	fmt.Fprintf(w, "  device:      %s at %s", rec.Device.ResourceProvider, recordsDash(rec.Device.PCIAddress))
 	if rec.Device.Model != "" || rec.Device.Serial != "" {
-		fmt.Fprintf(w, " (%s, serial %s)", orDash(rec.Device.Model), orDash(rec.Device.Serial))
+		fmt.Fprintf(w, " (%s, serial %s)", recordsDash(rec.Device.Model), recordsDash(rec.Device.Serial))
 	}
 	fmt.Fprintf(w, "\n  previous:    instance %s, project %s\n", rec.PreviousTenant.InstanceUUID, rec.PreviousTenant.ProjectID)
-	fmt.Fprintf(w, "  pipeline:    %s %s, triggered by %s\n", rec.Method.Pipeline, rec.Method.PipelineVersion, orDash(rec.TriggeredBy))
+	fmt.Fprintf(w, "  pipeline:    %s %s, triggered by %s\n", rec.Method.Pipeline, rec.Method.PipelineVersion, recordsDash(rec.TriggeredBy))
 	fmt.Fprintf(w, "  result:      %s %s\n", strings.ToUpper(rec.Result.State), rec.Result.Summary)
-	fmt.Fprintf(w, "  started:     %s\n  ended:       %s\n\n", rec.StartedAt.Format(time.RFC3339), tsOrDash(rec.EndedAt))
+	fmt.Fprintf(w, "  started:     %s\n  ended:       %s\n\n", rec.StartedAt.Format(time.RFC3339), recordsTime(rec.EndedAt))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tSTEP\tATTEMPT\tOUTCOME\tPROGRESS\tSTARTED\tENDED\tOUTPUT")
 	for _, st := range rec.Method.Steps {
@@ -181,14 +181,14 @@ func writeRecordText(w io.Writer, rec claims.Record) {
 			out = out[:57] + "..."
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%d%%\t%s\t%s\t%s\n", st.Seq, name, st.Attempt, st.Outcome, st.Progress,
-			st.StartedAt.Format(time.RFC3339), tsOrDash(st.EndedAt), out)
+			st.StartedAt.Format(time.RFC3339), recordsTime(st.EndedAt), out)
 	}
 	tw.Flush()
 }
 
 func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	var sf storeFlags
+	var sf recordsStoreFlags
 	sf.register(fs)
 	var runID, device, host string
 	var all bool
@@ -196,11 +196,11 @@ func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&device, "device", "", "export the newest finished run of this device (resource provider uuid or PCI address)")
 	fs.StringVar(&host, "host", "", "with --device: only runs on this host (PCI addresses repeat across hosts)")
 	fs.BoolVar(&all, "all", false, "with --device: every finished run, as a JSON array")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseRecordsFlags(fs, args); err != nil {
 		return err
 	}
 	if (runID == "") == (device == "") || fs.NArg() != 0 {
-		return usageError{"export needs exactly one of --run or --device"}
+		return recordsUsageError{"export needs exactly one of --run or --device"}
 	}
 	s, err := sf.open(ctx)
 	if err != nil {
@@ -223,7 +223,7 @@ func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
 		hosts[r.Host] = true
 	}
 	if len(hosts) > 1 {
-		return usageError{fmt.Sprintf("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))}
+		return recordsUsageError{fmt.Sprintf("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))}
 	}
 	var recs []claims.Record
 	var running []string
@@ -256,14 +256,14 @@ func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
 	return enc.Encode(recs)
 }
 
-func orDash(s string) string {
+func recordsDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-func tsOrDash(t *time.Time) string {
+func recordsTime(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}

@@ -3,19 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/scour-project/scour/claims"
 )
 
-// seedStore writes, through the real store, a finished cleaning of one
+// seedRecordsStore writes, through the real store, a finished cleaning of one
 // device on two hosts' worth of runs and one cleaning in progress.
-func seedStore(t *testing.T) (dir string, done string) {
+func seedRecordsStore(t *testing.T) (dir string, done string) {
 	t.Helper()
 	ctx := context.Background()
 	dir = filepath.Join(t.TempDir(), "state")
@@ -55,16 +61,16 @@ func seedStore(t *testing.T) (dir string, done string) {
 	return dir, done
 }
 
-func runCLI(args ...string) (code int, stdout, stderr string) {
+func recordsCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 
 func TestRecordsExportByDevice(t *testing.T) {
-	dir, newest := seedStore(t)
+	dir, newest := seedRecordsStore(t)
 	for _, device := range []string{"rp-nvme-0", "0000:81:00.0"} {
-		code, out, errs := runCLI("records", "export", "--state-path", dir, "--device", device)
+		code, out, errs := recordsCLI("records", "export", "--state-path", dir, "--device", device)
 		if code != 0 {
 			t.Fatalf("export --device %s: exit %d: %s", device, code, errs)
 		}
@@ -77,28 +83,28 @@ func TestRecordsExportByDevice(t *testing.T) {
 			t.Fatalf("exported record = %+v; want the newest finished run %s", rec, newest)
 		}
 	}
-	code, out, errs := runCLI("records", "export", "--state-path", dir, "--device", "rp-nvme-0", "--all")
+	code, out, errs := recordsCLI("records", "export", "--state-path", dir, "--device", "rp-nvme-0", "--all")
 	var all []claims.Record
 	if code != 0 || json.Unmarshal([]byte(out), &all) != nil || len(all) != 2 || all[0].RunID != newest {
 		t.Fatalf("export --all: exit %d, %d records, stderr %s", code, len(all), errs)
 	}
-	code, out, _ = runCLI("records", "export", "--state-path", dir, "--run", newest)
+	code, out, _ = recordsCLI("records", "export", "--state-path", dir, "--run", newest)
 	if rec, err := claims.ParseRecord([]byte(out)); code != 0 || err != nil || rec.RunID != newest {
 		t.Fatalf("export --run: exit %d, %v", code, err)
 	}
 }
 
 func TestRecordsListShowAndErrors(t *testing.T) {
-	dir, newest := seedStore(t)
-	code, out, errs := runCLI("records", "list", "--state-path", dir)
+	dir, newest := seedRecordsStore(t)
+	code, out, errs := recordsCLI("records", "list", "--state-path", dir)
 	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, newest) || !strings.Contains(out, "running") {
 		t.Fatalf("list: exit %d stderr %q\n%s", code, errs, out)
 	}
-	code, out, _ = runCLI("records", "list", "--state-path", dir, "--state", "running")
+	code, out, _ = recordsCLI("records", "list", "--state-path", dir, "--state", "running")
 	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "0000:82:00.0") {
 		t.Fatalf("list --state running:\n%s", out)
 	}
-	code, out, _ = runCLI("records", "show", "--state-path", dir, newest)
+	code, out, _ = recordsCLI("records", "show", "--state-path", dir, newest)
 	for _, want := range []string{"RETURNED clean", "sanitize", "verify-zero (verify)", "PM1733, serial S4EV", "instance inst-1, project proj-a"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("show lacks %q (exit %d):\n%s", want, code, out)
@@ -121,10 +127,63 @@ func TestRecordsListShowAndErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errs := runCLI(append([]string{"records"}, tt.args...)...)
+			code, out, errs := recordsCLI(append([]string{"records"}, tt.args...)...)
 			if code != tt.code || !strings.Contains(errs+out, tt.want) {
 				t.Fatalf("exit %d (want %d), output %q %q; want %q", code, tt.code, out, errs, tt.want)
 			}
 		})
+	}
+}
+
+// TestRecordsExportPostgres reads the central database through --dsn.
+func TestRecordsExportPostgres(t *testing.T) {
+	dsn := os.Getenv("SCOUR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("PostgreSQL unreachable and -short given: %v", err)
+		}
+		t.Fatalf("PostgreSQL unreachable (set SCOUR_TEST_POSTGRES_DSN or run with -short): %v", err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("scourctl_t%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+	sdsn := dsn + "&search_path=" + schema
+
+	ctx := context.Background()
+	if _, _, errs := recordsCLI("records", "list", "--dsn", sdsn); !strings.Contains(errs, "scour_schema") {
+		t.Fatalf("list on an empty database: %q; want it to refuse, naming scour_schema", errs)
+	}
+	s, err := claims.Open(ctx, claims.Config{Driver: claims.DriverPostgres, DSN: sdsn}, claims.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"compute-1", "compute-2"} {
+		run, _, err := s.OpenRun(ctx, claims.RunStart{Host: host, DeviceRP: "rp-" + host, Address: "0000:81:00.0", Pipeline: "nvme"})
+		if err == nil {
+			err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "sanitize failed on "+host)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	code, _, errs := recordsCLI("records", "export", "--dsn", sdsn, "--device", "0000:81:00.0")
+	if code != 2 || !strings.Contains(errs, "matches runs on 2 hosts; add --host") {
+		t.Fatalf("ambiguous address: exit %d, %s", code, errs)
+	}
+	code, out, errs := recordsCLI("records", "export", "--dsn", sdsn, "--device", "0000:81:00.0", "--host", "compute-2")
+	rec, err := claims.ParseRecord([]byte(out))
+	if code != 0 || err != nil || rec.Host != "compute-2" || rec.Result.Summary != "sanitize failed on compute-2" {
+		t.Fatalf("export --host: exit %d, %v, %s", code, err, errs)
 	}
 }
