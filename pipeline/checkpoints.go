@@ -9,10 +9,11 @@ import (
 // redoing or skipping work. The claims store implements it; MemCheckpoints
 // is the in-memory version for tests and dry tools.
 //
-// Contract: each call returns only after the change is durable. OpenRun
-// returns the device's open run (not yet finished) with its step records if
-// there is one, or creates a new run. Attempt counts runs for the device
-// since it was last clean (1 for the first).
+// Contract (checked by pipeline/checkpointstest): each call returns only
+// after the change is durable. OpenRun returns the device's open run (not
+// yet finished) with its latest record per step index if there is one, or
+// creates a new run. Attempt counts runs for the device since its last
+// clean verdict (1 for the first). Step writes to a finished run fail.
 type Checkpoints interface {
 	OpenRun(ctx context.Context, start RunStart) (Run, []StepRecord, error)
 	StepStarted(ctx context.Context, runID string, rec StepRecord) error
