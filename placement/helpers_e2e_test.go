@@ -24,6 +24,7 @@ type testEnv struct {
 	URL     string
 	Backend string
 	Token   string
+	P       *harness.Placement // the harness's Nova actions and reads
 }
 
 // testPlacement returns the Placement the integration tests use: the e2e
@@ -34,7 +35,7 @@ type testEnv struct {
 func testPlacement(t testing.TB) testEnv {
 	t.Helper()
 	p := harness.StartPlacement(t)
-	return testEnv{URL: strings.TrimRight(p.URL(), "/"), Backend: strings.TrimRight(p.BackendURL(), "/"), Token: p.Token()}
+	return testEnv{URL: strings.TrimRight(p.URL(), "/"), Backend: strings.TrimRight(p.BackendURL(), "/"), Token: p.Token(), P: p}
 }
 
 // seedClient does not reuse connections, so the helpers work against a
