@@ -24,7 +24,8 @@ type InstanceClaim struct {
 // InstanceDevices reads GET /allocations/{instance} and keeps only RPs of
 // this host's tree carrying the OTU trait (identity from this host's
 // Placement tree, never from a notification). 2 calls (+1 the first time
-// to find the compute node). Devices carry Ref, resource class and Used
+// to find the compute node, +1 when nothing of this host matched, to make
+// sure the compute node RP was not re-created). Devices carry Ref, resource class and Used
 // only: read a device with Device for its full state.
 func (c *Client) InstanceDevices(ctx context.Context, instance string) (*InstanceClaim, error) {
 	if instance == "" || strings.ContainsAny(instance, "/?#") {

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -88,14 +89,22 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 		}()
 	}
 	wg.Wait()
+	kept := out[:0]
 	for i, err := range errs {
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// Deleted between the list and the read (device removed from
+			// the device_spec): it is no longer this host's device.
+			c.log.Warn("device disappeared during the scan", "device", out[i].Name, "rp", out[i].UUID)
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("host scan of %s: %w", c.cfg.Node, devErr("read", out[i].Ref, err))
-		}
-		if out[i].State == StateUnmanaged {
+		case out[i].State == StateUnmanaged:
 			c.log.Warn("skipping device scour does not manage", "device", out[i].Name, "rp", out[i].UUID, "why", out[i].Why)
 		}
+		kept = append(kept, out[i])
 	}
+	out = kept
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Address != out[j].Address {
 			return out[i].Address < out[j].Address

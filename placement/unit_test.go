@@ -475,3 +475,33 @@ scour_placement_requests_total{method="PUT",outcome="ok"} 1
 		t.Errorf("Calls() = %d, want 9", c.Calls())
 	}
 }
+
+func TestScanDropsDeviceDeletedMidScan(t *testing.T) {
+	t.Parallel()
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Query().Get("name") != "":
+			io.WriteString(w, `{"resource_providers": [{"uuid": "node-1", "name": "cn_1"}]}`)
+		case strings.Contains(r.URL.Query().Get("required"), DefaultQuarantineTrait):
+			io.WriteString(w, `{"resource_providers": []}`)
+		case r.URL.Path == "/resource_providers":
+			io.WriteString(w, `{"resource_providers": [
+			  {"uuid": "d1", "name": "cn_1_0000:81:00.0"}, {"uuid": "gone", "name": "cn_1_0000:82:00.0"}]}`)
+		case strings.HasPrefix(r.URL.Path, "/resource_providers/gone/"):
+			placementError(404, "placement.undefined_code")(w, r)
+		default:
+			dirtyDevice(nil)(w, r)
+		}
+	}}
+	c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Devices) != 1 || res.Devices[0].UUID != "d1" {
+		t.Errorf("devices %+v, want only d1", res.Devices)
+	}
+}
