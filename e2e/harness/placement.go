@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,13 +58,16 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 	t.Helper()
 	skipShort(t)
 	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}}
+	o := collect(opts)
 	if u := os.Getenv(EnvPlacementURL); u != "" {
-		p.backend = u
+		if o.dedicated {
+			t.Skipf("e2e harness: a dedicated Placement needs container mode; %s points at an external Placement", EnvPlacementURL)
+		}
+		p.backend = strings.TrimSuffix(u, "/")
 		if tok := os.Getenv(EnvPlacementToken); tok != "" {
 			p.token = tok
 		}
 	} else {
-		o := collect(opts)
 		p.svc = acquire(t, newPlacement, "placement", o.dedicated)
 		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
 	}

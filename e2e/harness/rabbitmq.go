@@ -43,10 +43,13 @@ func rabbitReady(ctx context.Context, hostPort int) error {
 func StartRabbitMQ(t testing.TB, opts ...Option) *Broker {
 	t.Helper()
 	skipShort(t)
+	o := collect(opts)
 	if u := os.Getenv(EnvAMQPURL); u != "" {
+		if o.dedicated {
+			t.Skipf("e2e harness: a dedicated broker needs container mode; %s points at an external broker", EnvAMQPURL)
+		}
 		return &Broker{base: u, vhost: "/"}
 	}
-	o := collect(opts)
 	svc := acquire(t, newRabbitMQ, "rabbitmq", o.dedicated)
 	return &Broker{svc: svc, base: fmt.Sprintf("amqp://guest:guest@localhost:%d/", svc.hostPort), vhost: "/"}
 }
@@ -100,12 +103,14 @@ func (b *Broker) ctl(t testing.TB, args ...string) string {
 	return out
 }
 
-// CloseConnections makes the broker close every client connection, as an
-// operator's `rabbitmqctl close_all_connections` or a failover does.
+// CloseConnections makes the broker close every client connection to this
+// Broker's vhost (320 CONNECTION_FORCED), as an operator's `rabbitmqctl
+// close_all_connections` or a failover does. On the shared broker's default
+// vhost that includes other tests' connections: use a VHost.
 func (b *Broker) CloseConnections(t testing.TB) {
 	t.Helper()
 	b.needContainer(t, "CloseConnections")
-	b.ctl(t, "close_all_connections", "closed by the scour e2e harness")
+	b.ctl(t, "close_all_connections", "-p", b.vhost, "closed by the scour e2e harness")
 }
 
 // Stop stops the broker container (clients see their connections drop and

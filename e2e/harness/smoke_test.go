@@ -278,6 +278,7 @@ func TestPublishedNotificationArrivesByteIdentical(t *testing.T) {
 func TestVHostsIsolateTests(t *testing.T) {
 	t.Parallel()
 	shared := StartRabbitMQ(t)
+	shared.needContainer(t, "vhost isolation")
 	a, other := shared.VHost(t), shared.VHost(t)
 	d := consume(t, a, "versioned_notifications.info")
 	other.PublishNotification(t, Event{Type: "instance.delete.end"}, Versioned)
