@@ -24,11 +24,12 @@ packages() {
 	command -v podman >/dev/null || missing+=(podman)
 	command -v runc >/dev/null || [ -x /usr/sbin/runc ] || missing+=(runc)
 	command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+	command -v curl >/dev/null || missing+=(curl)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	echo "e2e-env: installing ${missing[*]}"
 	local t0=$SECONDS
 	sudo_ apt-get update -qq
-	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc debootstrap >/dev/null
+	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	echo "e2e-env: installed in $((SECONDS - t0))s"
 }
 
@@ -49,10 +50,23 @@ socket() {
 	return 1
 }
 
+# Remove e2e containers whose test binary is gone (killed by a timeout or
+# ^C before harness.Main could remove them); running suites keep theirs.
+reap() {
+	answers || return 0
+	podman ps -a --filter label=org.scour.e2e --format '{{.ID}} {{index .Labels "org.scour.e2e.pid"}}' 2>/dev/null |
+		while read -r id pid; do
+			if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+				podman rm -f "$id" >/dev/null 2>&1 && echo "e2e-env: removed stale container $id (owner pid ${pid:-?} gone)"
+			fi
+		done
+	return 0
+}
+
 case "$what" in
 packages) packages ;;
-socket) packages; socket ;;
+socket) packages; socket; reap ;;
 images) packages; bash scripts/e2e-images.sh ;;
-all) packages; socket; bash scripts/e2e-images.sh ;;
+all) packages; socket; reap; bash scripts/e2e-images.sh ;;
 *) echo "usage: $0 [packages|socket|images|all]" >&2; exit 2 ;;
 esac

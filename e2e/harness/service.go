@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,9 @@ func startService(ctx context.Context, s *service) error {
 		req := testcontainers.ContainerRequest{
 			Image:        s.image,
 			ExposedPorts: []string{s.port},
-			Labels:       map[string]string{"org.scour.e2e": s.kind},
+			// The owner's pid lets `make e2e-env` remove containers whose
+			// test binary died before Main could (no Ryuk here).
+			Labels: map[string]string{"org.scour.e2e": s.kind, "org.scour.e2e.pid": strconv.Itoa(os.Getpid())},
 			HostConfigModifier: func(hc *container.HostConfig) {
 				hc.PortBindings = network.PortMap{port: {{HostPort: strconv.Itoa(hp)}}}
 			},
