@@ -104,6 +104,8 @@ stop() {
 	if [ -f "$STATE/uwsgi.pid" ]; then
 		kill -INT "$(cat "$STATE/uwsgi.pid")" 2>/dev/null || true
 		rm -f "$STATE/uwsgi.pid"
+		for _ in $(seq 1 20); do port_open "$PORT" || return 0; sleep 0.5; done
+		echo "placement-local: 127.0.0.1:$PORT still open 10 s after stop" >&2
 	fi
 }
 
