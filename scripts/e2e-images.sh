@@ -33,8 +33,19 @@ for img in "$rabbit" "$placement"; do
 	esac
 done
 
+if [ "$(id -u)" != 0 ]; then
+	echo "e2e-images: debootstrap, chroot and rootful podman need root: run as root (or sudo make e2e-images)" >&2
+	exit 1
+fi
 cache=e2e/.images
 mkdir -p "$cache"
+# One build at a time per working tree (make test may run in parallel).
+exec 9>"$cache/.build.lock"
+flock 9
+if have_image "$rabbit" && have_image "$placement"; then
+	echo "e2e-images: built meanwhile by another run (recipe $hash)"
+	exit 0
+fi
 pkgs=$(grep -v '^[[:space:]]*#' e2e/images/packages | grep -v '^[[:space:]]*$' | paste -sd, -)
 mirror=$(e2e_debian_mirror)
 rootkey=$(printf '%s\n' bookworm minbase "$pkgs" | sha256sum | cut -c1-12)
