@@ -50,6 +50,11 @@ func newFaultProxy(target string) (*faultProxy, error) {
 			r.SetURL(t)
 			r.Out.Host = r.In.Host
 		},
+		// A stopped backend is an expected state in these tests: answer
+		// 502 like a load balancer would, without logging each request.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writePlacementError(w, http.StatusBadGateway)
+		},
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
