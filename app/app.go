@@ -19,11 +19,13 @@ import (
 )
 
 // Deps are the parts of the application that callers may supply. Zero
-// values get the defaults.
+// values get the defaults: with no Handler, New builds the real lifecycle
+// (claims store, Placement gate, hardware backend, pipeline engine,
+// handlers and reconciler) unless lifecycle.enabled is false.
 type Deps struct {
-	// Handler acts on the commands addressed to this host. Default: a
-	// bus.Recorder that logs and remembers them (the issue-2 stand-in
-	// until the real handlers are plugged in).
+	// Handler acts on the commands addressed to this host. Default: the
+	// lifecycle handlers, or a bus.Recorder that logs and remembers the
+	// commands when the lifecycle is disabled.
 	Handler bus.CommandHandler
 	// Metrics default to a fresh registry.
 	Metrics *metrics.Metrics
@@ -37,6 +39,9 @@ type App struct {
 	Bus     *bus.Bus
 	Handler bus.CommandHandler
 	http    *metrics.Server
+	// lifecycle is nil when the caller supplied Handler or the lifecycle
+	// is disabled (dispatch-only).
+	lifecycle *lifecycle
 }
 
 // New wires the application. It binds the HTTP listener (a busy port fails
@@ -49,23 +54,35 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.New()
 	}
-	if deps.Handler == nil {
-		deps.Handler = &bus.Recorder{Log: log}
-	}
 	log = log.With("host", cfg.Host)
+	var lc *lifecycle
+	lcCleanup := func() {}
+	switch {
+	case deps.Handler != nil:
+	case cfg.Lifecycle.Disabled():
+		deps.Handler = &bus.Recorder{Log: log}
+	default:
+		if lc, lcCleanup, err = newLifecycle(cfg, log, deps.Metrics.Registry); err != nil {
+			return nil, nil, err
+		}
+		deps.Handler = lc.intake()
+	}
 	b, err := bus.New(cfg.Bus, cfg.Host, deps.Handler, deps.Metrics, log)
 	if err != nil {
+		lcCleanup()
 		return nil, nil, err
 	}
-	a = &App{Config: cfg, Log: log, Metrics: deps.Metrics, Bus: b, Handler: deps.Handler}
+	a = &App{Config: cfg, Log: log, Metrics: deps.Metrics, Bus: b, Handler: deps.Handler, lifecycle: lc}
 	a.http, err = metrics.Listen(cfg.HTTP.Address, deps.Metrics.Handler(b.Ready))
 	if err != nil {
+		lcCleanup()
 		return nil, nil, err
 	}
 	cleanup = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = a.http.Shutdown(ctx)
+		lcCleanup()
 	}
 	return a, cleanup, nil
 }
@@ -80,7 +97,21 @@ func (a *App) Run(ctx context.Context) error {
 	go a.http.Serve(a.Log)
 	a.Log.Info("scourd starting", "version", version.Version, "node", a.Config.Node,
 		"mode", a.Config.Bus.Mode, "http", a.http.Addr())
+	lcDone := make(chan error, 1)
+	lcCtx, stopLifecycle := context.WithCancel(ctx)
+	defer stopLifecycle()
+	if a.lifecycle != nil {
+		go func() { lcDone <- a.lifecycle.run(lcCtx) }()
+	} else {
+		lcDone <- nil
+	}
 	err := a.Bus.Run(ctx)
+	// The bus stopped taking commands; in-flight cleans stop at their
+	// checkpoints and resume at the next start.
+	stopLifecycle()
+	if lcErr := <-lcDone; lcErr != nil {
+		a.Log.Error("reconciler stopped with an error", "err", lcErr)
+	}
 	switch {
 	case err != nil && ctx.Err() == nil:
 		return fmt.Errorf("bus: %w", err)

@@ -66,6 +66,7 @@ func TestPublishedNotificationIsDispatched(t *testing.T) {
 		"SCOUR_BUS_NOVA_EXCHANGE=nova-app-" + id, "SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications.app-" + id,
 		"SCOUR_BUS_EXCHANGE=scour-app-" + id, "SCOUR_BUS_HOST_QUEUE_PREFIX=scour.host.app-" + id + ".",
 		"SCOUR_BUS_POISON_QUEUE=scour.poison.app-" + id, "SCOUR_BUS_SHUTDOWN_TIMEOUT=5s",
+		"SCOUR_LIFECYCLE_ENABLED=false", // the notification path alone
 	}
 	cfg, err := config.Load("/nonexistent/scour.yaml", false, environ)
 	if err != nil {

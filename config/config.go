@@ -15,6 +15,11 @@ import (
 	"strings"
 
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 )
 
 // DefaultPath is where scourd looks for its configuration.
@@ -34,12 +39,16 @@ type Config struct {
 	HTTP HTTPConfig `yaml:"http"`
 	Bus  bus.Config `yaml:"bus"`
 
-	// Sections added by later issues go here, each owned by its package:
-	//   Placement placement.Config `yaml:"placement"`
-	//   Claims    claims.Config    `yaml:"claims"`
-	//   Hardware  hardware.Config  `yaml:"hardware"`
-	//   Pipelines pipeline.Config  `yaml:"pipelines"`
-	//   Reconcile reconcile.Config `yaml:"reconcile"`
+	// Placement is how scourd reaches Placement (placement/).
+	Placement placement.Config `yaml:"placement"`
+	// Claims is the claims and cleaning-record store (claims/).
+	Claims claims.Config `yaml:"claims"`
+	// Hardware selects discovery (real sysfs + tools, or the simulator).
+	Hardware hardware.Config `yaml:"hardware"`
+	// Pipelines are the cleaning profiles (pipeline/).
+	Pipelines pipeline.Config `yaml:"pipelines"`
+	// Lifecycle tunes the handlers and the reconciler (handlers/).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 }
 
 // Section is what every configuration section implements.
@@ -48,19 +57,30 @@ type Section interface {
 	Validate() error
 }
 
-// sections names every section by its YAML key, in documentation order.
-func (c *Config) sections() []struct {
+type section struct {
 	key string
 	s   Section
-} {
-	return []struct {
-		key string
-		s   Section
-	}{
+}
+
+// sections lists the sections to default and validate. With the
+// lifecycle disabled (a dispatch-only scourd), Placement, hardware and
+// pipelines are neither needed nor checked.
+func (c *Config) sections() []section {
+	out := []section{
 		{"log", &c.Log},
 		{"http", &c.HTTP},
 		{"bus", &c.Bus},
+		{"claims", &c.Claims},
+		{"lifecycle", &c.Lifecycle},
 	}
+	if !c.Lifecycle.Disabled() {
+		out = append(out,
+			section{"placement", &c.Placement},
+			section{"hardware", &c.Hardware},
+			section{"pipelines", &c.Pipelines},
+		)
+	}
+	return out
 }
 
 // SetDefaults fills every unset field.
@@ -71,6 +91,10 @@ func (c *Config) SetDefaults() {
 	if c.Node == "" {
 		c.Node = c.Host
 	}
+	if c.Placement.Node == "" {
+		c.Placement.Node = c.Node
+	}
+	c.Lifecycle.Host, c.Lifecycle.Node = c.Host, c.Node
 	for _, s := range c.sections() {
 		s.s.SetDefaults()
 	}
@@ -102,6 +126,12 @@ func (c Config) Redacted() Config {
 		c.Bus.URL = u.String()
 	} else {
 		c.Bus.URL = bus.Redact(c.Bus.URL)
+	}
+	if c.Placement.Token != "" {
+		c.Placement.Token = "(hidden)"
+	}
+	if c.Claims.DSN != "" {
+		c.Claims.DSN = bus.Redact(c.Claims.DSN)
 	}
 	return c
 }
@@ -157,6 +187,34 @@ func (h *HTTPConfig) SetDefaults() {
 func (h *HTTPConfig) Validate() error {
 	if !strings.Contains(h.Address, ":") {
 		return fmt.Errorf("http.address: %q is not host:port", h.Address)
+	}
+	return nil
+}
+
+// LifecycleConfig is the `lifecycle` section: the handlers' and the
+// reconciler's tuning, plus whether this scourd acts on commands at all.
+type LifecycleConfig struct {
+	// Enabled (default true) makes this scourd clean its host's devices.
+	// false runs only the notification path (dispatch, and logging of the
+	// commands addressed to this host), for a dispatch-only node.
+	Enabled         *bool `yaml:"enabled"`
+	handlers.Config `yaml:",inline"`
+}
+
+// Disabled reports an explicit enabled: false.
+func (l *LifecycleConfig) Disabled() bool { return l.Enabled != nil && !*l.Enabled }
+
+func (l *LifecycleConfig) SetDefaults() {
+	if l.Enabled == nil {
+		t := true
+		l.Enabled = &t
+	}
+	l.Config.SetDefaults()
+}
+
+func (l *LifecycleConfig) Validate() error {
+	if err := l.Config.Validate(); err != nil {
+		return fmt.Errorf("lifecycle: %w", err)
 	}
 	return nil
 }

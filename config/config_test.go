@@ -20,7 +20,7 @@ func TestExampleConfigLoads(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_HOST=cmp1"})
+	c, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_HOST=cmp1", "SCOUR_LIFECYCLE_ENABLED=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,10 @@ func TestDefaults(t *testing.T) {
 		t.Error("a required missing file is an error")
 	}
 	h, _ := os.Hostname()
-	c, _ = Load("testdata/does-not-exist.yaml", false, nil)
+	c, err = Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_LIFECYCLE_ENABLED=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if short, _, _ := strings.Cut(h, "."); c.Host != short {
 		t.Errorf("host defaults to the short hostname %q, got %q", short, c.Host)
 	}
@@ -95,5 +98,41 @@ func TestEnvVarsDocumented(t *testing.T) {
 		if !strings.Contains(string(doc), v.Name) {
 			t.Errorf("docs/configuration.md does not document %s (%s)", v.Name, v.Key)
 		}
+	}
+}
+
+// A cleaning scourd without profiles could never clean anything: that is a
+// configuration error, while a dispatch-only scourd needs none.
+func TestLifecycleNeedsPipelines(t *testing.T) {
+	t.Parallel()
+	_, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_HOST=cmp1"})
+	if err == nil || !strings.Contains(err.Error(), "pipelines.profiles") {
+		t.Fatalf("lifecycle enabled without profiles: want a pipelines.profiles error, got %v", err)
+	}
+	c, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_HOST=cmp1", "SCOUR_LIFECYCLE_ENABLED=false"})
+	if err != nil {
+		t.Fatalf("dispatch-only: %v", err)
+	}
+	if !c.Lifecycle.Disabled() || c.Placement.Node != "cmp1" {
+		t.Errorf("dispatch-only config: lifecycle %+v, placement node %q", c.Lifecycle, c.Placement.Node)
+	}
+}
+
+func TestExampleConfigSections(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../deploy/scour.yaml", true, []string{"SCOUR_HOST=cmp9", "SCOUR_PLACEMENT_TOKEN=s3cret",
+		"SCOUR_CLAIMS_DSN=postgres://scour:pw@db/scour", "SCOUR_CLAIMS_DRIVER=postgres",
+		"SCOUR_PLACEMENT_ENDPOINT=http://placement:8778"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Placement.Node != "cmp9" || c.Lifecycle.Host != "cmp9" || len(c.Pipelines.Profiles) != 2 ||
+		c.Claims.ClaimExpiry != 300*time.Second || c.Lifecycle.ReconcileInterval != 5*time.Minute {
+		t.Errorf("example sections: placement node %q, lifecycle %+v, %d profiles, claims %+v",
+			c.Placement.Node, c.Lifecycle, len(c.Pipelines.Profiles), c.Claims)
+	}
+	r := c.Redacted()
+	if strings.Contains(r.Placement.Token, "s3cret") || strings.Contains(r.Claims.DSN, "pw") {
+		t.Errorf("Redacted leaks: token %q dsn %q", r.Placement.Token, r.Claims.DSN)
 	}
 }

@@ -83,7 +83,11 @@ func envName(key string) string {
 func walk(v reflect.Value, prefix string, leaf func(key string, f reflect.Value)) {
 	t := v.Type()
 	for i := range t.NumField() {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag == "" && opts == "inline" && v.Field(i).Kind() == reflect.Struct {
+			walk(v.Field(i), prefix, leaf)
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
@@ -95,6 +99,9 @@ func walk(v reflect.Value, prefix string, leaf func(key string, f reflect.Value)
 		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(time.Duration(0)) {
 			walk(f, key, leaf)
 			continue
+		}
+		if !envSettable(f.Type()) {
+			continue // lists of objects and maps come from the file only
 		}
 		leaf(key, f)
 	}
@@ -135,7 +142,29 @@ func applyEnv(c *Config, environ []string) error {
 	return errors.Join(errs...)
 }
 
+// envSettable reports the field types an environment variable can set.
+func envSettable(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64:
+		return true
+	case reflect.Slice:
+		return t.Elem().Kind() == reflect.String
+	}
+	return false
+}
+
 func setValue(f reflect.Value, s string) error {
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		if err := setValue(p.Elem(), s); err != nil {
+			return err
+		}
+		f.Set(p)
+		return nil
+	}
 	switch {
 	case f.Type() == reflect.TypeOf(time.Duration(0)):
 		d, err := time.ParseDuration(s)
@@ -151,7 +180,7 @@ func setValue(f reflect.Value, s string) error {
 			return fmt.Errorf("not a boolean")
 		}
 		f.SetBool(b)
-	case f.Kind() == reflect.Int:
+	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			return fmt.Errorf("not an integer")

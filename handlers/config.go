@@ -11,30 +11,30 @@ import (
 type Config struct {
 	// Host is this scourd's host (routing key host.<Host>); a host-scoped
 	// command for another host is a routing bug and is poisoned.
-	Host string
+	Host string `yaml:"-"`
 	// Node is the compute node resource provider name, stored in claims.
-	Node string
+	Node string `yaml:"-"`
 	// ReconcileInterval is the period of the full scan (default 5m),
 	// jittered by ReconcileJitter (a fraction, default 0.1 = ±10%).
-	ReconcileInterval time.Duration
-	ReconcileJitter   float64
+	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
+	ReconcileJitter   float64       `yaml:"reconcile_jitter"`
 	// ScanDebounce is how long a triggered scan waits for more triggers,
 	// so a burst of releases costs one scan (default 1s).
-	ScanDebounce time.Duration
+	ScanDebounce time.Duration `yaml:"scan_debounce"`
 	// FollowUpDelay schedules one more scan after a triggered one, for
 	// allocations Nova removes shortly after its notification (a move's
 	// migration allocation). Default 30s; negative disables.
-	FollowUpDelay time.Duration
+	FollowUpDelay time.Duration `yaml:"follow_up_delay"`
 	// MaxConcurrentCleans bounds the cleaning runs this reconciler has in
 	// flight (default 4); the cleaner may bound further per profile.
-	MaxConcurrentCleans int
+	MaxConcurrentCleans int `yaml:"max_concurrent_cleans"`
 	// BackoffBase/BackoffMax bound the per-device wait after retry-later,
 	// a cleaner error or a failed Placement write (defaults 1m, 30m).
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
 	// StuckAfter: a run in flight longer than this is reported stuck
 	// (default 2h; set it above the longest pipeline's total timeout).
-	StuckAfter time.Duration
+	StuckAfter time.Duration `yaml:"stuck_after"`
 }
 
 func (c *Config) setDefaults() {
@@ -89,3 +89,6 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// SetDefaults fills every unset field (config.Section).
+func (c *Config) SetDefaults() { c.setDefaults() }

@@ -171,3 +171,6 @@ func parseValues(where string, raw RawValues, log *slog.Logger, errs *[]error) C
 	}
 	return out
 }
+
+// SetDefaults fills every unset field (config.Section).
+func (c *Config) SetDefaults() { c.setDefaults() }

@@ -286,3 +286,6 @@ func (c *Config) StepOptional(start RunStart, index int) bool {
 	}
 	return false
 }
+
+// SetDefaults fills every unset field (config.Section).
+func (c *Config) SetDefaults() { c.setDefaults() }

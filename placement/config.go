@@ -151,3 +151,6 @@ func (c *Config) Validate() error {
 }
 
 func isCustom(t string) bool { return len(t) > 7 && t[:7] == "CUSTOM_" }
+
+// SetDefaults fills every unset field (config.Section).
+func (c *Config) SetDefaults() { c.setDefaults() }

@@ -77,7 +77,7 @@ func TestExchangeMismatchExits78(t *testing.T) {
 	defer cancel()
 	code := run(ctx, []string{"--config", "../../deploy/scour.yaml"}, []string{
 		"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + url, "SCOUR_BUS_NOVA_EXCHANGE=" + nova,
-		"SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications." + nova,
+		"SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications." + nova, "SCOUR_LIFECYCLE_ENABLED=false",
 	}, &out, &errb)
 	if code != exitConfig {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitConfig, errb.String())

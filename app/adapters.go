@@ -1,0 +1,147 @@
+package app
+
+// Adapters from the real packages to the small interfaces the handlers and
+// the pipeline declare. They only translate types and error identities;
+// every safety decision stays in the package that owns it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
+)
+
+// placementGate implements handlers.Placement over placement.Client.
+type placementGate struct{ c *placement.Client }
+
+var _ handlers.Placement = placementGate{}
+
+func toHandlerDevice(d placement.Device) handlers.Device {
+	return handlers.Device{
+		RPUUID: d.UUID, RPName: d.Name, Address: d.Address,
+		ResourceClass: d.Inventory.ResourceClass,
+		Total:         d.Inventory.Total, Reserved: d.Inventory.Reserved,
+		Allocated:   d.Used > 0 || len(d.Consumers) > 0,
+		Consumers:   slices.Clone(d.Consumers),
+		Quarantined: d.Quarantined,
+		State:       handlers.DeviceState(d.State),
+	}
+}
+
+func ref(d handlers.Device) placement.Ref {
+	return placement.Ref{UUID: d.RPUUID, Name: d.RPName, Address: d.Address}
+}
+
+// gateErr gives placement's error identities their handlers names, and
+// marks as permanent what retrying cannot fix.
+func gateErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, placement.ErrAllocated):
+		return fmt.Errorf("%w: %w", handlers.ErrAllocated, err)
+	case errors.Is(err, placement.ErrNotAllocated):
+		return fmt.Errorf("%w: %w", handlers.ErrNotAllocated, err)
+	case errors.Is(err, placement.ErrUnmanaged):
+		return fmt.Errorf("%w: %w", handlers.ErrUnmanaged, err)
+	case placement.IsRecoverable(err):
+		return err
+	}
+	var api *placement.APIError
+	if errors.As(err, &api) && api.Status >= 400 && api.Status < 500 && api.Status != 409 {
+		return fmt.Errorf("%w: %w", handlers.ErrPermanent, err)
+	}
+	return err
+}
+
+func (g placementGate) ScanHost(ctx context.Context) ([]handlers.Device, error) {
+	res, err := g.c.Scan(ctx)
+	if err != nil {
+		return nil, gateErr(err)
+	}
+	out := make([]handlers.Device, 0, len(res.Devices))
+	for _, d := range res.Devices {
+		out = append(out, toHandlerDevice(d))
+	}
+	return out, nil
+}
+
+func (g placementGate) InstanceAllocations(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+	ic, err := g.c.InstanceDevices(ctx, instance)
+	if err != nil {
+		return handlers.InstanceAllocation{}, gateErr(err)
+	}
+	out := handlers.InstanceAllocation{
+		VCPU: ic.Compute["VCPU"], MemoryMB: ic.Compute["MEMORY_MB"], DiskGB: ic.Compute["DISK_GB"],
+		ProjectID: ic.ProjectID, UserID: ic.UserID,
+	}
+	for _, d := range ic.Devices {
+		out.Devices = append(out.Devices, toHandlerDevice(d))
+	}
+	return out, nil
+}
+
+func (g placementGate) Burn(ctx context.Context, d handlers.Device) error {
+	return gateErr(g.c.Burn(ctx, ref(d)))
+}
+
+func (g placementGate) Unreserve(ctx context.Context, d handlers.Device) error {
+	return gateErr(g.c.Unreserve(ctx, ref(d)))
+}
+
+func (g placementGate) Quarantine(ctx context.Context, d handlers.Device, reason string) error {
+	return gateErr(g.c.Quarantine(ctx, ref(d), reason))
+}
+
+// dirtyCheck is the pipeline's check immediately before a destructive
+// step (safety rule 2). It reads the device afresh and reports "in use"
+// unless Placement shows it exactly dirty: no allocation, no usage, and
+// still fully reserved (so a device someone un-reserved meanwhile, which
+// Nova could hand out at any moment, is not wiped either).
+type dirtyCheck struct{ c *placement.Client }
+
+var _ pipeline.AllocationChecker = dirtyCheck{}
+
+func (a dirtyCheck) HasAllocations(ctx context.Context, rpUUID string) (bool, error) {
+	d, err := a.c.Device(ctx, placement.Ref{UUID: rpUUID, Name: rpUUID})
+	if err != nil {
+		return false, err
+	}
+	inv := d.Inventory
+	dirty := d.Used == 0 && len(d.Consumers) == 0 && inv.Total > 0 && inv.Reserved >= inv.Total
+	return !dirty, nil
+}
+
+// presence implements handlers.Hardware: a device is cleaned only when
+// this host's hardware discovery finds it (safety rule 3).
+type presence struct{ be hardware.Backend }
+
+func (p presence) Present(ctx context.Context, addr hardware.Address) (bool, error) {
+	addrs, err := p.be.List(ctx)
+	if err != nil {
+		return false, fmt.Errorf("hardware discovery: %w", err)
+	}
+	return slices.Contains(addrs, addr), nil
+}
+
+// cleaner implements handlers.Cleaner over the pipeline engine. The engine
+// stores every step and seals the record (claims store) before it returns
+// a clean verdict, so the un-reserve that follows comes after the record.
+type cleaner struct{ e *pipeline.Engine }
+
+func (c cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+	res, err := c.e.Clean(ctx, pipeline.Target{
+		Address: req.Device.Address, RPUUID: req.Device.RPUUID, RPName: req.Device.RPName,
+		ResourceClass:    req.Device.ResourceClass,
+		PreviousInstance: req.PreviousInstance, PreviousProject: req.PreviousProject,
+	})
+	if err != nil {
+		return handlers.CleanResult{}, err
+	}
+	return handlers.CleanResult{Verdict: handlers.Verdict(res.Verdict), RunID: res.RunID, Detail: res.String()}, nil
+}

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/claims/handlerstore"
+	"github.com/scour-project/scour/claims/pipelinestore"
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/hardware"
+	hwbackend "github.com/scour-project/scour/hardware/backend"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
+)
+
+// setupTimeout bounds what building the lifecycle may spend talking to
+// Placement (microversion negotiation) and opening the claims store.
+const setupTimeout = time.Minute
+
+// lifecycle is the device side of scourd: Placement gate, claims store,
+// hardware backend, pipeline engine, handlers and reconciler.
+type lifecycle struct {
+	store      *claims.Store
+	placement  *placement.Client
+	hardware   hardware.Backend
+	engine     *pipeline.Engine
+	handler    *handlers.Handler
+	reconciler *handlers.Reconciler
+	log        *slog.Logger
+	retention  time.Duration
+}
+
+// newLifecycle builds the lifecycle from cfg. It opens the claims store
+// (creating or upgrading its schema) and negotiates Placement's
+// microversion; everything else waits for run.
+func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*lifecycle, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log))
+	if err != nil {
+		return nil, nil, fmt.Errorf("claims store: %w", err)
+	}
+	cleanup := func() { _ = store.Close() }
+	fail := func(err error) (*lifecycle, func(), error) { cleanup(); return nil, nil, err }
+
+	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(log), placement.WithRegisterer(reg))
+	if err != nil {
+		return fail(fmt.Errorf("placement: %w", err))
+	}
+	be, err := hwbackend.Open(cfg.Hardware, log)
+	if err != nil {
+		return fail(fmt.Errorf("hardware: %w", err))
+	}
+	pcfg := cfg.Pipelines
+	eng, err := pipeline.New(pcfg, pipeline.Options{
+		Backend: be,
+		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: cfg.Host,
+			Trigger: "scourd reconciler", Optional: pcfg.StepOptional},
+		Allocations: dirtyCheck{pc},
+		Registerer:  reg,
+		Logger:      log,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("pipelines: %w", err))
+	}
+	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
+		Placement:  placementGate{pc},
+		Claims:     &handlerstore.Claims{Store: store, Host: cfg.Host},
+		Hardware:   presence{be},
+		Cleaner:    cleaner{eng},
+		Registerer: reg,
+		Logger:     log,
+		OnStuck: func(d handlers.Device, running time.Duration) {
+			log.Error("cleaning run stuck: check the device and the pipeline's step timeouts",
+				"device", d.Address, "rp", d.RPUUID, "running", running.Round(time.Second))
+		},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("lifecycle: %w", err))
+	}
+	return &lifecycle{store: store, placement: pc, hardware: be, engine: eng, handler: h,
+		reconciler: rec, log: log, retention: cfg.Claims.RecordRetention}, cleanup, nil
+}
+
+// intake is the per-host command handler given to the bus: the handlers'
+// permanent errors become the bus's poison decisions.
+func (l *lifecycle) intake() bus.CommandHandler {
+	return bus.HandlerFunc(func(ctx context.Context, c *command.Command) error {
+		err := l.handler.Handle(ctx, c)
+		if handlers.IsPermanent(err) {
+			return bus.Permanent(err)
+		}
+		return err
+	})
+}
+
+// run drives the reconciler and the record retention until ctx ends, then
+// waits for in-flight cleans to stop at their checkpoints.
+func (l *lifecycle) run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.purgeLoop(ctx)
+	}()
+	err := l.reconciler.Run(ctx)
+	<-done
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// purgeLoop applies the record retention once an hour.
+func (l *lifecycle) purgeLoop(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if runs, cl, err := l.store.Purge(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("record retention purge failed; retried in an hour", "err", err)
+		} else if runs+cl > 0 {
+			l.log.Info("record retention purge", "runs", runs, "claims", cl)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
