@@ -57,6 +57,14 @@ func (d Decoder) Decode(body []byte) (*Event, error) {
 	if !utf8.Valid(body) {
 		return nil, decodeErr(ReasonInvalidUTF8, "", "body is not valid UTF-8")
 	}
+	if ev, ok := d.fast(body); ok {
+		return ev, nil
+	}
+	return d.slow(body)
+}
+
+// slow decodes with encoding/json and classifies every failure.
+func (d Decoder) slow(body []byte) (*Event, error) {
 	var w wire
 	if err := unmarshal(body, &w, "body"); err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ type blockDevice struct {
 		DeviceName string `json:"device_name"`
 		BootIndex  *int   `json:"boot_index"`
 	} `json:"nova_object.data"`
+	seenData bool // fast path only
 }
 
 type payload struct {
@@ -54,6 +55,12 @@ func fillPayload(ev *Event, raw json.RawMessage, sp spec) error {
 	if p.Data != nil {
 		f = p.Data
 	}
+	applyFields(ev, f)
+	return checkPayload(ev, sp)
+}
+
+// applyFields copies the payload fields scour reads into ev.
+func applyFields(ev *Event, f *instanceFields) {
 	ev.InstanceUUID = f.UUID
 	if ev.InstanceUUID == "" {
 		ev.InstanceUUID = f.InstanceID
@@ -72,6 +79,10 @@ func fillPayload(ev *Event, raw json.RawMessage, sp spec) error {
 			VolumeID: b.Data.VolumeID, DeviceName: b.Data.DeviceName, BootIndex: b.Data.BootIndex,
 		})
 	}
+}
+
+// checkPayload rejects relevant events missing what their command needs.
+func checkPayload(ev *Event, sp spec) error {
 	if ev.InstanceUUID == "" {
 		return decodeErr(ReasonMissingInstance, ev.EventType, "payload has no instance uuid (uuid / instance_id)")
 	}
