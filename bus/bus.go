@@ -57,6 +57,8 @@ type Bus struct {
 	conn   *wamqp.ConnectionWrapper
 	router *message.Router
 	dialer *dialer
+	sub    *subscriber
+	subs   int32 // subscriptions the router makes
 }
 
 // New checks cfg (SetDefaults is applied to a copy) and returns a Bus for
@@ -97,7 +99,7 @@ func (b *Bus) HostQueue() string { return b.cfg.HostQueue(b.host) }
 // Ready returns nil while connected and consuming.
 func (b *Bus) Ready() error {
 	b.mu.Lock()
-	conn, router := b.conn, b.router
+	conn, router, sub := b.conn, b.router, b.sub
 	b.mu.Unlock()
 	switch {
 	case conn == nil || router == nil:
@@ -106,6 +108,8 @@ func (b *Bus) Ready() error {
 		return errors.New("not connected to the broker (reconnecting)")
 	case !router.IsRunning() || router.IsClosed():
 		return errors.New("consumers not running")
+	case sub.consuming.Load() < b.subs:
+		return fmt.Errorf("%d of %d consumers running (re-subscribing)", sub.consuming.Load(), b.subs)
 	}
 	return nil
 }
@@ -230,12 +234,7 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 	if err != nil {
 		return nil, err
 	}
-	bld := &builder{t: b.topo, byQueue: map[string]func(channel) error{
-		b.topo.queue:      b.topo.notifications,
-		b.HostQueue():     b.topo.hostQueue,
-		b.cfg.PoisonQueue: b.topo.poison,
-	}}
-	poisonPub := newConfirmPublisher(conn, "", 1) // default exchange: topic = queue name
+	poisonPub := newConfirmPublisher(conn, "") // default exchange: topic = queue name
 	pq, err := middleware.PoisonQueueWithFilter(poisonPub, b.cfg.PoisonQueue, b.poisonFilter)
 	if err != nil {
 		return nil, err
@@ -243,10 +242,20 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 	router.AddMiddleware(pq, b.recoverer)
 	wmetrics.NewPrometheusMetricsBuilder(b.m.Registry, "scour", "watermill").AddPrometheusRouterMetrics(router)
 
-	sub, err := wamqp.NewSubscriberWithConnection(b.subscriberConfig(bld), log, conn)
-	if err != nil {
-		return nil, fmt.Errorf("subscriber: %w", err)
+	declare := map[string]func(channel) error{b.topo.queue: b.topo.notifications, b.HostQueue(): b.topo.hostQueue}
+	sub := newSubscriber(conn, b.cfg.Prefetch, b.cfg.ShutdownTimeout, func(ch channel, queue string) error {
+		if d, ok := declare[queue]; ok {
+			return d(ch)
+		}
+		return fmt.Errorf("no topology for queue %q", queue)
+	}, b.log)
+	subs := int32(b.cfg.Workers)
+	if b.cfg.Mode == ModeDispatch {
+		subs *= 2 // notifications + host queue
 	}
+	b.mu.Lock()
+	b.sub, b.subs = sub, subs
+	b.mu.Unlock()
 	switch b.cfg.Mode {
 	case ModeDirect:
 		d := &direct{b: b}
@@ -254,7 +263,7 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 			router.AddConsumerHandler(fmt.Sprintf("direct-%d", i), b.topo.queue, sub, d.handle)
 		}
 	default:
-		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, b.cfg.Workers)
+		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange)
 		d := &dispatcher{b: b, pub: cmdPub}
 		in := &intake{b: b}
 		for i := range b.cfg.Workers {

@@ -48,9 +48,11 @@ type Config struct {
 	// with the reason in the x-scour-poison-reason header.
 	PoisonQueue string `yaml:"poison_queue"`
 
-	// Prefetch is the AMQP QoS prefetch count per consumer channel.
+	// Prefetch is the AMQP QoS prefetch count per consumer channel: how
+	// many messages one consumer handles at once.
 	Prefetch int `yaml:"prefetch"`
-	// Workers is the number of concurrent consumers of each queue.
+	// Workers is the number of consumer channels per queue; at most
+	// Workers x Prefetch messages of a queue are in flight.
 	Workers int `yaml:"workers"`
 	// MaxMessageBytes bounds a notification body (larger: poisoned).
 	MaxMessageBytes int `yaml:"max_message_bytes"`
@@ -118,10 +120,10 @@ func (c *Config) SetDefaults() {
 		c.Heartbeat = 10 * time.Second
 	}
 	if c.Prefetch == 0 {
-		c.Prefetch = 16
+		c.Prefetch = 32
 	}
 	if c.Workers == 0 {
-		c.Workers = 4
+		c.Workers = 2
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20

@@ -1,0 +1,230 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	"github.com/ThreeDotsLabs/watermill/message"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// subscriber feeds the watermill router from RabbitMQ queues.
+//
+// It replaces watermill-amqp's Subscriber, which hands the router one
+// message per subscription at a time (it waits for the ack before reading
+// the next delivery): a handler that waits for a publisher confirm
+// (about 5 ms on a durable queue here) then caps a consumer at ~200
+// messages/s, and more subscriptions did not help (measured with
+// bus/benchingest). Here every delivery the prefetch window allows goes to
+// the router at once (the router runs each in its own goroutine) and is
+// acked, or nacked with requeue, when the router acks or nacks it, so
+// confirms pipeline on one channel.
+//
+// Shutdown (Close) is graceful: the consumer is cancelled so no new
+// deliveries arrive, in-flight messages get up to shutdownTimeout to finish
+// (their contexts are not cancelled before that), then the channel is
+// closed and the broker requeues whatever is still unacked.
+//
+// Each (re)subscription first runs declare for the queue on a channel of
+// its own, so after a broker restart Nova's non-durable exchange and our
+// bindings exist again.
+type subscriber struct {
+	conn            *wamqp.ConnectionWrapper
+	prefetch        int
+	shutdownTimeout time.Duration
+	declare         func(ch channel, queue string) error
+	log             *slog.Logger
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	hardStop  context.Context // cancelled shutdownTimeout after Close
+	stopHard  context.CancelFunc
+	wg        sync.WaitGroup
+	consuming atomic.Int32 // subscriptions with a live consumer
+}
+
+var _ message.Subscriber = (*subscriber)(nil)
+
+func newSubscriber(conn *wamqp.ConnectionWrapper, prefetch int, shutdown time.Duration, declare func(channel, string) error, log *slog.Logger) *subscriber {
+	hard, stop := context.WithCancel(context.Background())
+	return &subscriber{conn: conn, prefetch: prefetch, shutdownTimeout: shutdown, declare: declare, log: log,
+		closing: make(chan struct{}), hardStop: hard, stopHard: stop}
+}
+
+// Subscribe consumes queue until ctx ends or Close; the channel closes then.
+func (s *subscriber) Subscribe(ctx context.Context, queue string) (<-chan *message.Message, error) {
+	out := make(chan *message.Message)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		s.consumeLoop(ctx, queue, out)
+	}()
+	return out, nil
+}
+
+// Close stops every subscription gracefully (see the type comment).
+func (s *subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		t := time.AfterFunc(s.shutdownTimeout, s.stopHard)
+		s.wg.Wait()
+		t.Stop()
+		s.stopHard()
+	})
+	return nil
+}
+
+func (s *subscriber) stopping(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *subscriber) consumeLoop(ctx context.Context, queue string, out chan<- *message.Message) {
+	wait := 100 * time.Millisecond
+	for !s.stopping(ctx) {
+		started := time.Now()
+		err := s.consumeOnce(ctx, queue, out)
+		if s.stopping(ctx) {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			wait = 100 * time.Millisecond
+		}
+		s.log.Warn("consumer stopped; subscribing again", "queue", queue, "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		case <-s.closing:
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+var errNotConnected = errors.New("not connected to the broker")
+
+// consumeOnce declares, consumes and dispatches until the channel dies or
+// the subscriber stops.
+func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *message.Message) error {
+	if !s.conn.IsConnected() {
+		return errNotConnected
+	}
+	conn := s.conn.Connection()
+	dch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening a channel: %w", err)
+	}
+	err = s.declare(dch, queue)
+	_ = dch.Close()
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening a channel: %w", err)
+	}
+	defer ch.Close() // requeues whatever is still unacked
+	if err := ch.Qos(s.prefetch, 0, false); err != nil {
+		return fmt.Errorf("setting prefetch: %w", err)
+	}
+	tag := fmt.Sprintf("scourd-%s", watermill.NewShortUUID())
+	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", queue, err)
+	}
+	s.consuming.Add(1)
+	defer s.consuming.Add(-1)
+
+	var pending sync.WaitGroup
+	abandon := make(chan struct{}) // in-flight messages are left to the broker
+	defer func() {
+		_ = ch.Cancel(tag, false)
+		done := make(chan struct{})
+		go func() { pending.Wait(); close(done) }()
+		select { // not ctx: the router cancels it as soon as it starts closing
+		case <-done:
+		case <-s.hardStop.Done():
+		}
+		close(abandon)
+	}()
+	msgCtx := s.messageContext(ctx)
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return errors.New("channel closed by the broker or the connection dropped")
+			}
+			msg := toMessage(d)
+			msg.SetContext(msgCtx)
+			select {
+			case out <- msg:
+			case <-ctx.Done():
+				return nil
+			}
+			pending.Add(1)
+			go func() {
+				defer pending.Done()
+				select {
+				case <-msg.Acked():
+					_ = d.Ack(false)
+				case <-msg.Nacked():
+					_ = d.Nack(false, true)
+				case <-abandon:
+				}
+			}()
+		case <-ctx.Done():
+			return nil
+		case <-s.closing:
+			return nil
+		}
+	}
+}
+
+// messageContext keeps the values of ctx but is cancelled only by the hard
+// stop, so a graceful shutdown lets in-flight handlers finish.
+func (s *subscriber) messageContext(ctx context.Context) context.Context {
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	context.AfterFunc(s.hardStop, cancel)
+	return mctx
+}
+
+// toMessage converts a delivery; header values that are not strings are
+// stringified (watermill metadata is string-only, and rejecting them would
+// requeue the message forever).
+func toMessage(d amqp.Delivery) *message.Message {
+	uuid, _ := d.Headers[wamqp.DefaultMessageUUIDHeaderKey].(string)
+	if uuid == "" {
+		uuid = d.MessageId
+	}
+	if uuid == "" {
+		uuid = watermill.NewUUID()
+	}
+	msg := message.NewMessage(uuid, d.Body)
+	for k, v := range d.Headers {
+		if k == wamqp.DefaultMessageUUIDHeaderKey {
+			continue
+		}
+		if sv, ok := v.(string); ok {
+			msg.Metadata[k] = sv
+		} else {
+			msg.Metadata[k] = fmt.Sprint(v)
+		}
+	}
+	if d.Redelivered {
+		msg.Metadata.Set(wamqp.MetadataRedeliveredKey, "true")
+	}
+	return msg
+}
