@@ -1,0 +1,33 @@
+# syntax=docker/dockerfile:1
+# Scour container image: scourd (the per-host worker) and scourctl.
+#
+#   docker build -t scour:dev .            # or: podman build -t scour:dev .
+#   docker run --rm scour:dev scourd --version
+#
+# Stage 1 builds static binaries (CGO_ENABLED=0: no libc dependency, so the
+# same binary runs on any distribution the compute hosts use).
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/scour-project/scour/version.Version=${VERSION}" \
+      -o /out/ ./cmd/scourd ./cmd/scourctl
+
+# Stage 2: a small Debian base rather than an empty image, because cleaning
+# pipelines (later issues) run host tools such as nvme-cli against the
+# devices; add the tools your pipelines use here.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates nvme-cli pciutils \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/scourd /out/scourctl /usr/local/bin/
+COPY deploy/scour.yaml /etc/scour/scour.yaml
+# /metrics, /healthz, /readyz (http.address)
+EXPOSE 9464
+# scourd stops gracefully on SIGTERM within bus.shutdown_timeout.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/scourd"]
+CMD ["--config", "/etc/scour/scour.yaml"]
