@@ -140,14 +140,14 @@ func (b *Bus) Run(ctx context.Context) error {
 	go func() { done <- router.Run(context.WithoutCancel(ctx)) }()
 	select {
 	case <-router.Running():
-		b.log.Info("consuming", "mode", b.cfg.Mode, "host", b.host, "notifications_queue", b.topo.queue,
+		b.log.Info("consuming", "mode", b.cfg.Mode, "notifications_queue", b.topo.queue,
 			"host_queue", b.HostQueue(), "broker", b.redactedURL())
 	case err := <-done:
 		return fmt.Errorf("router: %w", err)
 	}
 	select {
 	case <-ctx.Done():
-		b.log.Info("shutting down: requeueing in-flight messages", "timeout", b.cfg.ShutdownTimeout)
+		b.log.Info("stopping consumers; in-flight messages may finish, the rest is requeued", "timeout", b.cfg.ShutdownTimeout)
 		cerr := router.Close()
 		<-done
 		return cerr

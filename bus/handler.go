@@ -62,7 +62,7 @@ var _ CommandHandler = (*Recorder)(nil)
 func (r *Recorder) Handle(ctx context.Context, c *command.Command) error {
 	if r.Log != nil {
 		r.Log.InfoContext(ctx, "command received", "kind", c.Kind, "scope", c.Scope, "instance", c.InstanceUUID,
-			"host", c.Host, "event", c.EventType, "request_id", c.RequestID, "message_id", c.MessageID)
+			"target", c.Host, "event", c.EventType, "request_id", c.RequestID, "message_id", c.MessageID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
