@@ -23,11 +23,13 @@ func init() {
 	})
 }
 
-const pipelineUsage = `usage: scourctl pipeline dry-run --config FILE --device ADDR [--resource-class RC]
+const pipelineUsage = `usage: scourctl pipeline dry-run [--config FILE] --device ADDR [--resource-class RC]
 
-Reads the "hardware:" and "pipelines:" sections of FILE (scour's config),
-discovers the device read-only, and prints the profile that matches (and
-why the others did not), then each step: run, skip or fail, and why.
+Reads scourd's config FILE (default /etc/scour/scour.yaml, env SCOUR_CONFIG;
+loaded and validated as scourd does) and uses its "hardware:" and
+"pipelines:" sections: discovers the device read-only, and prints the
+profile that matches (and why the others did not), then each step: run,
+skip or fail, and why.
 Nothing is written to the device and no plugin is executed.
 
 Options:
@@ -41,7 +43,8 @@ func runPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("pipeline dry-run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, pipelineUsage); fs.PrintDefaults() }
-	cfgPath := fs.String("config", "/etc/scour/scour.yaml", "scour config file")
+	var cf configFlag
+	cf.register(fs)
 	device := fs.String("device", "", "PCI address (required)")
 	rc := fs.String("resource-class", "", "the device's Placement resource class, as profiles match it")
 	rp := fs.String("rp", "", "resource provider UUID (informational)")
@@ -53,7 +56,7 @@ func runPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "scourctl pipeline dry-run: --device: %v\n", err)
 		return 2
 	}
-	doc, err := readScourConfig(*cfgPath)
+	doc, err := cf.load(false)
 	if err != nil {
 		fmt.Fprintf(stderr, "scourctl pipeline dry-run: %v\n", err)
 		return 1
@@ -66,7 +69,7 @@ func runPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	e, err := pipeline.New(doc.Pipelines, pipeline.Options{Backend: be, Checkpoints: pipeline.NewMemCheckpoints(),
 		Logger: slog.New(slog.DiscardHandler), Allocations: noAllocations{}})
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: config %s: %v\n", *cfgPath, err)
+		fmt.Fprintf(stderr, "scourctl pipeline dry-run: config %s: %v\n", cf.path, err)
 		return 1
 	}
 	plan, err := e.Plan(ctx, pipeline.Target{Address: addr, ResourceClass: *rc, RPUUID: *rp})
@@ -85,7 +88,7 @@ func (noAllocations) HasAllocations(context.Context, string) (bool, error) {
 	return false, errors.New("dry run: Placement is not consulted")
 }
 
-// scourConfig is the part of scour's config file these commands read.
+// scourConfig is the part of scour's config file `scourctl plugin` reads.
 type scourConfig struct {
 	Hardware  hardware.Config `yaml:"hardware"`
 	Pipelines pipeline.Config `yaml:"pipelines"`

@@ -30,30 +30,76 @@ const recordsUsage = `usage: scourctl records <list|show|export> [options]
 export prints one JSON document per cleaning (the newest finished one for
 the device, or with --all a JSON array of all of them).
 
-Store options (every subcommand):
+Store options (every subcommand): the "claims:" section of scourd's config,
+  --config FILE              (default /etc/scour/scour.yaml, env SCOUR_CONFIG;
+                             skipped when the default file does not exist)
+and these flags, which override it:
   --driver sqlite|postgres   (default sqlite; postgres when --dsn is given)
   --state-path DIR           scour's state_path (default /var/lib/scour)
   --db FILE                  claim_db, relative to --state-path (default claims.sqlite)
   --dsn DSN                  PostgreSQL connection string (central database)
 `
 
-// recordsStoreFlags is the store selection every records subcommand takes. The
-// lead may later read it from scourd's configuration instead.
-type recordsStoreFlags struct{ cfg claims.Config }
+// recordsStoreFlags is the store selection every records subcommand takes:
+// the claims section of scourd's config (--config), overridden by the
+// explicit store flags.
+type recordsStoreFlags struct {
+	cfg  claims.Config
+	conf configFlag
+}
 
 func (sf *recordsStoreFlags) register(fs *flag.FlagSet) {
+	sf.conf.register(fs)
 	fs.StringVar(&sf.cfg.Driver, "driver", "", "store driver: sqlite or postgres")
 	fs.StringVar(&sf.cfg.StatePath, "state-path", claims.DefaultStatePath, "scour state directory (state_path)")
 	fs.StringVar(&sf.cfg.ClaimDB, "db", claims.DefaultClaimDB, "sqlite file (claim_db), relative to --state-path")
 	fs.StringVar(&sf.cfg.DSN, "dsn", "", "PostgreSQL DSN (driver postgres)")
 }
 
+// storeConfig merges scourd's claims section with the flags given.
+func (sf *recordsStoreFlags) storeConfig() (claims.Config, error) {
+	c := sf.cfg
+	sc, err := sf.conf.load(true)
+	if err != nil {
+		return c, err
+	}
+	set := flagSet(sf.conf.fs)
+	if sc != nil {
+		base := sc.Claims
+		if set["driver"] {
+			base.Driver = c.Driver
+		}
+		if set["state-path"] {
+			base.StatePath = c.StatePath
+		}
+		if set["db"] {
+			base.ClaimDB = c.ClaimDB
+		}
+		if set["dsn"] {
+			base.DSN = c.DSN
+			if !set["driver"] {
+				base.Driver = ""
+			}
+		}
+		if set["state-path"] && !set["driver"] && !set["dsn"] {
+			// A state directory names a sqlite store.
+			base.Driver, base.DSN = claims.DriverSQLite, ""
+		}
+		c = base
+	}
+	if c.Driver == "" && c.DSN != "" {
+		c.Driver = claims.DriverPostgres
+	}
+	return c, nil
+}
+
 func (sf *recordsStoreFlags) open(ctx context.Context) (*claims.Store, error) {
-	if sf.cfg.Driver == "" && sf.cfg.DSN != "" {
-		sf.cfg.Driver = claims.DriverPostgres
+	c, err := sf.storeConfig()
+	if err != nil {
+		return nil, err
 	}
 	// scourctl only reads: it never creates or upgrades the schema.
-	return claims.Open(ctx, sf.cfg, claims.ReadOnlySchema())
+	return claims.Open(ctx, c, claims.ReadOnlySchema())
 }
 
 func runRecords(ctx context.Context, args []string, stdout, stderr io.Writer) int {
