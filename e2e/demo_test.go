@@ -282,3 +282,82 @@ func TestDemo(t *testing.T) {
 	}
 	n.say("done: boot -> delete -> dirty -> cleaning -> available, with a stored record")
 }
+
+// The operator's side of a quarantine, through scourctl against the real
+// Placement and scourd's own config file: scan shows the quarantined
+// device, unquarantine refuses a device that is not quarantined, and
+// after the cause is fixed unquarantine releases the device, which stays
+// reserved until scourd has cleaned it again.
+func TestScourctlPlacementUnquarantine(t *testing.T) {
+	t.Parallel()
+	const bad, good = "0000:81:00.0", "0000:82:00.0"
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: bad}, {Address: good}})
+	d := h.Device(bad)
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, bad)
+	h.FaultFile(t, bad, "fail", "sanitize")
+	c.Delete(t, h, inst, harness.Versioned)
+	Eventually(t, 60*time.Second, "device quarantined", func() (bool, string) {
+		return c.Quarantined(t, d), "no quarantine trait; log tail:\n" + tail(h.Logs(), 30)
+	})
+
+	out, err := scourctl(t, "placement", "scan", "--config", h.config)
+	if err != nil {
+		t.Fatalf("scourctl placement scan: %v\n%s", err, out)
+	}
+	row := func(out, addr string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 7 && f[2] == addr {
+				return f
+			}
+		}
+		t.Fatalf("no row for %s in:\n%s", addr, out)
+		return nil
+	}
+	if f := row(out, bad); f[1] != d.UUID || f[3] != "quarantined" || f[4] != "1/1" || f[5] != "-" || f[6] != "yes" {
+		t.Errorf("scan row of the quarantined device = %v\n%s", f, out)
+	}
+	if f := row(out, good); f[3] != "available" || f[4] != "0/1" || f[6] != "no" {
+		t.Errorf("scan row of the untouched device = %v\n%s", f, out)
+	}
+
+	out, err = scourctl(t, "status", "--config", h.config)
+	if err != nil {
+		t.Fatalf("scourctl status: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, bad) || !regexp.MustCompile(bad+`\s+quarantined\s+1/1\s+\S+\s+quarantined\s`).MatchString(out) {
+		t.Errorf("status does not show %s quarantined with a quarantined last run:\n%s", bad, out)
+	}
+
+	out, err = scourctl(t, "placement", "unquarantine", "--config", h.config, good)
+	if err == nil || !strings.Contains(out, "is not quarantined") {
+		t.Errorf("unquarantine of a device that is not quarantined: err %v, output:\n%s", err, out)
+	}
+	if c.Reserved(t, h.Device(good)) != 0 || c.Quarantined(t, h.Device(good)) {
+		t.Error("the refused unquarantine changed the device")
+	}
+
+	// The operator fixes the cause, then releases the device.
+	if err := os.Remove(filepath.Join(h.Dir, "sim", bad, "fail-sanitize")); err != nil {
+		t.Fatal(err)
+	}
+	out, err = scourctl(t, "placement", "unquarantine", "--config", h.config, d.UUID)
+	if err != nil || !strings.Contains(out, "still reserved") {
+		t.Fatalf("scourctl placement unquarantine: %v\n%s", err, out)
+	}
+	if c.Quarantined(t, d) {
+		t.Fatal("quarantine trait still present after unquarantine")
+	}
+	c.WaitAvailable(t, h, bad, 60*time.Second)
+	if !h.MediaZeroed(t, bad) {
+		t.Error("unquarantined device returned to the pool without its media wiped")
+	}
+	recs := h.Records(t, bad)
+	if len(recs) < 3 {
+		t.Fatalf("want the failed runs and the clean one, got %d records", len(recs))
+	}
+	if res, _ := recs[0]["result"].(map[string]any); res["state"] != "returned" {
+		t.Errorf("newest record after unquarantine: %v, want returned", recs[0]["result"])
+	}
+}
