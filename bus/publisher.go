@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -18,14 +19,19 @@ import (
 // while the connection is being re-established (Publish then blocks
 // forever once the pool is empty; its validate also dereferences a nil
 // *amqp.Error after a clean close), and a pooled channel is held until its
-// confirm arrives, so confirms never pipeline. Here one confirm-mode
-// channel is shared: the lock covers only the send, many publishes wait
-// for their confirms at once, and the channel is re-opened lazily after a
+// confirm arrives, so confirms never pipeline. Here a few confirm-mode
+// channels ("lanes", each a separate process in RabbitMQ) are shared round
+// robin: a lane's lock covers only the send, many publishes wait for their
+// confirms at once, and a lane's channel is re-opened lazily after a
 // failure.
 type confirmPublisher struct {
 	conn     *wamqp.ConnectionWrapper
 	exchange string
+	lanes    []*lane
+	next     atomic.Uint32
+}
 
+type lane struct {
 	mu     sync.Mutex
 	ch     *amqp.Channel
 	closed bool
@@ -33,8 +39,12 @@ type confirmPublisher struct {
 
 var _ message.Publisher = (*confirmPublisher)(nil)
 
-func newConfirmPublisher(conn *wamqp.ConnectionWrapper, exchange string) *confirmPublisher {
-	return &confirmPublisher{conn: conn, exchange: exchange}
+func newConfirmPublisher(conn *wamqp.ConnectionWrapper, exchange string, lanes int) *confirmPublisher {
+	p := &confirmPublisher{conn: conn, exchange: exchange}
+	for range max(lanes, 1) {
+		p.lanes = append(p.lanes, &lane{})
+	}
+	return p
 }
 
 // Publish sends msgs with routing key topic, persistent, and waits for the
@@ -57,13 +67,14 @@ func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error
 }
 
 func (p *confirmPublisher) send(key string, msg *message.Message) (*amqp.DeferredConfirmation, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	l := p.lanes[int(p.next.Add(1))%len(p.lanes)]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
 		return nil, errors.New("publisher closed")
 	}
-	if p.ch == nil || p.ch.IsClosed() {
-		if err := p.open(); err != nil {
+	if l.ch == nil || l.ch.IsClosed() {
+		if err := p.open(l); err != nil {
 			return nil, err
 		}
 	}
@@ -71,7 +82,7 @@ func (p *confirmPublisher) send(key string, msg *message.Message) (*amqp.Deferre
 	for k, v := range msg.Metadata {
 		headers[k] = v
 	}
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(msg.Context(), p.exchange, key, false, false, amqp.Publishing{
+	dc, err := l.ch.PublishWithDeferredConfirmWithContext(msg.Context(), p.exchange, key, false, false, amqp.Publishing{
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,
 		MessageId:    msg.UUID,
@@ -79,14 +90,14 @@ func (p *confirmPublisher) send(key string, msg *message.Message) (*amqp.Deferre
 		Body:         msg.Payload,
 	})
 	if err != nil {
-		_ = p.ch.Close()
-		p.ch = nil
+		_ = l.ch.Close()
+		l.ch = nil
 		return nil, fmt.Errorf("publishing to exchange %q key %q: %w", p.exchange, key, err)
 	}
 	return dc, nil
 }
 
-func (p *confirmPublisher) open() error {
+func (p *confirmPublisher) open(l *lane) error {
 	if !p.conn.IsConnected() {
 		return errNotConnected
 	}
@@ -98,18 +109,20 @@ func (p *confirmPublisher) open() error {
 		_ = ch.Close()
 		return fmt.Errorf("enabling publisher confirms: %w", err)
 	}
-	p.ch = ch
+	l.ch = ch
 	return nil
 }
 
-// Close closes the channel; publishing afterwards fails.
+// Close closes the channels; publishing afterwards fails.
 func (p *confirmPublisher) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	if p.ch != nil {
-		_ = p.ch.Close()
-		p.ch = nil
+	for _, l := range p.lanes {
+		l.mu.Lock()
+		l.closed = true
+		if l.ch != nil {
+			_ = l.ch.Close()
+			l.ch = nil
+		}
+		l.mu.Unlock()
 	}
 	return nil
 }
