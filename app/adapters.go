@@ -81,6 +81,14 @@ func (g placementGate) InstanceAllocations(ctx context.Context, instance string)
 		ProjectID: ic.ProjectID, UserID: ic.UserID,
 	}
 	for _, d := range ic.Devices {
+		// InstanceDevices gives only the reference and the usage: read the
+		// inventory too, so the handler burns only what Nova left unburned
+		// (and its log line and burns_total count only real burns). On a
+		// failed read the device keeps Total 0 and is burned anyway:
+		// Burn is idempotent, so the read is never needed for safety.
+		if full, err := g.c.Device(ctx, d.Ref); err == nil && full.Inventory.Total > 0 {
+			d = full
+		}
 		out.Devices = append(out.Devices, toHandlerDevice(d))
 	}
 	return out, nil
