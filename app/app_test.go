@@ -57,7 +57,7 @@ func TestPublishedNotificationIsDispatched(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RabbitMQ unreachable (scripts/ensure-services.sh or SCOUR_TEST_AMQP_URL): %v", err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() }) // after the queue clean-up below (cleanups run last-in first-out)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
