@@ -189,7 +189,7 @@ func TestDemo(t *testing.T) {
 		n.say("  scourd: %s", l)
 	}
 
-	n.say("the tenant writes data; nova deletes the instance: allocations removed, instance.delete.end")
+	n.say("its media hold the tenant's data; nova deletes the instance: allocations removed, instance.delete.end")
 	c.Delete(t, h, inst, harness.Versioned)
 	n.say("Placement: %s reserved=%d/1, no allocations: DIRTY (nobody can be scheduled on it)", nvme0, c.Reserved(t, d))
 
