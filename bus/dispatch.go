@@ -97,7 +97,11 @@ func (b *Bus) run(msg *message.Message, c *command.Command) error {
 	key := ""
 	if c.MessageID != "" {
 		key = c.MessageID + "/" + string(c.Kind) + "/" + c.InstanceUUID
-		if b.seen.seen(key) {
+		owned, err := b.seen.begin(msg.Context(), key)
+		if err != nil {
+			return err // shutting down: requeue
+		}
+		if !owned {
 			b.m.CommandHandled(string(c.Kind), "duplicate", 0)
 			b.log.Info("duplicate command acked without handling", "instance", c.InstanceUUID, "kind", c.Kind, "message_id", c.MessageID)
 			return nil
@@ -105,12 +109,12 @@ func (b *Bus) run(msg *message.Message, c *command.Command) error {
 	}
 	start := time.Now()
 	err := b.withRetry(msg.Context(), func(ctx context.Context) error { return b.handler.Handle(ctx, c) })
+	if key != "" {
+		b.seen.end(key, err == nil)
+	}
 	switch {
 	case err == nil:
 		b.m.CommandHandled(string(c.Kind), "ok", time.Since(start))
-		if key != "" {
-			b.seen.add(key)
-		}
 		return nil
 	case IsPermanent(err):
 		b.m.CommandHandled(string(c.Kind), "poisoned", time.Since(start))

@@ -150,13 +150,20 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 
 	var pending sync.WaitGroup
 	abandon := make(chan struct{}) // in-flight messages are left to the broker
+	graceful := false
 	defer func() {
-		_ = ch.Cancel(tag, false)
-		done := make(chan struct{})
-		go func() { pending.Wait(); close(done) }()
-		select { // not ctx: the router cancels it as soon as it starts closing
-		case <-done:
-		case <-s.hardStop.Done():
+		// On shutdown, stop new deliveries and let in-flight messages
+		// finish (bounded by the hard stop). When the channel died there
+		// is nothing to wait for: its deliveries can no longer be acked
+		// and the broker redelivers them.
+		if graceful {
+			_ = ch.Cancel(tag, false)
+			done := make(chan struct{})
+			go func() { pending.Wait(); close(done) }()
+			select { // not ctx: the router cancels it as soon as it starts closing
+			case <-done:
+			case <-s.hardStop.Done():
+			}
 		}
 		close(abandon)
 	}()
@@ -172,6 +179,7 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 			select {
 			case out <- msg:
 			case <-ctx.Done():
+				graceful = true
 				return nil
 			}
 			pending.Add(1)
@@ -186,8 +194,10 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 				}
 			}()
 		case <-ctx.Done():
+			graceful = true
 			return nil
 		case <-s.closing:
+			graceful = true
 			return nil
 		}
 	}
