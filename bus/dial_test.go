@@ -1,0 +1,96 @@
+package bus
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// A transport_url whose first host is down still connects, to the next.
+func TestFailoverToTheNextHost(t *testing.T) {
+	needBroker(t)
+	u, err := url.Parse(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, _ := u.User.Password()
+	multi := "rabbit://" + u.User.Username() + ":" + pass + "@127.0.0.1:1," + u.User.Username() + ":" + pass + "@" + u.Host + "/"
+	cfg := Config{URL: multi}
+	cfg.SetDefaults()
+	uri, ac, d, err := amqpConfig(&cfg, "scour failover test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.DialConfig(uri, *ac)
+	if err != nil {
+		t.Fatalf("failover dial: %v", err)
+	}
+	defer conn.Close()
+	if d.last == nil || !strings.HasSuffix(d.last.RemoteAddr().String(), u.Port()) {
+		t.Errorf("connected to %v", d.last.RemoteAddr())
+	}
+	// Nothing reachable: the error names every host, never the password.
+	cfg.URL = "rabbit://u:hunter2@127.0.0.1:1,u:hunter2@127.0.0.1:2/"
+	uri, ac, _, _ = amqpConfig(&cfg, "x")
+	_, err = amqp.DialConfig(uri, *ac)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "127.0.0.1:2") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("all hosts down: %v", err)
+	}
+}
+
+func TestTLSConfigFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "scour-test"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca := write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	kf := write("key.pem", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+	junk := write("junk.pem", []byte("not a certificate"))
+
+	c, err := tlsConfig(&TLSConfig{CAFile: ca, CertFile: ca, KeyFile: kf, ServerName: "rmq.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RootCAs == nil || len(c.Certificates) != 1 || c.ServerName != "rmq.example" || c.InsecureSkipVerify {
+		t.Errorf("tls config %+v", c)
+	}
+	if _, err := tlsConfig(&TLSConfig{CAFile: junk}); err == nil || !strings.Contains(err.Error(), "bus.tls.ca_file") {
+		t.Errorf("junk CA: %v", err)
+	}
+	if _, err := tlsConfig(&TLSConfig{CertFile: ca, KeyFile: junk}); err == nil || !strings.Contains(err.Error(), "bus.tls.cert_file") {
+		t.Errorf("bad key: %v", err)
+	}
+	cfg := Config{URL: "amqps://u:p@h/", TLS: TLSConfig{CAFile: filepath.Join(dir, "missing.pem"), CertFile: ca}}
+	cfg.SetDefaults()
+	err = cfg.Validate()
+	for _, want := range []string{"bus.tls.ca_file", "cert_file and key_file go together"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v lacks %q", err, want)
+		}
+	}
+}
