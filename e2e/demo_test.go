@@ -280,6 +280,14 @@ func TestDemo(t *testing.T) {
 	if out, err := scourctl(t, "placement", "scan", "--config", h.config); err == nil {
 		n.block("scourctl placement scan (after)", out)
 	}
+	out, err = scourctl(t, "status", "--config", h.config)
+	if err != nil {
+		t.Fatalf("scourctl status: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(nvme0 + `\s+available\s+0/1\s+\S+\s+returned\s`).MatchString(out) {
+		t.Errorf("scourctl status does not show %s available with a returned last run:\n%s", nvme0, out)
+	}
+	n.block("scourctl status (Placement state, last cleaning verdict, open run)", out)
 	n.say("done: boot -> delete -> dirty -> cleaning -> available, with a stored record")
 }
 
