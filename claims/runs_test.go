@@ -423,6 +423,10 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 	})
 }
 
+// Attempts count since the device was last returned or quarantined: a
+// quarantined device comes back only by an operator's unquarantine, and
+// its next run must get the whole retry budget again instead of being
+// re-quarantined by its first recoverable failure.
 func TestRunAttemptsCountSinceLastReturned(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -431,7 +435,7 @@ func TestRunAttemptsCountSinceLastReturned(t *testing.T) {
 		verdicts := []struct {
 			state RunState
 			want  int // Attempt of the run that gets this verdict
-		}{{RunFailed, 1}, {RunFailed, 2}, {RunReturned, 3}, {RunAborted, 1}, {RunQuarantined, 2}}
+		}{{RunFailed, 1}, {RunFailed, 2}, {RunReturned, 3}, {RunAborted, 1}, {RunQuarantined, 2}, {RunFailed, 1}, {RunReturned, 2}}
 		for i, v := range verdicts {
 			clock.Advance(time.Minute)
 			run, resumed, err := s.OpenRun(ctx, nvmeRun())
