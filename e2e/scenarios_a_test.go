@@ -203,7 +203,12 @@ func TestDuplicateAndReorderedNotifications(t *testing.T) {
 			aWantMetric(t, m, "scour_lifecycle_cleans_started_total", 1)
 			aWantMetric(t, m, "scour_lifecycle_cleans_finished_total", 1, `verdict="clean"`)
 			aWantMetric(t, m, "scour_lifecycle_unreserves_total", 1, `result="ok"`)
-			aWantMetric(t, m, "scour_lifecycle_burns_total", 0, `result="ok"`)
+			// Nova burned the device: the claim path must not say it did
+			// (the reconciler may still burn it legitimately if a scan
+			// falls between Nova's allocation and its burn).
+			if n := aCountLog(h, "burned device Nova left unburned"); n != 0 {
+				t.Errorf("the claim handler reports %d burn(s) of a device Nova had burned", n)
+			}
 		})
 	}
 }
@@ -256,11 +261,11 @@ func TestForgedDeleteForRunningInstance(t *testing.T) {
 	if n := aCountLog(h, "claim released", "instance="+inst); n != 0 {
 		t.Errorf("a forged delete released the running instance's claim (%d times)", n)
 	}
-	// Nova burned the device at boot: scour must not claim it did.
+	// Nova burned the device at boot: the claim handler must not say it
+	// did (the reconciler's own burn logs a different line).
 	if n := aCountLog(h, "burned device Nova left unburned"); n != 0 {
-		t.Errorf("scour reports %d burn(s) of a device Nova had burned", n)
+		t.Errorf("the claim handler reports %d burn(s) of a device Nova had burned", n)
 	}
-	aWantMetric(t, aMetrics(t, h), "scour_lifecycle_burns_total", 0, `result="ok"`)
 }
 
 // Sanitize fails every time (a simulator "fail" fault: a transient error,
