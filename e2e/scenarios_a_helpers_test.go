@@ -15,6 +15,20 @@ import (
 // Helpers of the scenarios in scenarios_a_test.go (prefixed "a" so they
 // cannot collide with other scenario files of the package).
 
+// aAddHost is Cloud.AddHost, then waits for scourd's start scan to end,
+// so that the scan cannot race Nova's allocate-then-burn of the first boot
+// (the reconciler would burn the device itself, and the harness's burn
+// could then meet a generation conflict).
+func aAddHost(t *testing.T, c *Cloud, devs []SimDevice, opts ...HostOption) *Host {
+	t.Helper()
+	h := c.AddHost(t, devs, opts...)
+	Eventually(t, 60*time.Second, "scourd "+h.Name+" finished its start scan", func() (bool, string) {
+		n, _ := aMetric(aMetrics(t, h), "scour_lifecycle_scans_total", `result="ok"`)
+		return n >= 1, fmt.Sprintf("scans_total{result=\"ok\"}=%v", n)
+	})
+	return h
+}
+
 // aWaitLog waits until one line of h's log holds every substring.
 func aWaitLog(t *testing.T, h *Host, timeout time.Duration, substrs ...string) {
 	t.Helper()

@@ -28,7 +28,7 @@ func TestShelveOffloadUnshelve(t *testing.T) {
 			t.Parallel()
 			const first = "0000:81:00.0"
 			c := NewCloud(t)
-			h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}, {Address: "0000:82:00.0"}})
+			h := aAddHost(t, c, []SimDevice{{Address: "0000:81:00.0"}, {Address: "0000:82:00.0"}})
 			inst := harness.NewUUID()
 			c.Boot(t, h, inst, tc.f, first)
 			aWaitLog(t, h, 30*time.Second, "claim recorded", "instance="+inst)
@@ -108,7 +108,7 @@ func TestLostNotificationReconcilerCleans(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
-	h := c.AddHost(t, []SimDevice{{Address: addr}}, WithReconcileInterval(2*time.Second))
+	h := aAddHost(t, c, []SimDevice{{Address: addr}}, WithReconcileInterval(2*time.Second))
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, addr)
 	aWaitLog(t, h, 30*time.Second, "claim recorded", "instance="+inst)
@@ -146,7 +146,7 @@ func TestDuplicateAndReorderedNotifications(t *testing.T) {
 			t.Parallel()
 			const addr = "0000:81:00.0"
 			c := NewCloud(t)
-			h := c.AddHost(t, []SimDevice{{Address: addr}, {Address: "0000:82:00.0"}}, WithReconcileInterval(time.Hour))
+			h := aAddHost(t, c, []SimDevice{{Address: addr}, {Address: "0000:82:00.0"}}, WithReconcileInterval(time.Hour))
 			inst := harness.NewUUID()
 			if tc.createBefore {
 				c.Boot(t, h, inst, tc.f, addr)
@@ -220,7 +220,7 @@ func TestForgedDeleteForRunningInstance(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
-	h := c.AddHost(t, []SimDevice{{Address: addr}}) // reconciler every 2 s: it gets chances too
+	h := aAddHost(t, c, []SimDevice{{Address: addr}}) // reconciler every 2 s: it gets chances too
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, addr)
 	aWaitLog(t, h, 30*time.Second, "claim recorded", "instance="+inst)
@@ -276,7 +276,7 @@ func TestCleaningFailureQuarantines(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
-	h := c.AddHost(t, []SimDevice{{Address: addr}})
+	h := aAddHost(t, c, []SimDevice{{Address: addr}})
 	d := h.Device(addr)
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, addr)
@@ -322,7 +322,7 @@ func TestWornDeviceQuarantinedWithoutWipe(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
-	h := c.AddHost(t, []SimDevice{{Address: addr, PercentUsed: 95}})
+	h := aAddHost(t, c, []SimDevice{{Address: addr, PercentUsed: 95}})
 	d := h.Device(addr)
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Legacy, addr)
@@ -373,7 +373,7 @@ func TestBurstOfDeletesOnOneHost(t *testing.T) {
 		devs = append(devs, SimDevice{Address: fmt.Sprintf("0000:%02x:00.0", 0x81+i)})
 	}
 	c := NewCloud(t)
-	h := c.AddHost(t, devs, WithReconcileInterval(time.Hour))
+	h := aAddHost(t, c, devs, WithReconcileInterval(time.Hour))
 	insts := make([]string, n)
 	for i := range n {
 		insts[i] = harness.NewUUID()
