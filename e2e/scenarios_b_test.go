@@ -371,10 +371,31 @@ func TestBrokerRestartLosesNoDelete(t *testing.T) {
 	for _, d := range before {
 		c.Delete(t, h, insts[d.Address], harness.Versioned)
 	}
+	// Watch readyz through the restart: it must say "not ready" while the
+	// broker is away, or it could not be trusted to say "ready" after.
+	stop, sawDown := make(chan struct{}), make(chan bool)
+	go func() {
+		down := false
+		for {
+			select {
+			case <-stop:
+				sawDown <- down
+				return
+			case <-time.After(50 * time.Millisecond):
+				down = down || !ready(h)
+			}
+		}
+	}()
+	t0 := time.Now()
 	c.Bus.Restart(t)
 	Eventually(t, 60*time.Second, "scourd ready again after the broker restart", func() (bool, string) {
 		return ready(h), "readyz not 200; log tail:\n" + tail(h.Logs(), 20)
 	})
+	close(stop)
+	if !<-sawDown {
+		t.Error("readyz never reported the broker outage")
+	}
+	t.Logf("scourd ready %s after the restart began", time.Since(t0).Round(time.Millisecond))
 	for _, d := range before {
 		c.WaitAvailable(t, h, d.Address, 60*time.Second)
 	}
