@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/scour-project/scour/app"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
@@ -53,7 +55,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return 2
 	}
 	if *check {
-		fmt.Fprintf(stdout, "%+v\n", cfg.Redacted())
+		// The effective configuration, defaults filled in, in the file's
+		// own format, so it can be diffed against scour.yaml.
+		out, err := yaml.Marshal(cfg.Redacted())
+		if err != nil {
+			fmt.Fprintf(stderr, "scourd: printing the configuration: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "# configuration is valid (secrets hidden)\n%s", out)
 		return 0
 	}
 	log := app.NewLogger(cfg.Log, stderr)

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/scour-project/scour/config"
 )
 
 func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
@@ -43,6 +46,15 @@ func TestCheckConfigHidesSecrets(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "s3cret") || !strings.Contains(out.String(), "rmq2:5672") {
 		t.Errorf("--check-config output:\n%s", out.String())
+	}
+	// It prints YAML that reads back as a configuration with the same
+	// profiles and defaults filled in (not Go's %+v with pointers).
+	var back config.Config
+	if err := yaml.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatalf("--check-config output is not YAML: %v\n%s", err, out.String())
+	}
+	if len(back.Pipelines.Profiles) != 2 || back.Lifecycle.ReconcileInterval != 5*time.Minute || back.Lifecycle.Enabled == nil || !*back.Lifecycle.Enabled {
+		t.Errorf("--check-config YAML lost content: %+v", back.Lifecycle)
 	}
 }
 
