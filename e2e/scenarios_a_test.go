@@ -300,6 +300,10 @@ func TestCleaningFailureQuarantines(t *testing.T) {
 	aWantMetric(t, m, "scour_lifecycle_cleans_finished_total", 1, `verdict="quarantine"`)
 	aWantMetric(t, m, "scour_lifecycle_cleans_finished_total", 0, `verdict="clean"`)
 	aWantMetric(t, m, "scour_lifecycle_unreserves_total", 0, `result="ok"`)
+	Eventually(t, 10*time.Second, "quarantine shown by the devices gauge", func() (bool, string) {
+		n, _ := aMetric(aMetrics(t, h), "scour_lifecycle_devices", `state="quarantined"`)
+		return n == 1, fmt.Sprintf(`scour_lifecycle_devices{state="quarantined"}=%v`, n)
+	})
 
 	// Several reconcile intervals (2 s): it never returns, nor runs again.
 	Never(t, 7*time.Second, "quarantined device", func() (bool, string) {
