@@ -35,23 +35,39 @@ func (p *Placement) AllocateInstance(t testing.TB, instance, project, user strin
 // Burn sets reserved = total on the device's inventory, keeping every other
 // field, at microversion 1.26 as nova-compute does when it claims a
 // one-time-use device.
+//
+// Like nova-compute's report client it re-reads and retries on a
+// generation conflict (409): scour's reconciler may burn the same device
+// between Nova's allocation and Nova's burn, which is harmless.
 func (p *Placement) Burn(t testing.TB, dev *DeviceRP) {
 	t.Helper()
-	inv, gen := p.Inventories(t, dev.UUID)
-	i, ok := inv[dev.ResourceClass]
-	if !ok {
-		t.Fatalf("e2e harness: burning %s: no %s inventory", dev.Name, dev.ResourceClass)
+	for attempt := 1; ; attempt++ {
+		inv, gen := p.Inventories(t, dev.UUID)
+		i, ok := inv[dev.ResourceClass]
+		if !ok {
+			t.Fatalf("e2e harness: burning %s: no %s inventory", dev.Name, dev.ResourceClass)
+		}
+		if i.Reserved == i.Total {
+			return // already burned (by scour's reconciler)
+		}
+		body := map[string]any{
+			"resource_provider_generation": gen,
+			"total":                        i.Total,
+			"reserved":                     i.Total,
+			"min_unit":                     i.MinUnit,
+			"max_unit":                     i.MaxUnit,
+			"step_size":                    i.StepSize,
+			"allocation_ratio":             i.AllocationRatio,
+		}
+		status := p.call(t, http.MethodPut, "/resource_providers/"+dev.UUID+"/inventories/"+dev.ResourceClass, "1.26", body, nil,
+			http.StatusOK, http.StatusConflict)
+		if status == http.StatusOK {
+			return
+		}
+		if attempt == 5 {
+			t.Fatalf("e2e harness: burning %s: still a generation conflict after %d attempts", dev.Name, attempt)
+		}
 	}
-	body := map[string]any{
-		"resource_provider_generation": gen,
-		"total":                        i.Total,
-		"reserved":                     i.Total,
-		"min_unit":                     i.MinUnit,
-		"max_unit":                     i.MaxUnit,
-		"step_size":                    i.StepSize,
-		"allocation_ratio":             i.AllocationRatio,
-	}
-	p.call(t, http.MethodPut, "/resource_providers/"+dev.UUID+"/inventories/"+dev.ResourceClass, "1.26", body, nil)
 }
 
 // MoveAllocations does what Nova does when a migration starts (resize, cold
