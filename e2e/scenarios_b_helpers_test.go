@@ -240,25 +240,22 @@ func nested(m map[string]any, keys ...string) string {
 // reservedSampler records every change of a device's reserved value,
 // sampled every 25ms, until stopped.
 type reservedSampler struct {
-	mu     sync.Mutex
-	seen   []int
-	errs   int
-	stop   chan struct{}
-	done   chan struct{}
-	placem *harness.Placement
-	dev    *harness.DeviceRP
+	mu   sync.Mutex
+	seen []int
+	once sync.Once
+	stop chan struct{}
+	done chan struct{}
 }
 
-func sampleReserved(p *harness.Placement, d *harness.DeviceRP) *reservedSampler {
-	s := &reservedSampler{stop: make(chan struct{}), done: make(chan struct{}), placem: p, dev: d}
+func sampleReserved(t *testing.T, p *harness.Placement, d *harness.DeviceRP) *reservedSampler {
+	s := &reservedSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { s.Stop() })
 	go func() {
 		defer close(s.done)
 		for {
-			r, err := readReserved(p, d)
+			r, err := readReserved(p, d) // a failed read is a missed sample
 			s.mu.Lock()
-			if err != nil {
-				s.errs++
-			} else if len(s.seen) == 0 || s.seen[len(s.seen)-1] != r {
+			if err == nil && (len(s.seen) == 0 || s.seen[len(s.seen)-1] != r) {
 				s.seen = append(s.seen, r)
 			}
 			s.mu.Unlock()
@@ -274,7 +271,7 @@ func sampleReserved(p *harness.Placement, d *harness.DeviceRP) *reservedSampler 
 
 // Stop ends sampling and returns the sequence of distinct values seen.
 func (s *reservedSampler) Stop() []int {
-	close(s.stop)
+	s.once.Do(func() { close(s.stop) })
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()

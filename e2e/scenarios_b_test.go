@@ -209,7 +209,7 @@ func TestKillMidWipeResumesAndReturnsOnce(t *testing.T) {
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, addrA)
 	waitClaim(t, h, inst)
-	samples := sampleReserved(c.P, dev)
+	samples := sampleReserved(t, c.P, dev)
 	c.Delete(t, h, inst, harness.Versioned)
 
 	started := waitLog(t, h, 30*time.Second, `msg="step started"`, "step=sanitize")
