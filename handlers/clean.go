@@ -47,6 +47,8 @@ func (r *Reconciler) work(ctx context.Context, q queued) {
 		r.cleanOne(ctx, q)
 		r.mu.Lock()
 		delete(r.running, q.dev.RPUUID)
+		r.seq++
+		r.finished[q.dev.RPUUID] = r.seq
 		// A queue entry made from a scan before this run's verdict is stale:
 		// the device may be back in the pool. Only a later scan re-queues it.
 		r.unqueueLocked(q.dev.RPUUID)

@@ -39,6 +39,12 @@ type Reconciler struct {
 	order   []string          // FIFO of pending RP UUIDs
 	running map[string]queued // RP UUID → run in flight
 	backoff map[string]backoff
+	// finished stamps each device's last run end with a sequence number
+	// (seq), so a scan whose Placement snapshot was read before that end
+	// leaves the device to the next scan instead of acting on a stale view
+	// (the run may have just quarantined or returned it).
+	seq      uint64
+	finished map[string]uint64
 }
 
 type queued struct {
@@ -57,7 +63,7 @@ func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler
 	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
 		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
-		backoff: map[string]backoff{}}
+		backoff: map[string]backoff{}, finished: map[string]uint64{}}
 }
 
 // Trigger asks for a scan soon. It never blocks; triggers that arrive

@@ -23,6 +23,9 @@ const (
 func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	r.scanMu.Lock()
 	defer r.scanMu.Unlock()
+	r.mu.Lock()
+	snapshot := r.seq // runs that end after this are newer than the scan
+	r.mu.Unlock()
 	devs, err := r.p.ScanHost(ctx)
 	if err != nil {
 		r.m.scans.WithLabelValues("error").Inc()
@@ -31,7 +34,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	r.m.scans.WithLabelValues("ok").Inc()
 	now := r.now()
 	counts := map[string]int{}
-	candidates, toBurn := r.classify(devs, now, counts)
+	candidates, toBurn := r.classify(devs, snapshot, now, counts)
 	for _, d := range candidates {
 		if r.present(ctx, d) {
 			r.enqueue(d, reason, now)
@@ -56,7 +59,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 
 // classify sorts the scan under r.mu: it drops from the queue every device
 // that is no longer dirty and returns the dirty ones free to clean.
-func (r *Reconciler) classify(devs []Device, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
+func (r *Reconciler) classify(devs []Device, snapshot uint64, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
@@ -84,6 +87,12 @@ func (r *Reconciler) classify(devs []Device, now time.Time, counts map[string]in
 			delete(r.backoff, d.RPUUID)
 			counts[string(StateAvailable)]++
 		case running:
+			counts[gaugeCleaning]++
+		case r.finished[d.RPUUID] > snapshot:
+			// A run ended after this scan read Placement: the snapshot
+			// predates its verdict (quarantine trait, un-reserve). The
+			// next scan, triggered by that end, decides.
+			r.unqueueLocked(d.RPUUID)
 			counts[gaugeCleaning]++
 		case backingOff && now.Before(b.until):
 			r.unqueueLocked(d.RPUUID)
