@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,7 +110,7 @@ func (l *lifecycle) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.purgeLoop(ctx)
+		l.maintenanceLoop(ctx)
 	}()
 	err := l.reconciler.Run(ctx)
 	<-done
@@ -119,8 +120,9 @@ func (l *lifecycle) run(ctx context.Context) error {
 	return err
 }
 
-// purgeLoop applies the record retention once an hour.
-func (l *lifecycle) purgeLoop(ctx context.Context) {
+// maintenanceLoop applies the record retention and, when configured,
+// publishes capability traits: at start, then once an hour.
+func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -129,10 +131,42 @@ func (l *lifecycle) purgeLoop(ctx context.Context) {
 		} else if runs+cl > 0 {
 			l.log.Info("record retention purge", "runs", runs, "claims", cl)
 		}
+		if l.placement.Config().PublishCapabilityTraits {
+			l.publishCapabilities(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// publishCapabilities puts each local one-time-use device's discovered
+// capabilities on its resource provider as CUSTOM_SCOUR_CAP_* traits
+// (placement.publish_capability_traits), so flavors can require them.
+// Devices of the tree that this host does not have are skipped (rule 3).
+func (l *lifecycle) publishCapabilities(ctx context.Context) {
+	res, err := l.placement.Scan(ctx)
+	if err != nil {
+		l.log.Warn("capability traits not published: Placement scan failed; retried in an hour", "err", err)
+		return
+	}
+	local, err := l.hardware.List(ctx)
+	if err != nil {
+		l.log.Warn("capability traits not published: hardware discovery failed; retried in an hour", "err", err)
+		return
+	}
+	for _, d := range res.Devices {
+		if !slices.Contains(local, d.Address) {
+			continue
+		}
+		dev, err := l.hardware.Discover(ctx, d.Address)
+		if err == nil {
+			err = l.placement.PublishCapabilities(ctx, d.Ref, dev.Capabilities)
+		}
+		if err != nil {
+			l.log.Warn("capability traits not published for a device; retried in an hour", "device", d.Name, "address", d.Address, "err", err)
 		}
 	}
 }
