@@ -24,11 +24,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
-	wmetrics "github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/sethvargo/go-retry"
@@ -59,6 +59,22 @@ type Bus struct {
 	dialer *dialer
 	sub    *subscriber
 	subs   int32 // subscriptions the router makes
+
+	settledNotifications, settledCommands atomic.Uint64
+}
+
+// Stats counts deliveries this bus settled (acked, or nacked for a
+// retry) since New; a redelivered message counts each time.
+type Stats struct {
+	Notifications uint64 // from the notifications queue
+	Commands      uint64 // from this host's command queue
+}
+
+// Stats returns the counts so far (cheap: for tests and benchmarks that
+// need to know when a queue has been worked off, without polling the
+// broker).
+func (b *Bus) Stats() Stats {
+	return Stats{Notifications: b.settledNotifications.Load(), Commands: b.settledCommands.Load()}
 }
 
 // New checks cfg (SetDefaults is applied to a copy) and returns a Bus for
@@ -218,14 +234,48 @@ func (b *Bus) declare(conn *wamqp.ConnectionWrapper) error {
 }
 
 func (b *Bus) wmLogger() watermill.LoggerAdapter {
-	return watermill.NewSlogLoggerWithLevelMapping(b.log.With("component", "watermill"), map[slog.Level]slog.Level{
+	l := b.log.With("component", "watermill")
+	return levelGate{watermill.NewSlogLoggerWithLevelMapping(l, map[slog.Level]slog.Level{
 		slog.LevelInfo: slog.LevelDebug, // watermill's info is per-subscription chatter
-	})
+	}), l}
+}
+
+// levelGate drops watermill's debug, info and trace lines before they are
+// built when the logger would discard them: the router logs two trace
+// lines per message, and watermill's slog adapter builds their attributes
+// first.
+type levelGate struct {
+	watermill.LoggerAdapter
+	log *slog.Logger
+}
+
+func (g levelGate) Info(msg string, fields watermill.LogFields) { // mapped to debug
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		g.LoggerAdapter.Info(msg, fields)
+	}
+}
+
+func (g levelGate) Debug(msg string, fields watermill.LogFields) {
+	if g.log.Enabled(context.Background(), slog.LevelDebug) {
+		g.LoggerAdapter.Debug(msg, fields)
+	}
+}
+
+func (g levelGate) Trace(msg string, fields watermill.LogFields) {
+	if g.log.Enabled(context.Background(), watermill.LevelTrace) {
+		g.LoggerAdapter.Trace(msg, fields)
+	}
+}
+
+func (g levelGate) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return levelGate{g.LoggerAdapter.With(fields), g.log}
 }
 
 // buildRouter wires the handlers. Middleware, outermost first:
 // PoisonQueue (permanent errors only), then Recoverer (a panic becomes a
-// permanent error: retrying a bug loops forever). Transient errors are
+// permanent error: retrying a bug loops forever), then the router metrics
+// (routerMetrics: watermill's names, without its per-message goroutine and
+// label maps). Transient errors are
 // retried inside the handlers (withRetry), so counting happens once per
 // delivery.
 func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error) {
@@ -239,8 +289,11 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 	if err != nil {
 		return nil, err
 	}
-	router.AddMiddleware(pq, b.recoverer)
-	wmetrics.NewPrometheusMetricsBuilder(b.m.Registry, "scour", "watermill").AddPrometheusRouterMetrics(router)
+	rm, err := newRouterMetrics(b.m.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering router metrics: %w", err)
+	}
+	router.AddMiddleware(pq, b.recoverer, rm.middleware)
 
 	declare := map[string]func(channel) error{b.topo.queue: b.topo.notifications, b.HostQueue(): b.topo.hostQueue}
 	sub := newSubscriber(conn, b.cfg.Prefetch, b.cfg.ShutdownTimeout, func(ch channel, queue string) error {
@@ -249,6 +302,14 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 		}
 		return fmt.Errorf("no topology for queue %q", queue)
 	}, b.log)
+	sub.settled = func(queue string, msg *message.Message, acked bool) {
+		rm.settled(msg, acked)
+		if queue == b.topo.queue {
+			b.settledNotifications.Add(1)
+		} else {
+			b.settledCommands.Add(1)
+		}
+	}
 	subs := int32(b.cfg.Workers)
 	if b.cfg.Mode == ModeDispatch {
 		subs *= 2 // notifications + host queue

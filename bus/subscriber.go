@@ -41,6 +41,9 @@ type subscriber struct {
 	shutdownTimeout time.Duration
 	declare         func(ch channel, queue string) error
 	log             *slog.Logger
+	// settled, when set, is told of each delivery acked or nacked (just
+	// before the ack or nack is sent).
+	settled func(queue string, msg *message.Message, acked bool)
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -150,22 +153,28 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 
 	var pending sync.WaitGroup
 	abandon := make(chan struct{}) // in-flight messages are left to the broker
+	acks := newAcker(ch, s.prefetch)
+	ackerDone := make(chan struct{})
+	go func() { defer close(ackerDone); acks.run(abandon) }()
 	graceful := false
 	defer func() {
 		// On shutdown, stop new deliveries and let in-flight messages
-		// finish (bounded by the hard stop). When the channel died there
-		// is nothing to wait for: its deliveries can no longer be acked
-		// and the broker redelivers them.
+		// finish (bounded by the hard stop), then send their acks. When
+		// the channel died there is nothing to wait for: its deliveries
+		// can no longer be acked and the broker redelivers them.
 		if graceful {
 			_ = ch.Cancel(tag, false)
 			done := make(chan struct{})
 			go func() { pending.Wait(); close(done) }()
 			select { // not ctx: the router cancels it as soon as it starts closing
 			case <-done:
+				close(acks.flush)
+				<-ackerDone
 			case <-s.hardStop.Done():
 			}
 		}
 		close(abandon)
+		<-ackerDone
 	}()
 	msgCtx := s.messageContext(ctx)
 	for {
@@ -183,16 +192,24 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 				return nil
 			}
 			pending.Add(1)
-			go func() {
+			go func(tag uint64) {
 				defer pending.Done()
+				var acked bool
 				select {
 				case <-msg.Acked():
-					_ = d.Ack(false)
+					acked = true
 				case <-msg.Nacked():
-					_ = d.Nack(false, true)
+				case <-abandon:
+					return
+				}
+				select {
+				case acks.settled <- settlement{tag: tag, ack: acked}:
+					if s.settled != nil {
+						s.settled(queue, msg, acked)
+					}
 				case <-abandon:
 				}
-			}()
+			}(d.DeliveryTag)
 		case <-ctx.Done():
 			graceful = true
 			return nil
