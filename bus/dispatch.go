@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/scour-project/scour/command"
@@ -56,8 +55,9 @@ func (d *dispatcher) handle(msg *message.Message) error {
 		return d.b.poison(msg, string(notification.ReasonInvalidCommand), err)
 	}
 	key := d.b.cfg.RoutingKey(c)
+	id := msg.UUID + "/command" // the AMQP message id of the command: unique per delivery, no crypto/rand read
 	err = d.b.withRetry(msg.Context(), func(ctx context.Context) error {
-		out := message.NewMessage(watermill.NewUUID(), body)
+		out := message.NewMessage(id, body)
 		out.SetContext(ctx)
 		out.Metadata.Set("scour-event-type", c.EventType)
 		return d.pub.Publish(key, out)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,7 +238,9 @@ func toMessage(d amqp.Delivery) *message.Message {
 		uuid = d.MessageId
 	}
 	if uuid == "" {
-		uuid = watermill.NewUUID()
+		// oslo sets no message id: name the delivery by its consumer
+		// (unique per subscription) and tag, without a crypto/rand read
+		uuid = d.ConsumerTag + "-" + strconv.FormatUint(d.DeliveryTag, 10)
 	}
 	msg := message.NewMessage(uuid, d.Body)
 	for k, v := range d.Headers {
