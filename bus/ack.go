@@ -32,7 +32,6 @@ type acker struct {
 	low     uint64          // lowest tag not yet settled on the wire
 	acked   map[uint64]bool // acked by the router, not yet sent
 	onWire  map[uint64]bool // tags > low already settled on the wire
-	batches int             // sends made (for tests)
 }
 
 func newAcker(ch acknowledger, prefetch int) *acker {
@@ -83,7 +82,6 @@ func (a *acker) apply(batch []settlement) {
 			continue
 		}
 		_ = a.ch.Nack(s.tag, false, true)
-		a.batches++
 		a.onWire[s.tag] = true
 	}
 	var upTo uint64
@@ -100,11 +98,9 @@ func (a *acker) apply(batch []settlement) {
 	}
 	if upTo != 0 {
 		_ = a.ch.Ack(upTo, true)
-		a.batches++
 	}
 	for tag := range a.acked {
 		_ = a.ch.Ack(tag, false)
-		a.batches++
 		delete(a.acked, tag)
 		a.onWire[tag] = true
 	}
