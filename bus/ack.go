@@ -29,9 +29,9 @@ type acker struct {
 	settled chan settlement // verdicts, from the per-delivery waiters
 	flush   chan struct{}   // closed: send what was received, then return
 
-	low     uint64          // lowest tag not yet settled on the wire
-	acked   map[uint64]bool // acked by the router, not yet sent
-	onWire  map[uint64]bool // tags > low already settled on the wire
+	low    uint64          // lowest tag not yet settled on the wire
+	acked  map[uint64]bool // acked by the router, not yet sent
+	onWire map[uint64]bool // tags > low already settled on the wire
 }
 
 func newAcker(ch acknowledger, prefetch int) *acker {
