@@ -106,8 +106,12 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		res.Steps = r.recs
 		return res, nil
 	}
-	res.Verdict = VerdictClean
 	res.Steps = r.recs
+	if why := r.homeDriverCheck(ctx); why != "" {
+		res.Verdict, res.Code, res.Reason = VerdictRetryLater, plugins.CodeTryAgainLater, why
+		return res, nil
+	}
+	res.Verdict = VerdictClean
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,19 +152,67 @@ func (r *run) progressFunc(ctx context.Context, s *Step, index int) func(float64
 
 // withDriver binds the device to s.Driver for the step when it is on
 // another driver, re-discovers it, and binds it back to the pipeline's
-// home driver afterwards, even when the step failed. A device that could
-// not be bound back fails the step: it must not return to the pool on the
-// wrong driver.
+// home driver afterwards, even when the step failed, and even when the
+// device already was on s.Driver (an earlier run whose bind back failed,
+// or a crash mid-step, leaves it there: skipping the restore would return
+// it to the pool on the host's driver). A device that could not be bound
+// back fails the step: it must not return to the pool on the wrong driver.
 func (r *run) withDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
-	if s.Driver == "" || r.dev.Driver == s.Driver {
+	if s.Driver == "" {
 		return f(r.dev)
 	}
 	home := r.prof.Pipeline.HomeDriver
-	res, err := r.onDriver(ctx, s, f)
-	if rerr := r.restore(home); rerr != nil && err == nil {
-		return nil, rerr
+	var res *plugins.Result
+	var err error
+	if r.dev.Driver == s.Driver {
+		res, err = f(r.dev)
+	} else {
+		res, err = r.onDriver(ctx, s, f)
 	}
+	if s.Driver == home {
+		return res, err
+	}
+	if rerr := r.restore(home); rerr != nil {
+		if err == nil {
+			return nil, rerr
+		}
+		return res, err
+	}
+	d := *r.dev // the device is on its home driver again
+	d.Driver = home
+	r.dev = &d
 	return res, err
+}
+
+// homeDriverCheck runs at the end of a run whose pipeline has a step with
+// a driver: it re-discovers the device and, when it is not on the home
+// driver, binds it back once more. A device still elsewhere gets no clean
+// verdict (a non-empty reason).
+func (r *run) homeDriverCheck(ctx context.Context) string {
+	home := r.prof.Pipeline.HomeDriver
+	if !slices.ContainsFunc(r.prof.Pipeline.Steps, func(s Step) bool { return s.Driver != "" }) {
+		return ""
+	}
+	dev, err := r.e.be.Discover(ctx, r.t.Address)
+	if err != nil {
+		return fmt.Sprintf("cannot check that %s is back on its home driver %s after the pipeline's driver steps: %v", r.t.Address, home, err)
+	}
+	if dev.Driver == home {
+		return ""
+	}
+	r.log.Warn("device not on its home driver at the end of the run; binding it back", "driver", dev.Driver, "home", home)
+	if err := r.restore(home); err == nil {
+		if dev, err = r.e.be.Discover(ctx, r.t.Address); err == nil && dev.Driver == home {
+			return ""
+		}
+	}
+	cur := "unknown"
+	if dev != nil {
+		cur = dev.Driver
+	}
+	reason := fmt.Sprintf("device %s is on driver %q, not on its home driver %q, at the end of the run: it stays reserved; check why binding it to %s fails", r.t.Address, cur, home, home)
+	r.log.Error("refusing a clean verdict: device not on its home driver", "driver", cur, "home", home)
+	return reason
 }
 
 func (r *run) onDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
