@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/scour-project/scour/hardware"
@@ -51,7 +52,11 @@ func (p pluginImpl) check(ctx context.Context, r *run, s *Step) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	_, err = p.pr.Check(ctx, s.Path, v, r.request(ctx, s, r.dev))
+	req, err := r.request(ctx, s, r.dev)
+	if err != nil {
+		return "", err
+	}
+	_, err = p.pr.Check(ctx, s.Path, v, req)
 	if plugins.CodeOf(err) == plugins.CodeUnsupported {
 		return fmt.Sprintf("plugin %s CHECK: %s", s.Path, plugins.AsError(err).Msg), nil
 	}
@@ -63,19 +68,47 @@ func (p pluginImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Dev
 	if err != nil {
 		return nil, err
 	}
-	return p.pr.Clean(ctx, s.Path, v, r.request(ctx, s, dev), progress)
+	req, err := r.request(ctx, s, dev)
+	if err != nil {
+		return nil, err
+	}
+	return p.pr.Clean(ctx, s.Path, v, req, progress)
 }
 
 // request builds the plugin's stdin from local discovery and Placement
 // facts the caller gave; nothing comes from a notification's content
 // except the previous instance and project, passed as data, never to a
 // shell.
-func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) *plugins.Request {
-	return RequestFor(ctx, r.e.be, r.t, s.Name, s.Args, dev)
+func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plugins.Request, error) {
+	return NewRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev)
 }
 
-// RequestFor builds a plugin request for dev (also used by scourctl).
+// RequestFor builds a plugin request for dev like NewRequest, but leaves
+// Media empty when the backend cannot list them for any reason.
+//
+// Deprecated: a plugin handed empty media may wipe nothing and report
+// success; use NewRequest, which fails instead.
 func RequestFor(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) *plugins.Request {
+	req, err := NewRequest(ctx, be, t, step, args, dev)
+	if err != nil {
+		req, _ = NewRequest(ctx, noMedia{be}, t, step, args, dev)
+	}
+	return req
+}
+
+// noMedia answers Media with ErrUnsupported.
+type noMedia struct{ hardware.Backend }
+
+func (noMedia) Media(context.Context, hardware.Address) ([]hardware.Media, error) {
+	return nil, hardware.ErrUnsupported
+}
+
+// NewRequest builds a plugin request for dev. A backend that cannot list
+// block devices for this kind of device (hardware.ErrUnsupported) gives
+// the plugin no media; any other failure to list them is an error
+// (code 11, retryable): the plugin must not run believing there is
+// nothing to wipe.
+func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) (*plugins.Request, error) {
 	d := plugins.Device{Address: string(dev.Address), Kind: string(dev.Kind), VendorID: dev.VendorID,
 		DeviceID: dev.DeviceID, Class: dev.Class, Driver: dev.Driver, Model: dev.Model, Serial: dev.Serial,
 		Firmware: dev.Firmware, Absent: dev.Absent}
@@ -95,15 +128,17 @@ func RequestFor(ctx context.Context, be hardware.Backend, t Target, step string,
 	if dev.NVMe != nil {
 		d.Namespaces = dev.NVMe.Namespaces
 	}
-	if media, err := be.Media(ctx, dev.Address); err == nil {
-		for _, m := range media {
-			d.Media = append(d.Media, plugins.Media{Path: m.Path, Size: m.Size})
-		}
+	media, err := be.Media(ctx, dev.Address)
+	if err != nil && !errors.Is(err, hardware.ErrUnsupported) {
+		return nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: cannot list the block devices of %s for the plugin: %v", step, dev.Address, err)
+	}
+	for _, m := range media {
+		d.Media = append(d.Media, plugins.Media{Path: m.Path, Size: m.Size})
 	}
 	req := &plugins.Request{Step: step, Device: d, Args: args,
 		ResourceProvider: plugins.ResourceProvider{UUID: t.RPUUID, Name: t.RPName}}
 	if t.PreviousInstance != "" || t.PreviousProject != "" {
 		req.Previous = &plugins.Previous{Instance: t.PreviousInstance, Project: t.PreviousProject}
 	}
-	return req
+	return req, nil
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/scour-project/scour/hardware"
@@ -44,5 +45,52 @@ func TestPluginRequestAndStderr(t *testing.T) {
 	if res.Steps[0].Stderr != "a says hello" || res.Steps[0].Details["wiped"] != true ||
 		res.Steps[1].Stderr != "b's last words" || res.Steps[1].Message != "b broke" {
 		t.Errorf("records %+v", res.Steps)
+	}
+}
+
+// TestMediaErrorFailsPluginStep: only ErrUnsupported means "no media"; any
+// other failure to list the device's block devices fails the step as
+// retryable (even with on_unsupported: skip) instead of handing the plugin
+// an empty media list it could "wipe" successfully.
+func TestMediaErrorFailsPluginStep(t *testing.T) {
+	skip := func(s *Step) { s.OnUnsupported = OnUnsupportedSkip }
+	withCheck := func(h *harness) {
+		h.pr.check["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) { return plugins.OK(nil), nil }
+	}
+	tests := []struct {
+		name     string
+		mediaErr error
+		mods     []func(*Step)
+		hmod     func(*harness)
+		want     Verdict
+	}{
+		{name: "unsupported means no media", mediaErr: hardware.ErrUnsupported, want: VerdictClean},
+		{name: "sysfs error at CLEAN", mediaErr: errBoom, want: VerdictRetryLater},
+		{name: "sysfs error, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, want: VerdictRetryLater},
+		{name: "sysfs error at CHECK, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, hmod: withCheck, want: VerdictRetryLater},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig(pluginStep("a", tc.mods...)))
+			if tc.hmod != nil {
+				tc.hmod(h)
+			}
+			h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) { return nil, tc.mediaErr }
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.want {
+				t.Fatalf("verdict %s (%s, steps %s); want %s", res.Verdict, res.Reason, states(res.Steps), tc.want)
+			}
+			if tc.want == VerdictClean {
+				return
+			}
+			if res.Code != plugins.CodeTryAgainLater || !strings.Contains(res.Reason, "0000:01:00.0") {
+				t.Fatalf("code %d reason %q; want code 11 naming the device", res.Code, res.Reason)
+			}
+			for _, c := range h.pr.Calls() {
+				if c == "CLEAN a" {
+					t.Fatalf("plugin ran without its media: calls %v", h.pr.Calls())
+				}
+			}
+		})
 	}
 }
