@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/pipeline"
@@ -137,12 +139,36 @@ func (p presence) Present(ctx context.Context, addr hardware.Address) (bool, err
 	return slices.Contains(addrs, addr), nil
 }
 
+// quarantines is the claims store's record of quarantined devices.
+type quarantines interface {
+	ActiveQuarantine(ctx context.Context, host, deviceRP string) (claims.Quarantine, bool, error)
+}
+
 // cleaner implements handlers.Cleaner over the pipeline engine. The engine
 // stores every step and seals the record (claims store) before it returns
 // a clean verdict, so the un-reserve that follows comes after the record.
-type cleaner struct{ e *pipeline.Engine }
+//
+// A device the claims store holds quarantined is never cleaned, whatever
+// Placement shows: if its trait was lost (a failed write, a crash after
+// the verdict, an agent rewriting the provider's traits), the verdict is
+// quarantine again and the handlers put the trait back. Only an operator's
+// release (scourctl placement unquarantine) ends a quarantine (rule 4).
+type cleaner struct {
+	e    *pipeline.Engine
+	q    quarantines
+	host string
+}
 
 func (c cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+	q, quarantined, err := c.q.ActiveQuarantine(ctx, c.host, req.Device.RPUUID)
+	if err != nil {
+		return handlers.CleanResult{}, err
+	}
+	if quarantined {
+		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: q.RunID,
+			Detail: fmt.Sprintf("device %s was quarantined at %s by run %s (%s) and never released; its Placement trait was missing and is set again; release it with scourctl placement unquarantine once the cause is fixed",
+				req.Device.Address, q.QuarantinedAt.Format(time.RFC3339), q.RunID, q.Reason)}, nil
+	}
 	res, err := c.e.Clean(ctx, pipeline.Target{
 		Address: req.Device.Address, RPUUID: req.Device.RPUUID, RPName: req.Device.RPName,
 		ResourceClass:    req.Device.ResourceClass,

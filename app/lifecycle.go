@@ -77,7 +77,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Placement:  placementGate{pc},
 		Claims:     &handlerstore.Claims{Store: store, Host: cfg.Host},
 		Hardware:   presence{be},
-		Cleaner:    cleaner{eng},
+		Cleaner:    cleaner{e: eng, q: store, host: cfg.Host},
 		Registerer: reg,
 		Logger:     log,
 		OnStuck: func(d handlers.Device, running time.Duration) {

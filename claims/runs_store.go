@@ -202,9 +202,17 @@ func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, sum
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?`),
-			string(state), boundOutput(summary), s.stamp(), runID)
-		return err
+		now := s.stamp()
+		if _, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?`),
+			string(state), boundOutput(summary), now, runID); err != nil {
+			return err
+		}
+		if state == RunQuarantined {
+			// In the same transaction as the verdict: no crash window in
+			// which the record says quarantined and the store does not.
+			return s.openQuarantine(ctx, tx, run, boundOutput(summary), now)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("claims: finish cleaning run %s as %s: %w", runID, state, err)

@@ -148,6 +148,25 @@ var migrations = []migration{
 			FOR EACH ROW EXECUTE FUNCTION scour_step_sealed()`,
 		},
 	}},
+	// v1 of quarantines: the store, not a Placement trait, is the authority
+	// on a quarantine. A trait can be lost (a failed write, a crash between
+	// the verdict and the write, an agent that rewrites the provider's
+	// traits); an open row here keeps the device out of cleaning until an
+	// operator releases it (scourctl placement unquarantine).
+	{table: "quarantines", version: 1, stmts: []string{
+		`CREATE TABLE quarantines (
+			host TEXT NOT NULL,
+			device_rp TEXT NOT NULL,
+			address TEXT NOT NULL DEFAULT '',
+			run_id TEXT NOT NULL DEFAULT '',
+			reason TEXT NOT NULL DEFAULT '',
+			quarantined_at TEXT NOT NULL,
+			released_at TEXT,
+			released_by TEXT NOT NULL DEFAULT '',
+			release_reason TEXT NOT NULL DEFAULT ''
+		)`,
+		`CREATE UNIQUE INDEX quarantines_open ON quarantines (host, device_rp) WHERE released_at IS NULL`,
+	}},
 }
 
 // LatestVersions is the schema version of every managed table this binary

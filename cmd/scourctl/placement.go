@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/placement"
@@ -165,20 +167,51 @@ func placementUnquarantine(ctx context.Context, pc *placement.Client, cfg *confi
 	if err != nil {
 		return err
 	}
-	if !d.Quarantined {
+	// The claims store is the authority on a quarantine (the trait only
+	// shows it, and can be lost): release it there first, then remove the
+	// trait. A failure between the two leaves the trait on, which keeps
+	// the device out of cleaning: run the command again.
+	store, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()))
+	if err != nil {
+		return fmt.Errorf("opening the claims store (where quarantines are recorded): %w", err)
+	}
+	defer store.Close()
+	q, recorded, err := store.ActiveQuarantine(ctx, cfg.Host, d.UUID)
+	if err != nil {
+		return err
+	}
+	if !d.Quarantined && !recorded {
 		return fmt.Errorf("device %s is not quarantined (state %s, reserved %d/%d): nothing to do; unquarantine only releases a device scour quarantined",
 			d.Ref, d.State, d.Inventory.Reserved, d.Inventory.Total)
 	}
 	if len(d.Consumers) > 0 {
 		return fmt.Errorf("device %s is quarantined but allocated to %s: refusing; delete or move the consumer first", d.Ref, strings.Join(d.Consumers, ","))
 	}
-	if err := pc.Unquarantine(ctx, d.Ref); err != nil {
-		return err
+	if recorded {
+		if _, err := store.ReleaseQuarantine(ctx, cfg.Host, d.UUID, operatorName(), "scourctl placement unquarantine"); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "released the quarantine recorded by run %s (%s) in the claims store\n", q.RunID, q.Reason)
 	}
-	fmt.Fprintf(w, "removed trait %s from %s\n", cfg.Placement.QuarantineTrait, d.Ref)
+	if d.Quarantined {
+		if err := pc.Unquarantine(ctx, d.Ref); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "removed trait %s from %s\n", cfg.Placement.QuarantineTrait, d.Ref)
+	}
 	fmt.Fprintf(w, "the device is still reserved (%d/%d): it is dirty, not available.\n", d.Inventory.Reserved, d.Inventory.Total)
 	fmt.Fprintf(w, "scourd on %s cleans it again with its full pipeline at its next scan (within lifecycle.reconcile_interval = %s)\n",
 		cfg.Host, cfg.Lifecycle.ReconcileInterval)
 	fmt.Fprintf(w, "and returns it to the pool only if that run is clean; follow it with: scourctl status, scourctl records list --device %s\n", d.Address)
 	return nil
+}
+
+// operatorName is who released a quarantine, for the record.
+func operatorName() string {
+	for _, k := range []string{"SUDO_USER", "USER", "LOGNAME"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "operator"
 }

@@ -1,0 +1,78 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Quarantine is a device kept out of the pool until an operator releases
+// it. The store is the authority: the Placement trait only shows it.
+type Quarantine struct {
+	Host          string
+	DeviceRP      string
+	Address       string
+	RunID         string // the run whose verdict quarantined the device
+	Reason        string
+	QuarantinedAt time.Time
+	ReleasedAt    *time.Time
+	ReleasedBy    string
+	ReleaseReason string
+}
+
+func (s *Store) openQuarantine(ctx context.Context, tx *sql.Tx, run Run, reason, now string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM quarantines
+		WHERE host = ? AND device_rp = ? AND released_at IS NULL`), run.Host, run.DeviceRP).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil // already quarantined: the first verdict's row stands
+	}
+	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
+		(host, device_rp, address, run_id, reason, quarantined_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		run.Host, run.DeviceRP, run.Address, run.ID, reason, now)
+	return err
+}
+
+// ActiveQuarantine returns the device's unreleased quarantine, if any.
+func (s *Store) ActiveQuarantine(ctx context.Context, host, deviceRP string) (Quarantine, bool, error) {
+	var q Quarantine
+	var at string
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at
+		FROM quarantines WHERE host = ? AND device_rp = ? AND released_at IS NULL`), host, deviceRP).
+		Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Quarantine{}, false, nil
+	}
+	if err != nil {
+		return Quarantine{}, false, fmt.Errorf("claims: quarantine of device %s on host %s: %w", deviceRP, host, err)
+	}
+	if q.QuarantinedAt, err = parseTS(at); err != nil {
+		return Quarantine{}, false, err
+	}
+	return q, true, nil
+}
+
+// ReleaseQuarantine records an operator's release of the device's
+// quarantine (by: who, reason: why). It reports whether a quarantine was
+// open; releasing a device that is not quarantined changes nothing.
+func (s *Store) ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reason string) (bool, error) {
+	var released bool
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE quarantines SET released_at = ?, released_by = ?, release_reason = ?
+			WHERE host = ? AND device_rp = ? AND released_at IS NULL`), s.stamp(), by, boundOutput(reason), host, deviceRP)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		released = n > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("claims: release quarantine of device %s on host %s: %w", deviceRP, host, err)
+	}
+	return released, nil
+}
