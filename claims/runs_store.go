@@ -120,12 +120,14 @@ func (s *Store) GetRun(ctx context.Context, runID string) (Run, error) {
 }
 
 // attempt counts the device's runs since its last returned or quarantined
-// run, up to and including r. A quarantined device returns to cleaning
+// run, up to and including r. Aborted runs (the device got allocated, or
+// Placement no longer showed it dirty) never tested the device and do not
+// use up its budget. A quarantined device returns to cleaning
 // only through an operator's unquarantine, which deserves a full budget.
 func (s *Store) attempt(ctx context.Context, q querier, r Run) (int, error) {
 	var n int
 	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM cleaning_runs
-		WHERE host = ? AND device_rp = ? AND (started_at < ? OR (started_at = ? AND id <= ?))
+		WHERE host = ? AND device_rp = ? AND state <> 'aborted' AND (started_at < ? OR (started_at = ? AND id <= ?))
 		AND started_at > COALESCE((SELECT MAX(ended_at) FROM cleaning_runs
 			WHERE host = ? AND device_rp = ? AND state IN ('returned', 'quarantined') AND ended_at <= ?), '')`),
 		r.Host, r.DeviceRP, formatTS(r.StartedAt), formatTS(r.StartedAt), r.ID, r.Host, r.DeviceRP, formatTS(r.StartedAt)).Scan(&n)

@@ -423,6 +423,7 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 	})
 }
 
+// Aborted runs never tested the device and do not count.
 // Attempts count since the device was last returned or quarantined: a
 // quarantined device comes back only by an operator's unquarantine, and
 // its next run must get the whole retry budget again instead of being
@@ -435,7 +436,7 @@ func TestRunAttemptsCountSinceLastReturned(t *testing.T) {
 		verdicts := []struct {
 			state RunState
 			want  int // Attempt of the run that gets this verdict
-		}{{RunFailed, 1}, {RunFailed, 2}, {RunReturned, 3}, {RunAborted, 1}, {RunQuarantined, 2}, {RunFailed, 1}, {RunReturned, 2}}
+		}{{RunFailed, 1}, {RunFailed, 2}, {RunReturned, 3}, {RunAborted, 1}, {RunAborted, 1}, {RunQuarantined, 1}, {RunFailed, 1}, {RunReturned, 2}}
 		for i, v := range verdicts {
 			clock.Advance(time.Minute)
 			run, resumed, err := s.OpenRun(ctx, nvmeRun())
