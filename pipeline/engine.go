@@ -42,6 +42,15 @@ type PluginRunner interface {
 
 var _ PluginRunner = (*runner.Runner)(nil)
 
+// pluginPreflighter is a PluginRunner that can check a plugin's
+// installation (file, owner, mode, protocol version) without running a
+// step; New checks every plugin step with it.
+type pluginPreflighter interface {
+	Preflight(ctx context.Context, path string) error
+}
+
+var _ pluginPreflighter = (*runner.Runner)(nil)
+
 // Options are the engine's dependencies.
 type Options struct {
 	Backend     hardware.Backend
@@ -90,6 +99,9 @@ func New(cfg Config, o Options) (*Engine, error) {
 			return nil, err
 		}
 		o.Plugins = r
+	}
+	if err := preflight(cfg, o.Plugins); err != nil {
+		return nil, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -202,4 +214,37 @@ func (e *Engine) acquire(ctx context.Context, profile string) (func(), error) {
 			<-ps
 		}
 	}, nil
+}
+
+// preflight checks every plugin step's file and protocol version once, so
+// a bad plugin deployment stops the service at start with every problem
+// listed instead of failing devices one by one.
+func preflight(cfg Config, pr PluginRunner) error {
+	pf, ok := pr.(pluginPreflighter)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	seen := map[string]error{}
+	for _, p := range cfg.Profiles {
+		for _, s := range p.Pipeline.Steps {
+			if s.Type != TypePlugin {
+				continue
+			}
+			err, done := seen[s.Path]
+			if !done {
+				err = pf.Preflight(ctx, s.Path)
+				seen[s.Path] = err
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("profile %s, pipeline %s, step %s: %v", p.Name, p.Pipeline.Name, s.Name, plugins.AsError(err).Msg))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("pipeline: plugin deployment problems (fix them, then restart):\n%w", errors.Join(errs...))
 }

@@ -125,10 +125,25 @@ func doneIn(prior []StepRecord, runID string, i int, name string) (StepRecord, b
 	return StepRecord{}, false
 }
 
+// deploymentCodes are failures of scour's own configuration or of a
+// plugin's installation (file missing, wrong owner or mode, no common
+// protocol version, cannot start, bad args or request), not of the device:
+// quarantining for them would let one bad package push quarantine every
+// dirty device of a fleet.
+var deploymentCodes = []int{plugins.CodeIncompatibleVersion, plugins.CodeInvalidConfig, plugins.CodeInvalidRequest}
+
 // verdictFor turns a required step's failure into a verdict.
 func (r *run) verdictFor(s *Step, rec StepRecord) (Verdict, string) {
 	msg := fmt.Sprintf("step %s failed: %s", s.Name, rec.Message)
 	switch {
+	case slices.Contains(deploymentCodes, rec.Code):
+		what := "the step's configuration"
+		if s.Type == TypePlugin {
+			what = "plugin " + s.Path + " (its file, owner root, mode without group/world write (chmod go-w), protocol version, args)"
+		}
+		r.log.Error("cleaning blocked by a configuration or deployment problem: fix it; the device stays reserved and is retried",
+			"step", s.Name, "plugin", s.Path, "code", rec.Code, "error", rec.Message)
+		return VerdictRetryLater, fmt.Sprintf("%s (configuration or deployment problem, not the device's: fix %s; the device stays reserved and is retried)", msg, what)
 	case rec.Code == plugins.CodeRetire:
 		return VerdictQuarantine, msg + " (device must be retired)"
 	case !s.retryable(rec.Code):

@@ -37,7 +37,10 @@ func (r *Runner) exec(ctx context.Context, path string, cmd plugins.Command, ver
 	defer stdin.Close()
 	p, err := start(path, Environ(cmd, version, req), stdin)
 	if err != nil {
-		return nil, fail(plugins.CodePermanent, "", "start: %v", err)
+		// A deployment problem (wrong interpreter, exec format), not the
+		// device's: CodeInvalidConfig, so the device is retried, not
+		// quarantined.
+		return nil, fail(plugins.CodeInvalidConfig, "", "cannot start it: %v: check that it is an executable for this host (its #! interpreter exists)", err)
 	}
 	stdout := newLimitedLines(r.cfg.MaxStdout, progress)
 	stderr := &capped{max: r.cfg.MaxStderr}

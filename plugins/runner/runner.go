@@ -93,6 +93,14 @@ func (r *Runner) Version(ctx context.Context, path string) (string, error) {
 	return v, nil
 }
 
+// Preflight checks that the plugin at path may run (CheckFile) and
+// shares a protocol version with scour (VERSION, which must not touch any
+// device), so a service can refuse to start on a bad deployment.
+func (r *Runner) Preflight(ctx context.Context, path string) error {
+	_, err := r.Version(ctx, path)
+	return err
+}
+
 // Check runs CHECK: can the plugin clean this device? It must not modify it.
 func (r *Runner) Check(ctx context.Context, path, version string, req *plugins.Request) (*plugins.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.VersionTimeout)

@@ -305,3 +305,20 @@ echo '{"status":"ok"}'`)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStartFailureIsConfigProblem: a plugin that cannot start (its #!
+// interpreter is missing) is a deployment problem (code 3, retried by the
+// engine), not a permanent device failure (12, quarantine).
+func TestStartFailureIsConfigProblem(t *testing.T) {
+	dir := t.TempDir()
+	r := newRunner(t, dir, nil)
+	p := filepath.Join(dir, "badinterp")
+	if err := os.WriteFile(p, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o755)
+	_, err := r.Clean(context.Background(), p, "1.0", testRequest(), nil)
+	if err == nil || codeOf(t, err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), p) {
+		t.Fatalf("err %v, want code 3 naming %s", err, p)
+	}
+}
