@@ -16,7 +16,8 @@
 //   - scour: a bus in dispatch mode with the same workers and prefetch:
 //     decode, build the command, publish it broker-confirmed to scour's
 //     exchange, ack. Its per-host intake consumes the commands at the
-//     same time, as in production.
+//     same time, as in production. With -mode direct, the bus handles
+//     each command in-process instead (bus.mode: direct, no hop).
 //
 // Both clocks start once the consumers are subscribed and stop when the
 // last of the n notifications has been acked (scour: Bus.Stats, so
@@ -67,6 +68,7 @@ type options struct {
 	n, rounds         int
 	workers, prefetch int
 	classic           bool
+	mode              string
 	sample            string
 	cpuprofile        string
 }
@@ -81,10 +83,14 @@ func main() {
 	mixes := flag.String("mixes", "relevant,ignored", "comma-separated mixes: relevant, ignored, mixed (90% ignored) or a share of ignored notifications (0..1)")
 	ignored := flag.Float64("ignored", -1, "measure only this share of ignored notifications (0..1; shorthand for -mixes)")
 	flag.BoolVar(&o.classic, "classic", false, "classic queues instead of quorum (bus.classic_queues)")
+	flag.StringVar(&o.mode, "mode", bus.ModeDispatch, "scour's bus.mode: dispatch (commands through scour's exchange and the host queue) or direct (handled in-process, no hop)")
 	flag.StringVar(&o.sample, "sample", "notification/testdata/versioned/instance-delete-end.json", "relevant sample")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (both loops)")
 	flag.Parse()
 	shares, err := parseMixes(*mixes, *ignored)
+	if err == nil && o.mode != bus.ModeDispatch && o.mode != bus.ModeDirect {
+		err = fmt.Errorf("-mode %q is not dispatch or direct", o.mode)
+	}
 	if err == nil && (o.n < 1 || o.rounds < 1 || o.workers < 1 || o.prefetch < 1) {
 		err = errors.New("-n, -rounds, -workers and -prefetch must be positive")
 	}
@@ -160,10 +166,15 @@ type bench struct {
 	conn      *amqp.Connection
 	cfg       bus.Config
 	bareQueue string
-	broker    int // pid of the local broker, 0 when unknown
+	broker    int    // pid of the local broker, 0 when unknown
+	notif     []byte // the relevant notification (inner oslo message)
 }
 
 func run(o options, shares []float64) error {
+	notif, err := os.ReadFile(o.sample)
+	if err != nil {
+		return fmt.Errorf("%w (run from the repository root, or set -sample)", err)
+	}
 	conn, err := amqp.Dial(o.url)
 	if err != nil {
 		return fmt.Errorf("broker %s: %w", bus.Redact(o.url), err)
@@ -175,10 +186,10 @@ func run(o options, shares []float64) error {
 	cfg := bus.Config{
 		URL: o.url, Nova: bus.NovaConfig{Exchange: "nova-bench-" + sfx}, NotificationsQueue: "scour.notifications.bench-" + sfx,
 		Exchange: "scour-bench-" + sfx, HostQueuePrefix: "scour.host.bench-" + sfx + ".", PoisonQueue: "scour.poison.bench-" + sfx,
-		Workers: o.workers, Prefetch: o.prefetch, ClassicQueues: o.classic,
+		Workers: o.workers, Prefetch: o.prefetch, ClassicQueues: o.classic, Mode: o.mode,
 	}
 	cfg.SetDefaults()
-	b := &bench{o: o, conn: conn, cfg: cfg, bareQueue: "bare.bench-" + sfx, broker: brokerPID(o.url)}
+	b := &bench{o: o, conn: conn, cfg: cfg, bareQueue: "bare.bench-" + sfx, broker: brokerPID(o.url), notif: notif}
 	defer b.cleanup()
 	if err := b.declare(); err != nil {
 		return err
@@ -198,8 +209,8 @@ func run(o options, shares []float64) error {
 	if o.classic {
 		queues = "classic"
 	}
-	fmt.Printf("bench-ingest: %d notifications per round, %d rounds per mix after a warm-up round, workers=%d prefetch=%d (both loops), %s queues\n",
-		o.n, o.rounds, o.workers, o.prefetch, queues)
+	fmt.Printf("bench-ingest: %d notifications per round, %d rounds per mix after a warm-up round, workers=%d prefetch=%d (both loops), %s queues, scour in %s mode\n",
+		o.n, o.rounds, o.workers, o.prefetch, queues, o.mode)
 	fmt.Printf("  load average at start: %s\n", loadavg())
 	if b.broker == 0 {
 		fmt.Println("  (broker CPU not measured: no local process found listening on the broker's port)")
@@ -231,7 +242,11 @@ func run(o options, shares []float64) error {
 		}
 		rate := func(s sample) float64 { return s.rate }
 		fmt.Printf("  bare amqp091-go consume+ack:          median %8.0f notifications/s (%s)\n", median(bares, rate), spread(bares, rate))
-		fmt.Printf("  scour dispatch (decode+confirm+ack):  median %8.0f notifications/s (%s)\n", median(scours, rate), spread(scours, rate))
+		label := "scour dispatch (decode+confirm+ack):"
+		if o.mode == bus.ModeDirect {
+			label = "scour direct (decode+handle+ack):   "
+		}
+		fmt.Printf("  %s  median %8.0f notifications/s (%s)\n", label, median(scours, rate), spread(scours, rate))
 		if scours[0].hasE2E {
 			e2e := func(s sample) float64 { return s.e2e }
 			fmt.Printf("  scour end-to-end (commands handled):  median %8.0f notifications/s (%s)\n", median(scours, e2e), spread(scours, e2e))
@@ -357,13 +372,9 @@ func isNotFound(err error) bool {
 // type scour ignores) with confirms pipelined, and returns how many are
 // relevant.
 func (b *bench) publish(ch *amqp.Channel, n int, ignored float64) (int, error) {
-	raw, err := os.ReadFile(b.o.sample)
-	if err != nil {
-		return 0, err
-	}
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return 0, err
+	if err := json.Unmarshal(b.notif, &m); err != nil {
+		return 0, fmt.Errorf("%s: %w", b.o.sample, err)
 	}
 	// encode each event type once, with a placeholder message id that
 	// each publish replaces (same length, so the envelope stays valid)
