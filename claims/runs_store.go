@@ -127,10 +127,10 @@ func (s *Store) GetRun(ctx context.Context, runID string) (Run, error) {
 func (s *Store) attempt(ctx context.Context, q querier, r Run) (int, error) {
 	var n int
 	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM cleaning_runs
-		WHERE host = ? AND device_rp = ? AND state <> 'aborted' AND (started_at < ? OR (started_at = ? AND id <= ?))
+		WHERE host = ? AND device_rp = ? AND (state <> 'aborted' OR id = ?) AND (started_at < ? OR (started_at = ? AND id <= ?))
 		AND started_at > COALESCE((SELECT MAX(ended_at) FROM cleaning_runs
 			WHERE host = ? AND device_rp = ? AND state IN ('returned', 'quarantined') AND ended_at <= ?), '')`),
-		r.Host, r.DeviceRP, formatTS(r.StartedAt), formatTS(r.StartedAt), r.ID, r.Host, r.DeviceRP, formatTS(r.StartedAt)).Scan(&n)
+		r.Host, r.DeviceRP, r.ID, formatTS(r.StartedAt), formatTS(r.StartedAt), r.ID, r.Host, r.DeviceRP, formatTS(r.StartedAt)).Scan(&n)
 	return n, err
 }
 
