@@ -37,7 +37,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	candidates, toBurn := r.classify(devs, snapshot, now, counts)
 	for _, d := range candidates {
 		if r.present(ctx, d) {
-			r.enqueue(d, reason, now)
+			r.enqueue(d, reason, snapshot, now)
 			counts[string(StateDirty)]++
 		} else {
 			counts[gaugeAbsent]++
@@ -140,10 +140,15 @@ func (r *Reconciler) burn(ctx context.Context, d Device) error {
 // enqueue queues a dirty device unless a run for it started since the
 // scan classified it: that run's end drops the queue entry, and only a scan
 // after it may queue the device again (it may be available by then).
-func (r *Reconciler) enqueue(d Device, trigger string, now time.Time) {
+func (r *Reconciler) enqueue(d Device, trigger string, snapshot uint64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, running := r.running[d.RPUUID]; running {
+	// Re-checked under the lock: a run may have started, or started and
+	// ended (with a backoff), while the scan asked the hardware.
+	if _, running := r.running[d.RPUUID]; running || r.finished[d.RPUUID] > snapshot {
+		return
+	}
+	if b, backingOff := r.backoff[d.RPUUID]; backingOff && now.Before(b.until) {
 		return
 	}
 	if q, ok := r.pending[d.RPUUID]; ok {
