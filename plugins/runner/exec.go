@@ -35,6 +35,7 @@ func (r *Runner) exec(ctx context.Context, path string, cmd plugins.Command, ver
 		return nil, fail(plugins.CodeTryAgainLater, "", "preparing stdin: %v", err)
 	}
 	defer stdin.Close()
+	// path is its own real path (CheckFile): what runs is what was checked.
 	p, err := start(path, Environ(cmd, version, req), stdin)
 	if err != nil {
 		// A deployment problem (wrong interpreter, exec format), not the

@@ -261,7 +261,7 @@ func TestPermissionsRefused(t *testing.T) {
 		{notExec, "not executable"},
 		{nobody, "owned by uid 65534, not root"},
 		{outside, "outside the configured plugin directories"},
-		{link, "outside the configured plugin directories"},
+		{link, "is a symlink"},
 		{nested, "outside the configured plugin directories"},
 		{"relative/plugin", "must be absolute"},
 		{filepath.Join(dir, "adir"), "not a regular file"},
@@ -320,5 +320,103 @@ func TestStartFailureIsConfigProblem(t *testing.T) {
 	_, err := r.Clean(context.Background(), p, "1.0", testRequest(), nil)
 	if err == nil || codeOf(t, err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), p) {
 		t.Fatalf("err %v, want code 3 naming %s", err, p)
+	}
+}
+
+// TestSymlinksAndAncestorsRefused: the runner executes exactly the path it
+// checked, so that path must be its own real path (a symlink, even to a
+// good plugin in the same directory, could be re-pointed between check
+// and exec), and every directory above the plugin directory must be
+// root-owned and not group/world-writable unless sticky and root-owned
+// (like /tmp), as sudo requires.
+func TestSymlinksAndAncestorsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("plugin ownership rules need root-owned files: run the tests as root")
+	}
+	version := `echo '{"supported_versions":["1.0"]}'`
+	// tree makes base/<parent>/plugins with a good plugin "p" and returns
+	// the plugin directory after mod has been applied to the parent.
+	tree := func(t *testing.T, mod func(parent string)) string {
+		parent := filepath.Join(t.TempDir(), "parent")
+		dir := filepath.Join(parent, "plugins")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(parent, 0o755)
+		os.Chmod(dir, 0o755)
+		writePlugin(t, dir, "p", version)
+		if mod != nil {
+			mod(parent)
+		}
+		return dir
+	}
+	chmod := func(m os.FileMode) func(string) { return func(d string) { os.Chmod(d, m) } }
+	nobody := func(m os.FileMode) func(string) {
+		return func(d string) {
+			if err := os.Chown(d, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(d, m)
+		}
+	}
+	tests := []struct {
+		name string
+		// setup returns the configured plugin dir and plugin path.
+		setup func(t *testing.T) (dir, path string)
+		want  string // "" means accepted
+	}{
+		{name: "plain tree", setup: func(t *testing.T) (string, string) { d := tree(t, nil); return d, filepath.Join(d, "p") }},
+		{name: "root-owned sticky world-writable parent (like /tmp)", setup: func(t *testing.T) (string, string) {
+			d := tree(t, chmod(0o777|os.ModeSticky))
+			return d, filepath.Join(d, "p")
+		}},
+		{name: "world-writable parent", want: "without the sticky bit", setup: func(t *testing.T) (string, string) {
+			d := tree(t, chmod(0o777))
+			return d, filepath.Join(d, "p")
+		}},
+		{name: "group-writable parent", want: "writable by group or others", setup: func(t *testing.T) (string, string) {
+			d := tree(t, chmod(0o775))
+			return d, filepath.Join(d, "p")
+		}},
+		{name: "parent owned by nobody", want: "owned by uid 65534", setup: func(t *testing.T) (string, string) {
+			d := tree(t, nobody(0o755))
+			return d, filepath.Join(d, "p")
+		}},
+		{name: "sticky parent owned by nobody", want: "owned by uid 65534", setup: func(t *testing.T) (string, string) {
+			d := tree(t, nobody(0o777|os.ModeSticky))
+			return d, filepath.Join(d, "p")
+		}},
+		{name: "symlink to a good plugin in the same dir", want: "is a symlink", setup: func(t *testing.T) (string, string) {
+			d := tree(t, nil)
+			link := filepath.Join(d, "link")
+			if err := os.Symlink(filepath.Join(d, "p"), link); err != nil {
+				t.Fatal(err)
+			}
+			return d, link
+		}},
+		{name: "plugin dir reached through a symlinked parent", want: "is a symlink", setup: func(t *testing.T) (string, string) {
+			d := tree(t, nil)
+			alias := filepath.Join(filepath.Dir(filepath.Dir(d)), "alias")
+			if err := os.Symlink(filepath.Dir(d), alias); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(alias, "plugins"), filepath.Join(alias, "plugins", "p")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, path := tc.setup(t)
+			r := newRunner(t, dir, nil)
+			_, err := r.Version(context.Background(), path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || codeOf(t, err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want code 3 containing %q", err, tc.want)
+			}
+		})
 	}
 }
