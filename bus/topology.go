@@ -116,9 +116,28 @@ func (t *topology) notifications(ch channel) error {
 	return nil
 }
 
-// commandExchange declares scour's own durable topic exchange.
+// UnroutableExchange is the alternate exchange of scour's command exchange.
+func (c *Config) UnroutableExchange() string { return c.Exchange + ".unroutable" }
+
+// commandExchange declares scour's own durable topic exchange, with an
+// alternate exchange that sends every command no queue is bound for (a
+// host whose scourd never started, or whose `host` differs from the name
+// Nova uses) to the poison queue. Without it the broker confirms such a
+// publish and drops it, and the dispatcher would ack the notification.
 func (t *topology) commandExchange(ch channel) error {
-	if err := ch.ExchangeDeclare(t.cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+	ae := t.cfg.UnroutableExchange()
+	if err := ch.ExchangeDeclare(ae, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		return asTopologyError(err, "exchange "+ae, "bus.exchange",
+			"an exchange of that name exists with other flags (scour's is a durable fanout exchange): pick another bus.exchange")
+	}
+	if err := t.poison(ch); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(t.cfg.PoisonQueue, "", ae, false, nil); err != nil {
+		return asTopologyError(err, "binding "+t.cfg.PoisonQueue+" to "+ae, "bus.poison_queue", "check the broker user's permissions")
+	}
+	args := amqp.Table{"alternate-exchange": ae}
+	if err := ch.ExchangeDeclare(t.cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, args); err != nil {
 		return asTopologyError(err, "exchange "+t.cfg.Exchange, "bus.exchange",
 			"an exchange of that name exists with other flags (scour's is a durable topic exchange): pick another name")
 	}
