@@ -379,3 +379,23 @@ func TestStepOptional(t *testing.T) {
 		t.Fatal("a step of another pipeline version counted as optional")
 	}
 }
+
+// TestAbortReasonDoesNotOverclaim: the allocation checker (scourd's
+// dirtyCheck) also answers "in use" for a device un-reserved meanwhile, so
+// the abort reason says what is known (no longer dirty) and names the step
+// that was about to run.
+func TestAbortReasonDoesNotOverclaim(t *testing.T) {
+	nondestructive := func(s *Step) { f := false; s.Destructive = &f }
+	h := newHarness(t, testConfig(pluginStep("check", nondestructive), pluginStep("wipe")), func(h *harness) {
+		h.alloc = func(context.Context, string) (bool, error) { return true, nil }
+	})
+	res := h.clean(t, target(3))
+	for _, want := range []string{"Placement no longer shows the device dirty (allocated, in use, or un-reserved meanwhile)", "0000:03:00.0", "rp-3", "destructive step wipe"} {
+		if !strings.Contains(res.Reason, want) {
+			t.Errorf("reason %q lacks %q", res.Reason, want)
+		}
+	}
+	if strings.Contains(res.Reason, "shows an allocation") {
+		t.Errorf("reason %q claims an allocation", res.Reason)
+	}
+}

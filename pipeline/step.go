@@ -94,8 +94,11 @@ func (r *run) placementClear(ctx context.Context, s *Step) error {
 		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before destructive step %s: %v", r.t.Address, r.t.RPUUID, s.Name, err)}
 	}
 	if has {
-		r.log.Error("allocation found on a device about to be cleaned: aborting without touching it", "step", s.Name)
-		return errStop{VerdictAborted, fmt.Sprintf("Placement shows an allocation on %s (rp %s): aborted before destructive step %s without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
+		// The checker answers "not dirty" for an allocation, usage, or a
+		// reservation lifted meanwhile (scourd's dirtyCheck): the message
+		// must not claim more than it knows.
+		r.log.Error("Placement no longer shows the device dirty: aborting without touching it", "step", s.Name)
+		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, or un-reserved meanwhile): %s (rp %s) aborted at the allocation check before destructive step %s, without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
 	}
 	return nil
 }

@@ -17,7 +17,8 @@ const (
 	// VerdictQuarantine: permanent failure, budget exhausted, or a check
 	// said retire. The device stays reserved until an operator acts.
 	VerdictQuarantine Verdict = "quarantine"
-	// VerdictAborted: Placement showed an allocation before a destructive
+	// VerdictAborted: Placement no longer showed the device dirty
+	// (allocated, in use, or un-reserved meanwhile) before a destructive
 	// step; nothing destructive ran. Not a hardware problem.
 	VerdictAborted Verdict = "aborted"
 	// VerdictNoProfile: no profile matches the device; it stays reserved
