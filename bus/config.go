@@ -56,6 +56,12 @@ type Config struct {
 	Workers int `yaml:"workers"`
 	// MaxMessageBytes bounds a notification body (larger: poisoned).
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// DeliveryLimit is the quorum queues' x-delivery-limit: a message
+	// requeued this many times (a handler failing transiently for a long
+	// outage) is dead-lettered to the poison queue instead of looping
+	// forever or, on RabbitMQ 4's default limit, being dropped. Default
+	// 1000 (about an hour of retries); ignored with classic_queues.
+	DeliveryLimit int `yaml:"delivery_limit"`
 
 	Retry RetryConfig `yaml:"retry"`
 	// ShutdownTimeout bounds how long in-flight messages may finish on
@@ -128,6 +134,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20
 	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = 1000
+	}
 	if c.Retry.Attempts == 0 {
 		c.Retry.Attempts = 5
 	}
@@ -187,6 +196,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 || c.Workers > 256 {
 		bad("workers", "%d is outside 1..256", c.Workers)
+	}
+	if c.DeliveryLimit < 1 {
+		bad("delivery_limit", "%d is below 1", c.DeliveryLimit)
 	}
 	if c.MaxMessageBytes < 1024 {
 		bad("max_message_bytes", "%d is below 1024", c.MaxMessageBytes)

@@ -79,6 +79,7 @@ func testConfig(t *testing.T, conn *amqp.Connection) Config {
 		}
 		_ = ch.ExchangeDelete(cfg.Nova.Exchange, false, false)
 		_ = ch.ExchangeDelete(cfg.Exchange, false, false)
+		_ = ch.ExchangeDelete(cfg.UnroutableExchange(), false, false)
 	})
 	return cfg
 }

@@ -125,18 +125,10 @@ func (c *Config) UnroutableExchange() string { return c.Exchange + ".unroutable"
 // Nova uses) to the poison queue. Without it the broker confirms such a
 // publish and drops it, and the dispatcher would ack the notification.
 func (t *topology) commandExchange(ch channel) error {
-	ae := t.cfg.UnroutableExchange()
-	if err := ch.ExchangeDeclare(ae, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
-		return asTopologyError(err, "exchange "+ae, "bus.exchange",
-			"an exchange of that name exists with other flags (scour's is a durable fanout exchange): pick another bus.exchange")
-	}
-	if err := t.poison(ch); err != nil {
+	if err := t.deadLetter(ch); err != nil {
 		return err
 	}
-	if err := ch.QueueBind(t.cfg.PoisonQueue, "", ae, false, nil); err != nil {
-		return asTopologyError(err, "binding "+t.cfg.PoisonQueue+" to "+ae, "bus.poison_queue", "check the broker user's permissions")
-	}
-	args := amqp.Table{"alternate-exchange": ae}
+	args := amqp.Table{"alternate-exchange": t.cfg.UnroutableExchange()}
 	if err := ch.ExchangeDeclare(t.cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, args); err != nil {
 		return asTopologyError(err, "exchange "+t.cfg.Exchange, "bus.exchange",
 			"an exchange of that name exists with other flags (scour's is a durable topic exchange): pick another name")
@@ -162,13 +154,48 @@ func (t *topology) hostQueue(ch channel) error {
 	return nil
 }
 
-// poison declares the poison queue (durable; classic or quorum like the others).
-func (t *topology) poison(ch channel) error {
-	return t.declareQueue(ch, t.cfg.PoisonQueue, "bus.poison_queue")
+// deadLetter declares the fanout exchange that leads to the poison queue:
+// the command exchange's alternate exchange and the quorum queues'
+// dead-letter exchange.
+func (t *topology) deadLetter(ch channel) error {
+	ae := t.cfg.UnroutableExchange()
+	if err := ch.ExchangeDeclare(ae, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		return asTopologyError(err, "exchange "+ae, "bus.exchange",
+			"an exchange of that name exists with other flags (scour's is a durable fanout exchange): pick another bus.exchange")
+	}
+	if err := t.poison(ch); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(t.cfg.PoisonQueue, "", ae, false, nil); err != nil {
+		return asTopologyError(err, "binding "+t.cfg.PoisonQueue+" to "+ae, "bus.poison_queue", "check the broker user's permissions")
+	}
+	return nil
 }
 
+// poison declares the poison queue (durable; classic or quorum like the
+// others, without a delivery limit: nothing consumes it).
+func (t *topology) poison(ch channel) error {
+	return t.declare(ch, t.cfg.PoisonQueue, "bus.poison_queue", t.queueArgs())
+}
+
+// declareQueue declares a consumed queue. A quorum queue dead-letters a
+// message redelivered bus.delivery_limit times to the poison queue (via
+// the unroutable exchange, which the command exchange declared).
 func (t *topology) declareQueue(ch channel, name, setting string) error {
-	if _, err := ch.QueueDeclare(name, true, false, false, false, t.queueArgs()); err != nil {
+	args := t.queueArgs()
+	if args != nil {
+		if err := t.deadLetter(ch); err != nil {
+			return err
+		}
+		args = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum,
+			"x-delivery-limit":       int64(t.cfg.DeliveryLimit),
+			"x-dead-letter-exchange": t.cfg.UnroutableExchange()}
+	}
+	return t.declare(ch, name, setting, args)
+}
+
+func (t *topology) declare(ch channel, name, setting string, args amqp.Table) error {
+	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		return asTopologyError(err, "queue "+name, setting+" or bus.classic_queues (SCOUR_BUS_CLASSIC_QUEUES)",
 			fmt.Sprintf("a queue of that name exists with other arguments (scour declares durable, classic_queues=%v): delete it or change the name", t.cfg.ClassicQueues))
 	}

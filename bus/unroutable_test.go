@@ -3,8 +3,12 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
 )
@@ -16,12 +20,6 @@ import (
 func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
 	conn := needBroker(t)
 	cfg := testConfig(t, conn)
-	t.Cleanup(func() {
-		if ch, err := conn.Channel(); err == nil {
-			_ = ch.ExchangeDelete(cfg.UnroutableExchange(), false, false)
-			ch.Close()
-		}
-	})
 	compute := &Recorder{}
 	startBus(t, cfg, "compute", compute)
 
@@ -53,4 +51,47 @@ func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
 	if n := queueDepth(t, conn, cfg.NotificationsQueue); n != 0 {
 		t.Errorf("notifications queue holds %d messages: the notification must be acked", n)
 	}
+}
+
+// alwaysDown fails every command transiently (Placement down for good).
+type alwaysDown struct{ calls atomic.Int64 }
+
+func (a *alwaysDown) Handle(ctx context.Context, c *command.Command) error {
+	a.calls.Add(1)
+	return errors.New("placement unreachable")
+}
+
+// A command whose handler keeps failing transiently is requeued until the
+// quorum queue's delivery limit, then dead-lettered to the poison queue:
+// neither an endless loop nor (RabbitMQ 4's default) silently dropped.
+func TestDeliveryLimitDeadLettersToPoison(t *testing.T) {
+	conn := needBroker(t)
+	cfg := testConfig(t, conn)
+	cfg.DeliveryLimit = 2
+	h := &alwaysDown{}
+	startBus(t, cfg, "compute", h)
+	ch := confirmModeChannel(t, conn)
+	if err := PublishOslo(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
+		sample(t, "versioned/instance-delete-end.json", "m-down", func(d map[string]any) { d["uuid"] = "i-down" })); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the command dead-lettered to the poison queue", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 1 })
+	msgs := getAll(t, conn, cfg.PoisonQueue)
+	var c command.Command
+	if len(msgs) != 1 || json.Unmarshal(msgs[0].Body, &c) != nil || c.InstanceUUID != "i-down" {
+		t.Fatalf("poison queue: %d messages, first %q; want the i-down command", len(msgs), firstBody(msgs))
+	}
+	if n := queueDepth(t, conn, cfg.HostQueue("compute")); n != 0 {
+		t.Errorf("host queue still holds %d messages", n)
+	}
+	if got := h.calls.Load(); got < int64(cfg.Retry.Attempts)*2 {
+		t.Errorf("handler called %d times, want at least %d (retries in process, then redeliveries)", got, cfg.Retry.Attempts*2)
+	}
+}
+
+func firstBody(msgs []amqp.Delivery) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	return string(msgs[0].Body)
 }
