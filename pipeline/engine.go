@@ -159,7 +159,7 @@ func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
 	e.m.inFlight.Inc()
 	defer e.m.inFlight.Dec()
 
-	r := &run{e: e, t: t, dev: dev, prof: prof, log: log.With("profile", prof.Name, "pipeline", prof.Pipeline.Name)}
+	r := &run{e: e, t: t, dev: dev, prof: prof, def: definition(&prof.Pipeline), log: log.With("profile", prof.Name, "pipeline", prof.Pipeline.Name)}
 	res, err := r.execute(ctx)
 	if err != nil {
 		return nil, err

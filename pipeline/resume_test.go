@@ -16,7 +16,8 @@ func seed(t *testing.T, cp *MemCheckpoints, cfg Config, tg Target, states ...Ste
 		t.Fatal(err)
 	}
 	for i, st := range states {
-		rec := StepRecord{RunID: run.ID, Index: i, Name: cfg.Profiles[0].Pipeline.Steps[i].Name, State: st}
+		rec := StepRecord{RunID: run.ID, Index: i, Name: cfg.Profiles[0].Pipeline.Steps[i].Name, State: st,
+			Details: map[string]any{DefinitionKey: definition(&cfg.Profiles[0].Pipeline)}}
 		cp.StepStarted(context.Background(), run.ID, rec)
 	}
 	return run

@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +25,7 @@ type run struct {
 
 	run  Run
 	recs []StepRecord
+	def  string // definition(&prof.Pipeline)
 }
 
 // errStop ends a run with a verdict before a step touched the device
@@ -43,8 +47,53 @@ func (r *run) start() RunStart {
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC()}
 }
 
+// DefinitionKey is the key of StepRecord.Details under which the engine
+// stores the hash of the pipeline's step definitions the step ran under.
+const DefinitionKey = "scour_pipeline_definition"
+
+// definition hashes what decides whether a step's recorded outcome still
+// counts: every step's name, type, path, args, driver, destructive,
+// required, requires and on_unsupported, and the home driver. Editing a
+// step without bumping the pipeline version changes it.
+func definition(p *Pipeline) string {
+	type stepDef struct {
+		Name, Type, Path, Driver, OnUnsupported string
+		Args                                    map[string]any
+		Requires                                Requires
+		Destructive, Required                   bool
+	}
+	defs := make([]stepDef, len(p.Steps))
+	for i, s := range p.Steps {
+		defs[i] = stepDef{Name: s.Name, Type: s.Type, Path: s.Path, Driver: s.Driver, OnUnsupported: s.OnUnsupported,
+			Args: s.Args, Requires: s.Requires, Destructive: s.Destructive != nil && *s.Destructive, Required: s.Required == nil || *s.Required}
+	}
+	b, err := json.Marshal(struct {
+		HomeDriver string
+		Steps      []stepDef
+	}{p.HomeDriver, defs})
+	if err != nil { // args that cannot be encoded: never equal to a stored hash
+		return "unhashable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// sameDefinition reports whether every done record of the open run was
+// made under the current step definitions (the hash stamped into its
+// Details). A done record without one (or with another) may stem from a
+// step that has since changed type, args or driver: it must not count.
+func sameDefinition(recs []StepRecord, def string) bool {
+	for _, rec := range recs {
+		if rec.done() && rec.Details[DefinitionKey] != def {
+			return false
+		}
+	}
+	return true
+}
+
 // open resumes the device's open run when it belongs to the same pipeline
-// (name, version and steps), else closes it as superseded and opens anew.
+// (name, version, steps and step definitions), else closes it as
+// superseded and opens anew.
 func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 	want := r.start()
 	for range 2 {
@@ -53,7 +102,8 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 			return nil, fmt.Errorf("device %s: opening a cleaning run: %w", r.t.Address, err)
 		}
 		s := run.Start
-		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) {
+		sameSteps := sameDefinition(recs, r.def)
+		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps {
 			r.run = run
 			if len(recs) > 0 {
 				r.log.Info("resuming interrupted cleaning run", "run", run.ID, "attempt", run.Attempt)
@@ -62,10 +112,13 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		}
 		sup := Result{Verdict: VerdictRetryLater, RunID: run.ID, Device: string(r.t.Address),
 			Reason: fmt.Sprintf("superseded: config now says %s v%d", want.Pipeline, want.PipelineVersion)}
+		if !sameSteps {
+			sup.Reason += " with other step definitions (type, path, args, driver, destructive, required changed without a version bump)"
+		}
 		if err := r.e.cp.FinishRun(ctx, run.ID, sup); err != nil {
 			return nil, fmt.Errorf("device %s: closing superseded run %s: %w", r.t.Address, run.ID, err)
 		}
-		r.log.Warn("closed an interrupted run of an older pipeline; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion)
+		r.log.Warn("closed an interrupted run of an older pipeline; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion, "same_step_definitions", sameSteps)
 	}
 	return nil, fmt.Errorf("device %s: checkpoint store keeps returning a run of another pipeline", r.t.Address)
 }

@@ -61,6 +61,12 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 
 func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Duration) (StepRecord, error) {
 	rec.Finished = time.Now().UTC()
+	details := make(map[string]any, len(rec.Details)+1) // never the step's own map
+	for k, v := range rec.Details {
+		details[k] = v
+	}
+	details[DefinitionKey] = r.def
+	rec.Details = details
 	r.e.m.stepDone(r.prof.Name, s.Name, string(rec.State), took)
 	r.e.m.progress.DeleteLabelValues(string(r.t.Address), s.Name)
 	if ctx.Err() != nil {
