@@ -83,26 +83,6 @@ func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plug
 	return NewRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev)
 }
 
-// RequestFor builds a plugin request for dev like NewRequest, but leaves
-// Media empty when the backend cannot list them for any reason.
-//
-// Deprecated: a plugin handed empty media may wipe nothing and report
-// success; use NewRequest, which fails instead.
-func RequestFor(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) *plugins.Request {
-	req, err := NewRequest(ctx, be, t, step, args, dev)
-	if err != nil {
-		req, _ = NewRequest(ctx, noMedia{be}, t, step, args, dev)
-	}
-	return req
-}
-
-// noMedia answers Media with ErrUnsupported.
-type noMedia struct{ hardware.Backend }
-
-func (noMedia) Media(context.Context, hardware.Address) ([]hardware.Media, error) {
-	return nil, hardware.ErrUnsupported
-}
-
 // NewRequest builds a plugin request for dev. A backend that cannot list
 // block devices for this kind of device (hardware.ErrUnsupported) gives
 // the plugin no media; any other failure to list them is an error

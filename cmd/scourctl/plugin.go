@@ -259,7 +259,10 @@ func simRequest(ctx context.Context, path string, addr hardware.Address, f plugi
 	if err != nil {
 		return nil, err
 	}
-	req := pipeline.RequestFor(ctx, be, pipeline.Target{Address: addr, RPUUID: f.rp}, "plugin-test", args, dev)
+	req, err := pipeline.NewRequest(ctx, be, pipeline.Target{Address: addr, RPUUID: f.rp}, "plugin-test", args, dev)
+	if err != nil {
+		return nil, fmt.Errorf("%s: building the plugin request for %s: %w", path, addr, err)
+	}
 	req.Previous = &plugins.Previous{Instance: "00000000-0000-0000-0000-00000000abcd", Project: "plugin-test"}
 	return req, nil
 }
