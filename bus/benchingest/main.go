@@ -302,28 +302,51 @@ func spread(s []sample, f func(sample) float64) string {
 	return fmt.Sprintf("%.0f..%.0f", slices.Min(v), slices.Max(v))
 }
 
+// declare sets up Nova's (benchmark) exchange and the bare queue, with
+// the arguments scour gives its own quorum queues (delivery limit,
+// dead-lettering) so both loops drain the same kind of queue, then runs a
+// bus once until it is consuming so that scour declares its own queues
+// exactly as in production.
 func (b *bench) declare() error {
 	ch, err := b.conn.Channel()
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+	args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum,
+		"x-delivery-limit": int64(b.cfg.DeliveryLimit), "x-dead-letter-exchange": b.cfg.UnroutableExchange()}
 	if b.o.classic {
 		args = nil
 	}
 	if err := ch.ExchangeDeclare(b.cfg.Nova.Exchange, "topic", false, false, false, false, nil); err != nil {
 		return err
 	}
-	for _, q := range []string{b.bareQueue, b.cfg.NotificationsQueue} {
-		if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
-			return err
+	if _, err := ch.QueueDeclare(b.bareQueue, true, false, false, false, args); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(b.bareQueue, "versioned_notifications.info", b.cfg.Nova.Exchange, false, nil); err != nil {
+		return err
+	}
+	bs, err := bus.New(b.cfg, "compute", &bus.Recorder{}, metrics.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bs.Run(ctx) }()
+	defer cancel()
+	for deadline := time.Now().Add(time.Minute); bs.Ready() != nil; {
+		select {
+		case err := <-done:
+			return fmt.Errorf("declaring scour's topology: %w", err)
+		case <-time.After(5 * time.Millisecond):
 		}
-		if err := ch.QueueBind(q, "versioned_notifications.info", b.cfg.Nova.Exchange, false, nil); err != nil {
-			return err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("scour's bus not consuming after a minute: %v", bs.Ready())
 		}
 	}
-	return nil
+	cancel()
+	return <-done
 }
 
 // round purges both queues, publishes n notifications to both, and drains
@@ -549,6 +572,7 @@ func (b *bench) scour(n, relevant int) (sample, error) {
 		case <-interrupted.Done():
 			return sample{}, errors.New("interrupted")
 		case err := <-done:
+			done <- err // for the deferred wait
 			return sample{}, fmt.Errorf("bus stopped: %v", err)
 		case <-tick.C:
 		}
