@@ -2,7 +2,11 @@
 # Scour container image: scourd (the per-host worker) and scourctl.
 #
 #   docker build -t scour:dev .            # or: podman build -t scour:dev .
-#   docker run --rm scour:dev scourd --version
+#   docker run --rm scour:dev --version      # the entry point is scourd
+#
+# Without a reachable registry, `make image` (scripts/image.sh) builds the
+# same layout from a Debian mirror; keep the package list below in step
+# with the one in scripts/image.sh.
 #
 # Stage 1 builds static binaries (CGO_ENABLED=0: no libc dependency, so the
 # same binary runs on any distribution the compute hosts use).
