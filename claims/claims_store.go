@@ -52,18 +52,23 @@ func scanClaim(sc scanner) (Claim, error) {
 }
 
 func (s *Store) queryClaims(ctx context.Context, q querier, where string, args ...any) ([]Claim, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT `+claimCols+` FROM claims WHERE `+where), args...)
+	return queryAll(ctx, q, s.d.rebind(`SELECT `+claimCols+` FROM claims WHERE `+where), scanClaim, args...)
+}
+
+// queryAll runs query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, query string, scan func(scanner) (T, error), args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Claim
+	var out []T
 	for rows.Next() {
-		c, err := scanClaim(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

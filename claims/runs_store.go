@@ -35,20 +35,7 @@ func scanRun(sc scanner) (Run, error) {
 }
 
 func (s *Store) queryRuns(ctx context.Context, q querier, where string, args ...any) ([]Run, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT `+runCols+` FROM cleaning_runs WHERE `+where), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, s.d.rebind(`SELECT `+runCols+` FROM cleaning_runs WHERE `+where), scanRun, args...)
 }
 
 // OpenRun returns the device's unfinished run when there is one (resumed
