@@ -30,6 +30,10 @@ func TestBootDeleteCleansAndReturns(t *testing.T) {
 			if len(recs) != 1 {
 				t.Fatalf("want 1 cleaning record, got %d: %v", len(recs), recs)
 			}
+			// The record names the device as discovery knows it.
+			if dev, _ := recs[0]["device"].(map[string]any); dev["serial"] != "S000081000" || dev["pci_address"] != "0000:81:00.0" {
+				t.Errorf("record device = %v, want the simulated drive's serial S000081000 at 0000:81:00.0", dev)
+			}
 			if c.Reserved(t, h.Device("0000:82:00.0")) != 0 || h.Records(t, "0000:82:00.0") != nil {
 				t.Error("the instance's neighbour device was touched")
 			}

@@ -31,6 +31,10 @@ type RunStart struct {
 	PipelineVersion int       `json:"pipeline_version"`
 	Steps           []string  `json:"steps"`
 	Started         time.Time `json:"started"`
+	// Serial and Model identify the device in the record, when discovery
+	// knows them.
+	Serial string `json:"serial,omitempty"`
+	Model  string `json:"model,omitempty"`
 }
 
 // Run is a persisted run. Its RunStart is what was stored when it opened,

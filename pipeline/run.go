@@ -43,8 +43,12 @@ func (r *run) start() RunStart {
 	for i, s := range p.Steps {
 		names[i] = s.Name
 	}
-	return RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
+	rs := RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC()}
+	if r.dev != nil {
+		rs.Serial, rs.Model = r.dev.Serial, r.dev.Model
+	}
+	return rs
 }
 
 // DefinitionKey is the key of StepRecord.Details under which the engine

@@ -34,7 +34,8 @@ var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 // its newest claim.
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
-		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger}
+		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger,
+		Serial: start.Serial, Model: start.Model}
 	if rs.Trigger == "" {
 		rs.Trigger = "pipeline engine"
 	}
