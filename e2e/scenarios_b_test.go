@@ -58,6 +58,19 @@ func moveToB(t *testing.T, c *Cloud, a, b *Host, inst string) string {
 	return mig
 }
 
+// finishResizeOnB plays resize_finish.end on the destination and waits
+// until B's scourd has recorded the claim and burned the device.
+func finishResizeOnB(t *testing.T, c *Cloud, b *Host, inst string, f harness.Format) {
+	t.Helper()
+	c.Bus.PublishNotification(t, harness.Event{Type: "instance.resize_finish.end", InstanceUUID: inst,
+		Host: b.Name, Node: b.Name}, f)
+	waitClaim(t, b, inst)
+	Eventually(t, 30*time.Second, "destination device burned by scour's claim", func() (bool, string) {
+		r := c.Reserved(t, b.Device(addrB))
+		return r == 1, fmt.Sprintf("reserved=%d", r)
+	})
+}
+
 // The destination's claim (resize_finish.end on B) burns and records B's
 // device; confirm (migration allocation dropped, resize_confirm.end from A)
 // cleans and returns A's device, while B's stays in use.
@@ -69,13 +82,7 @@ func TestResizeConfirmAcrossHosts(t *testing.T) {
 	bootOnA(t, c, a, inst)
 
 	mig := moveToB(t, c, a, b, inst)
-	c.Bus.PublishNotification(t, harness.Event{Type: "instance.resize_finish.end", InstanceUUID: inst,
-		Host: b.Name, Node: b.Name}, harness.Versioned)
-	waitClaim(t, b, inst)
-	Eventually(t, 30*time.Second, "destination device burned by scour's claim", func() (bool, string) {
-		r := c.Reserved(t, b.Device(addrB))
-		return r == 1, fmt.Sprintf("reserved=%d", r)
-	})
+	finishResizeOnB(t, c, b, inst, harness.Versioned)
 	// Until the confirm, the migration consumer holds A's device: nothing
 	// may happen to it.
 	if got := c.P.Allocations(t, a.Device(addrA).UUID); len(got) != 1 || got[mig] == nil {
@@ -108,13 +115,7 @@ func TestResizeRevertAcrossHosts(t *testing.T) {
 	bootOnA(t, c, a, inst)
 
 	mig := moveToB(t, c, a, b, inst)
-	c.Bus.PublishNotification(t, harness.Event{Type: "instance.resize_finish.end", InstanceUUID: inst,
-		Host: b.Name, Node: b.Name}, harness.Legacy)
-	waitClaim(t, b, inst)
-	Eventually(t, 30*time.Second, "destination device burned by scour's claim", func() (bool, string) {
-		r := c.Reserved(t, b.Device(addrB))
-		return r == 1, fmt.Sprintf("reserved=%d", r)
-	})
+	finishResizeOnB(t, c, b, inst, harness.Legacy)
 
 	// Revert: the migration's allocations go back to the instance (A's
 	// device; the same Placement limit applies, see withBurnsLifted), the
