@@ -1,8 +1,11 @@
 package app
 
 // Adapters from the real packages to the small interfaces the handlers and
-// the pipeline declare. They only translate types and error identities;
-// every safety decision stays in the package that owns it.
+// the pipeline declare. They translate types and error identities, with
+// two deliberate checks that join two packages' knowledge and so live
+// here: dirtyCheck (the pipeline's pre-destructive test reads Placement)
+// and the cleaner's refusal of a device the claims store holds
+// quarantined.
 
 import (
 	"context"
