@@ -61,6 +61,7 @@ type Bus struct {
 	subs   int32 // subscriptions the router makes
 
 	settledNotifications, settledCommands atomic.Uint64
+	poisonSeq                             atomic.Uint64 // names commands poisoned out of a batch
 }
 
 // Stats counts deliveries this bus settled (acked, or nacked for a
@@ -325,8 +326,8 @@ func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error
 		}
 	default:
 		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, publishLanes)
-		d := &dispatcher{b: b, pub: cmdPub}
-		in := &intake{b: b}
+		d := &dispatcher{b: b, batch: newBatcher(cmdPub, publishLanes, b.m.CommandBatch)}
+		in := &intake{b: b, poison: poisonPub, slots: make(chan struct{}, b.cfg.Workers*b.cfg.Prefetch)}
 		for i := range b.cfg.Workers {
 			router.AddConsumerHandler(fmt.Sprintf("dispatch-%d", i), b.topo.queue, sub, d.handle)
 			router.AddConsumerHandler(fmt.Sprintf("intake-%d", i), b.HostQueue(), sub, in.handle)

@@ -2,10 +2,14 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/notification"
@@ -13,8 +17,8 @@ import (
 
 // dispatcher consumes Nova's notifications and publishes commands.
 type dispatcher struct {
-	b   *Bus
-	pub *confirmPublisher
+	b     *Bus
+	batch *batcher
 }
 
 // RoutingKey is where c is published on scour's exchange.
@@ -43,8 +47,9 @@ func (b *Bus) decode(msg *message.Message) (*command.Command, error) {
 	return c, nil
 }
 
-// handle: decode, publish the command (broker-confirmed, retried), then
-// return nil so the router acks the notification.
+// handle: decode, publish the command (broker-confirmed, retried; it may
+// share its message with other commands for the same host, see batcher),
+// then return nil so the router acks the notification.
 func (d *dispatcher) handle(msg *message.Message) error {
 	c, err := d.b.decode(msg)
 	if c == nil || err != nil {
@@ -55,12 +60,8 @@ func (d *dispatcher) handle(msg *message.Message) error {
 		return d.b.poison(msg, string(notification.ReasonInvalidCommand), err)
 	}
 	key := d.b.cfg.RoutingKey(c)
-	id := msg.UUID + "/command" // the AMQP message id of the command: unique per delivery, no crypto/rand read
 	err = d.b.withRetry(msg.Context(), func(ctx context.Context) error {
-		out := message.NewMessage(id, body)
-		out.SetContext(ctx)
-		out.Metadata.Set("scour-event-type", c.EventType)
-		return d.pub.Publish(key, out)
+		return d.batch.publish(ctx, key, msg.UUID, body)
 	})
 	if err != nil {
 		return fmt.Errorf("publishing %s command for instance %s to %s: %w (message requeued)", c.Kind, c.InstanceUUID, key, err)
@@ -78,26 +79,138 @@ func targetOf(c *command.Command) string {
 	return c.Host
 }
 
-// intake consumes this host's command queue.
-type intake struct{ b *Bus }
+// intake consumes this host's command queue. A message carries one
+// command or a batch (command.UnmarshalBatch).
+type intake struct {
+	b      *Bus
+	poison *confirmPublisher // default exchange: the poison queue's name is the key
+	slots  chan struct{}     // bounds the commands of all batches running at once
+}
 
 func (in *intake) handle(msg *message.Message) error {
-	c, err := command.Unmarshal(msg.Payload)
+	els, err := command.UnmarshalBatch(msg.Payload)
 	if err != nil {
 		return in.b.poison(msg, "invalid_command", err)
 	}
-	if c.Scope == command.ScopeHost && c.Host != in.b.host {
-		return in.b.poison(msg, "misrouted", fmt.Errorf("command for host %q reached %q's queue", c.Host, in.b.host))
+	if len(els) == 1 { // the whole message is the command: poisoned as is
+		c, reason, err := in.check(els[0])
+		if err != nil {
+			return in.b.poison(msg, reason, err)
+		}
+		return in.b.execute(msg.Context(), c, func(err error) error {
+			return in.b.poison(msg, "handler_rejected", err)
+		})
 	}
-	return in.b.run(msg, c)
+	return in.batch(msg, els)
 }
 
-// run hands c to the handler with retries, once per delivery key.
-func (b *Bus) run(msg *message.Message, c *command.Command) error {
+// check returns the element's command, or why it cannot run here.
+func (in *intake) check(el command.Element) (*command.Command, string, error) {
+	switch c := el.Command; {
+	case el.Err != nil:
+		return nil, "invalid_command", el.Err
+	case c.Scope == command.ScopeHost && c.Host != in.b.host:
+		return nil, "misrouted", fmt.Errorf("command for host %q reached %q's queue", c.Host, in.b.host)
+	default:
+		return c, "", nil
+	}
+}
+
+// batch runs the commands of one message: those of one instance in
+// message order, different instances side by side. A command rejected for
+// good is published alone to the poison queue (its neighbours are not);
+// when any command fails transiently the message is requeued, and on
+// redelivery the commands already handled or poisoned are acked as
+// duplicates (Bus.execute) while the rest run again.
+func (in *intake) batch(msg *message.Message, els []command.Element) error {
+	ctx := msg.Context()
+	errs := make([]error, len(els))
+	groups := map[string][]int{}
+	var order []string
+	type unusable struct {
+		i      int
+		reason string
+		err    error
+	}
+	var bad []unusable
+	for i, el := range els {
+		c, reason, err := in.check(el)
+		if err != nil {
+			bad = append(bad, unusable{i, reason, err})
+			continue
+		}
+		if _, ok := groups[c.InstanceUUID]; !ok {
+			order = append(order, c.InstanceUUID)
+		}
+		groups[c.InstanceUUID] = append(groups[c.InstanceUUID], i)
+	}
+	var wg sync.WaitGroup
+	for _, inst := range order {
+		wg.Go(func() {
+			for j, i := range groups[inst] {
+				in.slots <- struct{}{}
+				errs[i] = in.b.execute(ctx, els[i].Command, func(err error) error {
+					return in.poisonOne(ctx, msg, els[i].Raw, "handler_rejected", err)
+				})
+				<-in.slots
+				if errs[i] != nil { // later commands of the instance must not overtake it
+					for _, k := range groups[inst][j+1:] {
+						errs[k] = fmt.Errorf("%s command for instance %s not run: an earlier command for the instance failed", els[k].Command.Kind, inst)
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) == 0 { // parked once the rest is through: no copy per redelivery
+		for _, u := range bad {
+			if err := in.poisonOne(ctx, msg, els[u.i].Raw, u.reason, u.err); err != nil {
+				failed = append(failed, err)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d commands of message %s failed (message requeued; commands already handled are not run again): %w",
+			len(failed), len(els), msg.UUID, errors.Join(failed...))
+	}
+	return nil
+}
+
+// poisonOne publishes one command of a batch (its JSON text) to the
+// poison queue with the reason headers the poison middleware gives a whole
+// message, and returns nil once the broker confirmed it.
+func (in *intake) poisonOne(ctx context.Context, msg *message.Message, raw []byte, reason string, cause error) error {
+	out := message.NewMessage(msg.UUID+"/"+strconv.FormatUint(in.b.poisonSeq.Add(1), 10), raw)
+	out.SetContext(ctx)
+	out.Metadata.Set(HeaderPoisonReason, reason)
+	out.Metadata.Set(middleware.ReasonForPoisonedKey, cause.Error())
+	out.Metadata.Set(middleware.PoisonedTopicKey, message.SubscribeTopicFromCtx(msg.Context()))
+	out.Metadata.Set(middleware.PoisonedHandlerKey, message.HandlerNameFromCtx(msg.Context()))
+	if err := in.poison.Publish(in.b.cfg.PoisonQueue, out); err != nil {
+		return fmt.Errorf("moving a %s command of message %s to the poison queue: %w (message requeued)", reason, msg.UUID, err)
+	}
+	in.b.m.Poisoned(reason)
+	in.b.log.Warn("command poisoned", "reason", reason, "queue", in.b.cfg.PoisonQueue, "message", msg.UUID, "err", cause)
+	return nil
+}
+
+// execute hands c to the handler with retries, once per delivery key. A
+// permanent failure is given to poison while the key is still owned; when
+// poison returns nil (the command is parked) the key counts as done, so a
+// redelivery does not run it again. It returns nil, poison's error, or the
+// transient error (the message is requeued).
+func (b *Bus) execute(ctx context.Context, c *command.Command, poison func(error) error) error {
 	key := ""
 	if c.MessageID != "" {
 		key = c.MessageID + "/" + string(c.Kind) + "/" + c.InstanceUUID
-		owned, err := b.seen.begin(msg.Context(), key)
+		owned, err := b.seen.begin(ctx, key)
 		if err != nil {
 			return err // shutting down: requeue
 		}
@@ -108,21 +221,21 @@ func (b *Bus) run(msg *message.Message, c *command.Command) error {
 		}
 	}
 	start := time.Now()
-	err := b.withRetry(msg.Context(), func(ctx context.Context) error { return b.handler.Handle(ctx, c) })
-	if key != "" {
-		b.seen.end(key, err == nil)
-	}
+	err := b.withRetry(ctx, func(ctx context.Context) error { return b.handler.Handle(ctx, c) })
 	switch {
 	case err == nil:
 		b.m.CommandHandled(string(c.Kind), "ok", time.Since(start))
-		return nil
 	case IsPermanent(err):
 		b.m.CommandHandled(string(c.Kind), "poisoned", time.Since(start))
-		return b.poison(msg, "handler_rejected", fmt.Errorf("%s command for instance %s: %w", c.Kind, c.InstanceUUID, err))
+		err = poison(fmt.Errorf("%s command for instance %s: %w", c.Kind, c.InstanceUUID, err))
 	default:
 		b.m.CommandHandled(string(c.Kind), "retried", time.Since(start))
-		return fmt.Errorf("%s command for instance %s: %w (message requeued)", c.Kind, c.InstanceUUID, err)
+		err = fmt.Errorf("%s command for instance %s: %w (message requeued)", c.Kind, c.InstanceUUID, err)
 	}
+	if key != "" {
+		b.seen.end(key, err == nil)
+	}
+	return err
 }
 
 // direct consumes a per-compute notification topic and runs commands for
@@ -139,5 +252,7 @@ func (d *direct) handle(msg *message.Message) error {
 		d.b.m.NotificationIgnored()
 		return nil
 	}
-	return d.b.run(msg, c)
+	return d.b.execute(msg.Context(), c, func(err error) error {
+		return d.b.poison(msg, "handler_rejected", err)
+	})
 }

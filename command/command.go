@@ -8,6 +8,7 @@
 package command
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +125,70 @@ func (c *Command) Validate() error {
 
 // Marshal encodes c as JSON.
 func Marshal(c *Command) ([]byte, error) { return json.Marshal(c) }
+
+// MaxBatch is the most commands one message on scour's exchange carries.
+const MaxBatch = 256
+
+// A message on scour's exchange carries one command as a JSON object, or
+// several commands for the same routing key as a JSON array of such
+// objects: under load the dispatcher sends every command it has for a host
+// in one broker-confirmed message instead of one message each (see
+// bus.batcher). A single command is always sent as an object, so the common
+// case, and whatever lands in the poison queue on its own, reads the same.
+
+// MarshalBatch encodes cs (1..MaxBatch commands, already marshalled with
+// Marshal) as one message body.
+func MarshalBatch(cs [][]byte) ([]byte, error) {
+	switch {
+	case len(cs) == 0 || len(cs) > MaxBatch:
+		return nil, fmt.Errorf("a batch holds 1 to %d commands, not %d", MaxBatch, len(cs))
+	case len(cs) == 1:
+		return cs[0], nil
+	}
+	n := len(cs) + 1
+	for _, c := range cs {
+		n += len(c)
+	}
+	out := make([]byte, 0, n)
+	for i, c := range cs {
+		out = append(out, "[,"[min(i, 1)]) // "[" before the first, "," between
+		out = append(out, c...)
+	}
+	return append(out, ']'), nil
+}
+
+// Element is one command of a message: Raw is its JSON text, and either
+// Command is set or Err (wrapping ErrInvalid) says why it cannot be used.
+type Element struct {
+	Raw     json.RawMessage
+	Command *Command
+	Err     error
+}
+
+// UnmarshalBatch decodes a message body: one command object or a non-empty
+// array of them. Each element is decoded and validated on its own, so one
+// invalid command does not take its neighbours with it. err (wrapping
+// ErrInvalid) is set only when the body as a whole is neither form.
+func UnmarshalBatch(b []byte) ([]Element, error) {
+	body := bytes.TrimLeft(b, " \t\r\n")
+	if len(body) == 0 || body[0] != '[' {
+		c, err := Unmarshal(b)
+		return []Element{{Raw: b, Command: c, Err: err}}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(body, &raws); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON array of commands: %w", ErrInvalid, err)
+	}
+	if len(raws) == 0 || len(raws) > MaxBatch {
+		return nil, fmt.Errorf("%w: a batch holds 1 to %d commands, this one %d", ErrInvalid, MaxBatch, len(raws))
+	}
+	out := make([]Element, len(raws))
+	for i, raw := range raws {
+		out[i].Raw = raw
+		out[i].Command, out[i].Err = Unmarshal(raw)
+	}
+	return out, nil
+}
 
 // Unmarshal decodes and validates a command.
 func Unmarshal(b []byte) (*Command, error) {

@@ -81,3 +81,77 @@ func TestUnmarshalRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// A batch round-trips in order; one command stays a plain object (what a
+// single message, and the poison queue, always showed).
+func TestBatchRoundTrip(t *testing.T) {
+	t.Parallel()
+	var raws [][]byte
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		c := valid()
+		c.InstanceUUID = id
+		b, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, b)
+	}
+	one, err := MarshalBatch(raws[:1])
+	if err != nil || string(one) != string(raws[0]) {
+		t.Fatalf("batch of one = %s, %v; want the command object itself", one, err)
+	}
+	body, err := MarshalBatch(raws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	els, err := UnmarshalBatch(body)
+	if err != nil || len(els) != 3 {
+		t.Fatalf("UnmarshalBatch: %d elements, %v", len(els), err)
+	}
+	for i, want := range []string{"i-1", "i-2", "i-3"} {
+		if els[i].Err != nil || els[i].Command.InstanceUUID != want || string(els[i].Raw) != string(raws[i]) {
+			t.Errorf("element %d: %+v", i, els[i])
+		}
+	}
+	els, err = UnmarshalBatch(one)
+	if err != nil || len(els) != 1 || els[0].Command == nil || els[0].Command.InstanceUUID != "i-1" {
+		t.Errorf("single command: %+v, %v", els, err)
+	}
+	if _, err := MarshalBatch(nil); err == nil {
+		t.Error("empty batch accepted")
+	}
+	if _, err := MarshalBatch(make([][]byte, MaxBatch+1)); err == nil {
+		t.Error("oversized batch accepted")
+	}
+}
+
+// One invalid element is reported on its own; the body as a whole is
+// rejected only when it is neither a command nor an array of them.
+func TestBatchInvalidElements(t *testing.T) {
+	t.Parallel()
+	good, _ := Marshal(valid())
+	els, err := UnmarshalBatch([]byte(` [` + string(good) + `, {"version": 9, "kind": "teleport"}, null, 7]`))
+	if err != nil || len(els) != 4 {
+		t.Fatalf("%d elements, %v", len(els), err)
+	}
+	if els[0].Err != nil || els[0].Command == nil {
+		t.Errorf("valid element rejected: %v", els[0].Err)
+	}
+	for i, el := range els[1:] {
+		if el.Command != nil || !errors.Is(el.Err, ErrInvalid) {
+			t.Errorf("element %d: command %v, err %v; want ErrInvalid", i+1, el.Command, el.Err)
+		}
+	}
+	if !strings.Contains(els[1].Err.Error(), `unknown kind "teleport"`) {
+		t.Errorf("element 1 error %q does not say why", els[1].Err)
+	}
+	for _, body := range []string{`[]`, `[`, `[1,`, strings.Repeat(" ", 3) + "[" + strings.TrimSuffix(strings.Repeat(string(good)+",", MaxBatch+1), ",") + "]"} {
+		if _, err := UnmarshalBatch([]byte(body)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("body %.40q: err %v, want ErrInvalid", body, err)
+		}
+	}
+	els, err = UnmarshalBatch([]byte(`{"kind": 1}`))
+	if err != nil || len(els) != 1 || !errors.Is(els[0].Err, ErrInvalid) {
+		t.Errorf("invalid single command: %+v, %v", els, err)
+	}
+}

@@ -30,6 +30,7 @@ type Metrics struct {
 	poisoned   *prometheus.CounterVec
 	dispatched *prometheus.CounterVec
 	handled    *prometheus.HistogramVec
+	batch      prometheus.Histogram
 
 	mu         sync.Mutex
 	eventTypes map[string]struct{}
@@ -62,9 +63,14 @@ func New() *Metrics {
 			Help:    "Time the command handler took, by kind and outcome (ok, retried, poisoned, duplicate).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"kind", "outcome"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "scour", Subsystem: "commands", Name: "batch_size",
+			Help:    "Commands per message published to scour's exchange (commands that wait at the same time for the same host share one message).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9), // 1 .. 256 (command.MaxBatch)
+		}),
 		eventTypes: map[string]struct{}{},
 	}
-	reg.MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled,
+	reg.MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.batch,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -84,6 +90,9 @@ func (m *Metrics) Poisoned(reason string) { m.poisoned.WithLabelValues(reason).I
 func (m *Metrics) CommandDispatched(kind, scope string) {
 	m.dispatched.WithLabelValues(kind, scope).Inc()
 }
+
+// CommandBatch observes the size of one confirmed command message.
+func (m *Metrics) CommandBatch(n int) { m.batch.Observe(float64(n)) }
 
 // CommandHandled observes one handler run.
 func (m *Metrics) CommandHandled(kind, outcome string, d time.Duration) {

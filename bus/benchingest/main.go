@@ -159,6 +159,7 @@ type sample struct {
 	rate, e2e               float64 // notifications/s
 	hasE2E                  bool
 	brokerPerMsg, selfPerMs float64 // CPU µs per notification
+	perMessage              float64 // commands per message on scour's exchange (mean)
 }
 
 type bench struct {
@@ -250,6 +251,10 @@ func run(o options, shares []float64) error {
 		if scours[0].hasE2E {
 			e2e := func(s sample) float64 { return s.e2e }
 			fmt.Printf("  scour end-to-end (commands handled):  median %8.0f notifications/s (%s)\n", median(scours, e2e), spread(scours, e2e))
+			if o.mode == bus.ModeDispatch {
+				pm := func(s sample) float64 { return s.perMessage }
+				fmt.Printf("  commands per message on scour's exchange: median %.1f (%s)\n", median(scours, pm), spreadF(scours, pm, "%.1f"))
+			}
 		}
 		self := func(s sample) float64 { return s.selfPerMs }
 		cpu := fmt.Sprintf("  CPU per notification (median): this process bare %.0fµs, scour %.0fµs", median(bares, self), median(scours, self))
@@ -294,12 +299,32 @@ func medianF(v []float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func spread(s []sample, f func(sample) float64) string {
+func spread(s []sample, f func(sample) float64) string { return spreadF(s, f, "%.0f") }
+
+func spreadF(s []sample, f func(sample) float64, verb string) string {
 	var v []float64
 	for _, x := range s {
 		v = append(v, f(x))
 	}
-	return fmt.Sprintf("%.0f..%.0f", slices.Min(v), slices.Max(v))
+	return fmt.Sprintf(verb+".."+verb, slices.Min(v), slices.Max(v))
+}
+
+// commandsPerMessage is the mean of scour_commands_batch_size (0 when
+// nothing was published).
+func commandsPerMessage(m *metrics.Metrics) float64 {
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "scour_commands_batch_size" && len(mf.GetMetric()) == 1 {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() > 0 {
+				return h.GetSampleSum() / float64(h.GetSampleCount())
+			}
+		}
+	}
+	return 0
 }
 
 // declare sets up Nova's (benchmark) exchange and the bare queue, with
@@ -532,10 +557,11 @@ func (b *bench) bare(n int) (sample, error) {
 func (b *bench) scour(n, relevant int) (sample, error) {
 	var handled atomic.Int64
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mt := metrics.New()
 	bs, err := bus.New(b.cfg, "compute", bus.HandlerFunc(func(context.Context, *command.Command) error {
 		handled.Add(1)
 		return nil
-	}), metrics.New(), log)
+	}), mt, log)
 	if err != nil {
 		return sample{}, err
 	}
@@ -561,6 +587,7 @@ func (b *bench) scour(n, relevant int) (sample, error) {
 			if relevant > 0 {
 				s.hasE2E = true
 				s.e2e = float64(s.n) / time.Since(m.start).Seconds()
+				s.perMessage = commandsPerMessage(mt)
 			}
 			return s, nil
 		}

@@ -1,0 +1,187 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/scour-project/scour/command"
+)
+
+// gatedPublisher records what it is asked to publish and holds each
+// publish until the test releases it (the broker's confirm).
+type gatedPublisher struct {
+	mu      sync.Mutex
+	sent    []sent
+	release chan error
+	started chan struct{}
+}
+
+type sent struct {
+	key  string
+	body []byte
+	n    string
+}
+
+func (p *gatedPublisher) Publish(key string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		p.mu.Lock()
+		p.sent = append(p.sent, sent{key, m.Payload, m.Metadata.Get(HeaderCommands)})
+		p.mu.Unlock()
+		p.started <- struct{}{}
+		if err := <-p.release; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmdBody(t *testing.T, inst string) []byte {
+	t.Helper()
+	b, err := command.Marshal(&command.Command{Version: command.Version, Kind: command.KindRelease, Scope: command.ScopeHost,
+		Host: "h", InstanceUUID: inst, EventType: "instance.delete.end", Format: "versioned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// While a message waits for its confirm, commands queue per routing key
+// and leave together, in arrival order, each caller getting the outcome of
+// the message that carried its command.
+func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
+	p := &gatedPublisher{release: make(chan error), started: make(chan struct{}, 100)}
+	var sizes []int
+	var smu sync.Mutex
+	b := newBatcher(p, 1, func(n int) { smu.Lock(); sizes = append(sizes, n); smu.Unlock() })
+	ctx := context.Background()
+	results := make(chan error, 100)
+	go func() { results <- b.publish(ctx, "host.a", "first", cmdBody(t, "i-0")) }()
+	<-p.started // the first command went out alone, at once
+	// queue 5 for host.a and 3 for host.b, in order, while it waits
+	for i := 1; i <= 5; i++ {
+		go func() { results <- b.publish(ctx, "host.a", fmt.Sprint("a", i), cmdBody(t, fmt.Sprint("i-", i))) }()
+		waitQueued(t, b, "host.a", i)
+	}
+	for i := 1; i <= 3; i++ {
+		go func() { results <- b.publish(ctx, "host.b", fmt.Sprint("b", i), cmdBody(t, fmt.Sprint("j-", i))) }()
+		waitQueued(t, b, "host.b", i)
+	}
+	p.release <- nil // confirm the first
+	<-p.started
+	p.release <- nil // host.a's batch (it waited longest)
+	<-p.started
+	p.release <- errors.New("channel closed") // host.b's batch fails
+	var okN, failed int
+	for range 9 {
+		if err := <-results; err != nil {
+			failed++
+		} else {
+			okN++
+		}
+	}
+	if okN != 6 || failed != 3 {
+		t.Errorf("%d callers got nil and %d an error; want 6 and 3 (host.b's three share its failure)", okN, failed)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sent) != 3 || p.sent[0].key != "host.a" || p.sent[1].key != "host.a" || p.sent[2].key != "host.b" {
+		t.Fatalf("published %+v", p.sent)
+	}
+	els, err := command.UnmarshalBatch(p.sent[1].body)
+	if err != nil || len(els) != 5 || p.sent[1].n != "5" {
+		t.Fatalf("host.a batch: %d commands (header %s), %v", len(els), p.sent[1].n, err)
+	}
+	for i, el := range els {
+		if want := fmt.Sprint("i-", i+1); el.Command == nil || el.Command.InstanceUUID != want {
+			t.Errorf("element %d = %+v, want %s (arrival order)", i, el.Command, want)
+		}
+	}
+	smu.Lock()
+	defer smu.Unlock()
+	if fmt.Sprint(sizes) != "[1 5]" { // a failed message is not counted
+		t.Errorf("observed batch sizes %v, want [1 5]", sizes)
+	}
+}
+
+// A caller that gives up before its command was taken withdraws it: it is
+// not published behind its back.
+func TestBatcherWithdrawsAbandonedCommands(t *testing.T) {
+	p := &gatedPublisher{release: make(chan error), started: make(chan struct{}, 10)}
+	b := newBatcher(p, 1, nil)
+	first := make(chan error, 1)
+	go func() { first <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
+	<-p.started
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() { gone <- b.publish(ctx, "host.a", "second", cmdBody(t, "i-1")) }()
+	waitQueued(t, b, "host.a", 1)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned publish returned %v", err)
+	}
+	p.release <- nil
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // a wrongly kept command would be published now
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sent) != 1 {
+		t.Errorf("published %d messages, want 1 (the withdrawn command must not go out)", len(p.sent))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.keys) != 0 || len(b.pending) != 0 || b.running != 0 {
+		t.Errorf("batcher not idle: keys %v, pending %d, running %d", b.keys, len(b.pending), b.running)
+	}
+}
+
+// More than command.MaxBatch waiting commands for one host leave in
+// several messages, none larger than the limit.
+func TestBatcherSplitsAtMaxBatch(t *testing.T) {
+	p := &gatedPublisher{release: make(chan error, 10), started: make(chan struct{}, 10)}
+	b := newBatcher(p, 1, nil)
+	results := make(chan error, command.MaxBatch+11)
+	go func() { results <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
+	<-p.started
+	body := cmdBody(t, "i-x")
+	for i := range command.MaxBatch + 10 {
+		go func() { results <- b.publish(context.Background(), "host.a", fmt.Sprint(i), body) }()
+	}
+	waitQueued(t, b, "host.a", command.MaxBatch+10)
+	for range 3 {
+		p.release <- nil
+	}
+	for range command.MaxBatch + 11 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sent) != 3 || p.sent[1].n != fmt.Sprint(command.MaxBatch) || p.sent[2].n != "10" {
+		t.Errorf("messages: %d, sizes %s and %s; want 3 with %d and 10", len(p.sent), p.sent[1].n, p.sent[2].n, command.MaxBatch)
+	}
+}
+
+func waitQueued(t *testing.T, b *batcher, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b.mu.Lock()
+		got := len(b.pending[key])
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands queued for %s, want %d", got, key, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
