@@ -28,9 +28,9 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/sethvargo/go-retry"
 
 	"github.com/scour-project/scour/metrics"
@@ -54,7 +54,7 @@ type Bus struct {
 	topo    *topology
 
 	mu     sync.Mutex
-	conn   *wamqp.ConnectionWrapper
+	conn   *conn
 	router *message.Router
 	dialer *dialer
 	sub    *subscriber
@@ -182,8 +182,9 @@ func (b *Bus) redactedURL() string {
 }
 
 // connect dials the broker, retrying with capped exponential backoff: a
-// broker that is down at start-up is waited for, not a reason to exit.
-func (b *Bus) connect(ctx context.Context) (*wamqp.ConnectionWrapper, error) {
+// broker that is down at start-up is waited for, not a reason to exit. The
+// connection then reconnects by itself (conn).
+func (b *Bus) connect(ctx context.Context) (*conn, error) {
 	uri, ac, d, err := amqpConfig(&b.cfg, "scourd "+b.host)
 	if err != nil {
 		return nil, err
@@ -191,37 +192,36 @@ func (b *Bus) connect(ctx context.Context) (*wamqp.ConnectionWrapper, error) {
 	b.mu.Lock()
 	b.dialer = d
 	b.mu.Unlock()
-	cc := wamqp.ConnectionConfig{AmqpURI: uri, AmqpConfig: ac, Reconnect: &wamqp.ReconnectConfig{
-		BackoffInitialInterval: 500 * time.Millisecond, BackoffRandomizationFactor: 0.5,
-		BackoffMultiplier: 2, BackoffMaxInterval: 30 * time.Second,
-	}}
-	bo := retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
-	var conn *wamqp.ConnectionWrapper
-	err = retry.Do(ctx, bo, func(context.Context) error {
-		c, err := wamqp.NewConnection(cc, b.wmLogger())
+	dial := func() (*amqp.Connection, error) { return amqp.DialConfig(uri, *ac) }
+	backoff := func() retry.Backoff {
+		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
+	}
+	var c *conn
+	err = retry.Do(ctx, backoff(), func(context.Context) error {
+		k, err := openConn(dial, backoff, b.log)
 		if err != nil {
 			b.log.Warn("broker not reachable, retrying", "broker", b.redactedURL(), "err", err)
 			return retry.RetryableError(err)
 		}
-		conn = c
+		c = k
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", b.redactedURL(), err)
 	}
-	return conn, nil
+	return c, nil
 }
 
 // declare runs every declaration once up front, each on its own channel
 // (a refused declaration closes its channel), so a mismatch is reported
 // before anything is consumed.
-func (b *Bus) declare(conn *wamqp.ConnectionWrapper) error {
+func (b *Bus) declare(conn *conn) error {
 	steps := []func(channel) error{b.topo.notifications, b.topo.poison}
 	if b.cfg.Mode == ModeDispatch {
 		steps = append(steps, b.topo.hostQueue)
 	}
 	for _, step := range steps {
-		ch, err := conn.Connection().Channel()
+		ch, err := conn.Channel()
 		if err != nil {
 			return fmt.Errorf("opening a channel: %w", err)
 		}
@@ -279,7 +279,7 @@ func (g levelGate) With(fields watermill.LogFields) watermill.LoggerAdapter {
 // label maps). Transient errors are
 // retried inside the handlers (withRetry), so counting happens once per
 // delivery.
-func (b *Bus) buildRouter(conn *wamqp.ConnectionWrapper) (*message.Router, error) {
+func (b *Bus) buildRouter(conn *conn) (*message.Router, error) {
 	log := b.wmLogger()
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: b.cfg.ShutdownTimeout}, log)
 	if err != nil {

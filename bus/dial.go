@@ -13,8 +13,8 @@ import (
 )
 
 // dialer connects to the endpoints of a multi-host URL in turn, starting
-// after the last one that worked. watermill-amqp reconnects with a single
-// URI, so failover between Nova's transport_url hosts is done here, in
+// after the last one that worked. amqp091-go dials a single URI, so
+// failover between Nova's transport_url hosts is done here, in
 // amqp.Config.Dial; TLS is done here too, because amqp091-go would verify
 // every host against the first host's name.
 type dialer struct {
@@ -74,8 +74,7 @@ func (d *dialer) dialOne(ep Endpoint) (net.Conn, error) {
 	return tc, nil
 }
 
-// amqpConfig builds the amqp091 configuration and the URI watermill-amqp
-// dials (its host part is ignored by dialer; credentials and vhost count).
+// amqpConfig builds the amqp091 configuration and the URI conn dials (its host part is ignored by dialer; credentials and vhost count).
 func amqpConfig(cfg *Config, name string) (string, *amqp.Config, *dialer, error) {
 	u, err := ParseBrokerURL(cfg.URL)
 	if err != nil {

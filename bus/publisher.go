@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -25,7 +24,7 @@ import (
 // confirms at once, and a lane's channel is re-opened lazily after a
 // failure.
 type confirmPublisher struct {
-	conn     *wamqp.ConnectionWrapper
+	conn     *conn
 	exchange string
 	lanes    []*lane
 	next     atomic.Uint32
@@ -39,7 +38,7 @@ type lane struct {
 
 var _ message.Publisher = (*confirmPublisher)(nil)
 
-func newConfirmPublisher(conn *wamqp.ConnectionWrapper, exchange string, lanes int) *confirmPublisher {
+func newConfirmPublisher(conn *conn, exchange string, lanes int) *confirmPublisher {
 	p := &confirmPublisher{conn: conn, exchange: exchange}
 	for range max(lanes, 1) {
 		p.lanes = append(p.lanes, &lane{})
@@ -98,10 +97,7 @@ func (p *confirmPublisher) send(key string, msg *message.Message) (*amqp.Deferre
 }
 
 func (p *confirmPublisher) open(l *lane) error {
-	if !p.conn.IsConnected() {
-		return errNotConnected
-	}
-	ch, err := p.conn.Connection().Channel()
+	ch, err := p.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel: %w", err)
 	}

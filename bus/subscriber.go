@@ -37,7 +37,7 @@ import (
 // its own, so after a broker restart Nova's non-durable exchange and our
 // bindings exist again.
 type subscriber struct {
-	conn            *wamqp.ConnectionWrapper
+	conn            *conn
 	prefetch        int
 	shutdownTimeout time.Duration
 	declare         func(ch channel, queue string) error
@@ -56,7 +56,7 @@ type subscriber struct {
 
 var _ message.Subscriber = (*subscriber)(nil)
 
-func newSubscriber(conn *wamqp.ConnectionWrapper, prefetch int, shutdown time.Duration, declare func(channel, string) error, log *slog.Logger) *subscriber {
+func newSubscriber(conn *conn, prefetch int, shutdown time.Duration, declare func(channel, string) error, log *slog.Logger) *subscriber {
 	hard, stop := context.WithCancel(context.Background())
 	return &subscriber{conn: conn, prefetch: prefetch, shutdownTimeout: shutdown, declare: declare, log: log,
 		closing: make(chan struct{}), hardStop: hard, stopHard: stop}
@@ -123,11 +123,7 @@ var errNotConnected = errors.New("not connected to the broker")
 // consumeOnce declares, consumes and dispatches until the channel dies or
 // the subscriber stops.
 func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *message.Message) error {
-	if !s.conn.IsConnected() {
-		return errNotConnected
-	}
-	conn := s.conn.Connection()
-	dch, err := conn.Channel()
+	dch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel: %w", err)
 	}
@@ -136,7 +132,7 @@ func (s *subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 	if err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
+	ch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel: %w", err)
 	}
