@@ -3,7 +3,9 @@ package bus
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // fakeAcks records what the acker put on the wire.
@@ -70,5 +72,73 @@ func TestAckerFlushSendsEverythingReceived(t *testing.T) {
 	// the run may have taken the first verdicts before flushing
 	if !slices.Equal(f.sent[len(f.sent)-2:], want) || a.low != 6 {
 		t.Errorf("sent %q (low %d), want it to end with %q and low 6", f.sent, a.low, want)
+	}
+}
+
+// lockedAcks is fakeAcks for an acker running in its own goroutine.
+type lockedAcks struct {
+	mu sync.Mutex
+	fakeAcks
+}
+
+func (l *lockedAcks) Ack(tag uint64, multiple bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fakeAcks.Ack(tag, multiple)
+}
+
+func (l *lockedAcks) Nack(tag uint64, multiple, requeue bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fakeAcks.Nack(tag, multiple, requeue)
+}
+
+func (l *lockedAcks) wire() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sent)
+}
+
+// Acks linger to share one frame, but are sent after the linger even when
+// no more come; nacks never wait; a quarter of the window goes at once.
+func TestAckerLingersThenSends(t *testing.T) {
+	f := &lockedAcks{}
+	a := newAcker(f, 32) // enough = 8
+	a.linger = 20 * time.Millisecond
+	for tag := uint64(1); tag <= 3; tag++ {
+		a.settled <- settlement{tag: tag, ack: true}
+	}
+	a.settled <- settlement{tag: 4} // a nack
+	abandon := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); a.run(abandon) }()
+	defer func() { close(abandon); <-done }()
+	waitWire := func(n int) []string {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); len(f.wire()) < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("wire %q, want %d frames", f.wire(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return f.wire()
+	}
+	if got := waitWire(1); got[0] != "nack 4 multiple=false requeue=true" {
+		t.Fatalf("first frame %q, want the nack, at once", got)
+	}
+	if got := waitWire(2); !slices.Equal(got, []string{"nack 4 multiple=false requeue=true", "ack 3 multiple=true"}) {
+		t.Fatalf("wire %q: three acks must leave in one frame after the linger", got)
+	}
+	for tag := uint64(5); tag <= 12; tag++ { // 8 = enough: no linger
+		a.settled <- settlement{tag: tag, ack: true}
+	}
+	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(f.wire(), "ack 12 multiple=true"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("wire %q: tags 5..12 never acked", f.wire())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := f.wire(); len(got) > 4 {
+		t.Errorf("wire %q: 12 settlements in %d frames, acks not coalesced", got, len(got))
 	}
 }
