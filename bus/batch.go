@@ -18,13 +18,16 @@ const HeaderCommands = "x-scour-commands"
 // batcher publishes the dispatcher's commands, one broker-confirmed
 // message per routing key for all the commands that are waiting at the
 // same time (group commit). With nothing in flight a command goes out at
-// once, alone: batching adds no latency. Under load, while up to
-// `flushers` messages wait for their confirms, the commands that arrive
-// queue per host and leave together in the next message (at most
-// command.MaxBatch each, hosts served in turn). A confirmed publish to a
-// quorum queue costs the broker far more than the command's bytes, so a
-// burst of releases costs it one publish, one delivery and one ack per
-// host instead of per notification (bench-ingest: the relevant mix).
+// once, alone: batching adds no latency. While a round of messages waits
+// for its confirms, the commands that arrive queue per host; the next
+// round sends one message per host that has any (at most
+// command.MaxBatch commands each; the rest waits for the round after),
+// all at once, and waits for their confirms together, so a burst over many
+// hosts costs one broker round trip per round, not one per host. A
+// confirmed publish to a quorum queue costs the broker far more than the
+// command's bytes: a burst of releases costs it one publish, one delivery
+// and one ack per host and round instead of per notification
+// (bench-ingest, relevant mix).
 //
 // Every caller gets the outcome of the message that carried its command,
 // and acks its notification only after that confirm: the ack discipline
@@ -34,20 +37,19 @@ const HeaderCommands = "x-scour-commands"
 // notification is requeued and the intake's de-duplication (and the
 // handlers' idempotence) absorb the second copy.
 type batcher struct {
-	pub      confirmer
-	flushers int
-	observe  func(n int) // batch size, per confirmed message
+	pub     sender
+	observe func(n int) // batch size, per confirmed message
 
 	mu      sync.Mutex
 	pending map[string][]*batchReq // per routing key, arrival order
 	keys    []string               // keys with pending commands, longest waiting first
-	running int                    // flush goroutines
+	running bool                   // a round is being sent or confirmed
 }
 
-// confirmer publishes and returns once the broker confirmed
-// (*confirmPublisher).
-type confirmer interface {
-	Publish(topic string, msgs ...*message.Message) error
+// sender publishes a message and returns a function that waits for the
+// broker's confirm (*confirmPublisher).
+type sender interface {
+	Send(key string, msg *message.Message) (wait func() error, err error)
 }
 
 type batchReq struct {
@@ -58,8 +60,8 @@ type batchReq struct {
 	taken bool // in a message being published (under batcher.mu)
 }
 
-func newBatcher(pub confirmer, flushers int, observe func(int)) *batcher {
-	return &batcher{pub: pub, flushers: max(flushers, 1), observe: observe, pending: map[string][]*batchReq{}}
+func newBatcher(pub sender, observe func(int)) *batcher {
+	return &batcher{pub: pub, observe: observe, pending: map[string][]*batchReq{}}
 }
 
 // publish sends the command body with routing key and returns once the
@@ -71,10 +73,8 @@ func (b *batcher) publish(ctx context.Context, key, id string, body []byte) erro
 		b.keys = append(b.keys, key)
 	}
 	b.pending[key] = append(b.pending[key], r)
-	start := b.running < b.flushers
-	if start {
-		b.running++
-	}
+	start := !b.running
+	b.running = true
 	b.mu.Unlock()
 	if start {
 		go b.flush()
@@ -104,56 +104,81 @@ func (b *batcher) withdraw(key string, r *batchReq) {
 	b.keys = slices.DeleteFunc(b.keys, func(k string) bool { return k == key })
 }
 
-// flush publishes what is pending, a message at a time, until nothing is.
+// outgoing is one message of a round.
+type outgoing struct {
+	key  string
+	reqs []*batchReq
+}
+
+// flush sends rounds until nothing is pending.
 func (b *batcher) flush() {
 	for {
-		b.mu.Lock()
-		if len(b.keys) == 0 {
-			b.running--
-			b.mu.Unlock()
+		round := b.take()
+		if round == nil {
 			return
 		}
-		key := b.keys[0]
-		q := b.pending[key]
-		n := min(len(q), command.MaxBatch)
-		batch := q[:n:n]
-		if n == len(q) {
-			delete(b.pending, key)
-			b.keys = b.keys[1:]
-		} else { // the rest waits behind the other hosts
-			b.pending[key] = q[n:]
-			b.keys = append(b.keys[1:], key)
+		waits := make([]func() error, len(round))
+		errs := make([]error, len(round))
+		for i, o := range round { // send them all, then wait for the confirms
+			waits[i], errs[i] = b.send(o)
 		}
-		for _, r := range batch {
-			r.taken = true
-		}
-		b.mu.Unlock()
-		err := b.send(key, batch)
-		for _, r := range batch {
-			r.done <- err
+		for i, o := range round {
+			if errs[i] == nil {
+				errs[i] = waits[i]()
+			}
+			if errs[i] == nil && b.observe != nil {
+				b.observe(len(o.reqs))
+			}
+			for _, r := range o.reqs {
+				r.done <- errs[i]
+			}
 		}
 	}
 }
 
-func (b *batcher) send(key string, batch []*batchReq) error {
-	bodies := make([][]byte, len(batch))
-	for i, r := range batch {
+// take removes the next round from pending: for every key, up to
+// command.MaxBatch commands. It returns nil, and ends the flush, when
+// nothing is pending.
+func (b *batcher) take() []outgoing {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.keys) == 0 {
+		b.running = false
+		return nil
+	}
+	round := make([]outgoing, 0, len(b.keys))
+	rest := b.keys[:0]
+	for _, key := range b.keys {
+		q := b.pending[key]
+		n := min(len(q), command.MaxBatch)
+		round = append(round, outgoing{key, q[:n:n]})
+		for _, r := range q[:n] {
+			r.taken = true
+		}
+		if n == len(q) {
+			delete(b.pending, key)
+		} else {
+			b.pending[key] = q[n:]
+			rest = append(rest, key)
+		}
+	}
+	b.keys = rest
+	return round
+}
+
+func (b *batcher) send(o outgoing) (func() error, error) {
+	bodies := make([][]byte, len(o.reqs))
+	for i, r := range o.reqs {
 		bodies[i] = r.body
 	}
 	body, err := command.MarshalBatch(bodies)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	out := message.NewMessage(batch[0].id+"/commands", body)
+	out := message.NewMessage(o.reqs[0].id+"/commands", body)
 	// the first caller's context bounds the confirm wait: every caller's is
 	// its delivery's, which only a hard stop cancels
-	out.SetContext(batch[0].ctx)
-	out.Metadata.Set(HeaderCommands, strconv.Itoa(len(batch)))
-	if err := b.pub.Publish(key, out); err != nil {
-		return err
-	}
-	if b.observe != nil {
-		b.observe(len(batch))
-	}
-	return nil
+	out.SetContext(o.reqs[0].ctx)
+	out.Metadata.Set(HeaderCommands, strconv.Itoa(len(o.reqs)))
+	return b.pub.Send(o.key, out)
 }

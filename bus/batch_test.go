@@ -13,8 +13,8 @@ import (
 	"github.com/scour-project/scour/command"
 )
 
-// gatedPublisher records what it is asked to publish and holds each
-// publish until the test releases it (the broker's confirm).
+// gatedPublisher records what it is asked to send and holds each
+// confirm until the test releases it.
 type gatedPublisher struct {
 	mu      sync.Mutex
 	sent    []sent
@@ -28,17 +28,18 @@ type sent struct {
 	n    string
 }
 
-func (p *gatedPublisher) Publish(key string, msgs ...*message.Message) error {
-	for _, m := range msgs {
-		p.mu.Lock()
-		p.sent = append(p.sent, sent{key, m.Payload, m.Metadata.Get(HeaderCommands)})
-		p.mu.Unlock()
-		p.started <- struct{}{}
-		if err := <-p.release; err != nil {
-			return err
-		}
-	}
-	return nil
+func (p *gatedPublisher) Send(key string, m *message.Message) (func() error, error) {
+	p.mu.Lock()
+	p.sent = append(p.sent, sent{key, m.Payload, m.Metadata.Get(HeaderCommands)})
+	p.mu.Unlock()
+	p.started <- struct{}{}
+	return func() error { return <-p.release }, nil
+}
+
+func (p *gatedPublisher) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sent)
 }
 
 func cmdBody(t *testing.T, inst string) []byte {
@@ -58,7 +59,7 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error), started: make(chan struct{}, 100)}
 	var sizes []int
 	var smu sync.Mutex
-	b := newBatcher(p, 1, func(n int) { smu.Lock(); sizes = append(sizes, n); smu.Unlock() })
+	b := newBatcher(p, func(n int) { smu.Lock(); sizes = append(sizes, n); smu.Unlock() })
 	ctx := context.Background()
 	results := make(chan error, 100)
 	go func() { results <- b.publish(ctx, "host.a", "first", cmdBody(t, "i-0")) }()
@@ -73,9 +74,9 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 		waitQueued(t, b, "host.b", i)
 	}
 	p.release <- nil // confirm the first
-	<-p.started
+	<-p.started      // the next round: both hosts' messages are sent
+	<-p.started      // before either confirm is awaited
 	p.release <- nil // host.a's batch (it waited longest)
-	<-p.started
 	p.release <- errors.New("channel closed") // host.b's batch fails
 	var okN, failed int
 	for range 9 {
@@ -113,7 +114,7 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 // not published behind its back.
 func TestBatcherWithdrawsAbandonedCommands(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error), started: make(chan struct{}, 10)}
-	b := newBatcher(p, 1, nil)
+	b := newBatcher(p, nil)
 	first := make(chan error, 1)
 	go func() { first <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
 	<-p.started
@@ -137,8 +138,8 @@ func TestBatcherWithdrawsAbandonedCommands(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.keys) != 0 || len(b.pending) != 0 || b.running != 0 {
-		t.Errorf("batcher not idle: keys %v, pending %d, running %d", b.keys, len(b.pending), b.running)
+	if len(b.keys) != 0 || len(b.pending) != 0 || b.running {
+		t.Errorf("batcher not idle: keys %v, pending %d, running %v", b.keys, len(b.pending), b.running)
 	}
 }
 
@@ -146,7 +147,7 @@ func TestBatcherWithdrawsAbandonedCommands(t *testing.T) {
 // several messages, none larger than the limit.
 func TestBatcherSplitsAtMaxBatch(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error, 10), started: make(chan struct{}, 10)}
-	b := newBatcher(p, 1, nil)
+	b := newBatcher(p, nil)
 	results := make(chan error, command.MaxBatch+11)
 	go func() { results <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
 	<-p.started
@@ -155,9 +156,11 @@ func TestBatcherSplitsAtMaxBatch(t *testing.T) {
 		go func() { results <- b.publish(context.Background(), "host.a", fmt.Sprint(i), body) }()
 	}
 	waitQueued(t, b, "host.a", command.MaxBatch+10)
-	for range 3 {
-		p.release <- nil
-	}
+	p.release <- nil // the first; then 256, then the 10 left over
+	<-p.started
+	p.release <- nil
+	<-p.started
+	p.release <- nil
 	for range command.MaxBatch + 11 {
 		if err := <-results; err != nil {
 			t.Fatal(err)
@@ -183,5 +186,36 @@ func waitQueued(t *testing.T, b *batcher, key string, n int) {
 			t.Fatalf("%d commands queued for %s, want %d", got, key, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A burst over many hosts goes out as one round: every host's message is
+// sent before any confirm is awaited, so hosts do not queue behind each
+// other's broker round trips.
+func TestBatcherSendsEveryHostInOneRound(t *testing.T) {
+	p := &gatedPublisher{release: make(chan error, 100), started: make(chan struct{}, 100)}
+	b := newBatcher(p, nil)
+	results := make(chan error, 51)
+	go func() { results <- b.publish(context.Background(), "host.0", "first", cmdBody(t, "i-0")) }()
+	<-p.started
+	for h := 1; h <= 50; h++ {
+		go func() { results <- b.publish(context.Background(), fmt.Sprint("host.", h), fmt.Sprint(h), cmdBody(t, "i-x")) }()
+		waitQueued(t, b, fmt.Sprint("host.", h), 1)
+	}
+	p.release <- nil // confirm the first: the next round sends 50 messages
+	for range 50 {
+		select {
+		case <-p.started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 50 hosts' messages sent while the round waits for no confirm", p.count()-1)
+		}
+	}
+	for range 50 {
+		p.release <- nil
+	}
+	for range 51 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -326,7 +326,7 @@ func (b *Bus) buildRouter(conn *conn) (*message.Router, error) {
 		}
 	default:
 		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, publishLanes)
-		d := &dispatcher{b: b, batch: newBatcher(cmdPub, publishLanes, b.m.CommandBatch)}
+		d := &dispatcher{b: b, batch: newBatcher(cmdPub, b.m.CommandBatch)}
 		in := &intake{b: b, poison: poisonPub, slots: make(chan struct{}, b.cfg.Workers*b.cfg.Prefetch)}
 		for i := range b.cfg.Workers {
 			router.AddConsumerHandler(fmt.Sprintf("dispatch-%d", i), b.topo.queue, sub, d.handle)

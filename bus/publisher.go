@@ -50,19 +50,35 @@ func newConfirmPublisher(conn *conn, exchange string, lanes int) *confirmPublish
 // broker's confirms (or the end of each message's context).
 func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error {
 	for _, msg := range msgs {
-		dc, err := p.send(topic, msg)
+		wait, err := p.Send(topic, msg)
 		if err != nil {
 			return err
 		}
+		if err := wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Send publishes msg and returns, without waiting, a function that waits
+// for its confirm (or the end of msg's context): several publishes can
+// then wait for their confirms together.
+func (p *confirmPublisher) Send(key string, msg *message.Message) (wait func() error, err error) {
+	dc, err := p.send(key, msg)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
 		ok, err := dc.WaitContext(msg.Context())
 		switch {
 		case err != nil:
 			return fmt.Errorf("waiting for the broker's confirm: %w", err)
 		case !ok:
-			return fmt.Errorf("broker did not confirm the publish to exchange %q key %q", p.exchange, topic)
+			return fmt.Errorf("broker did not confirm the publish to exchange %q key %q", p.exchange, key)
 		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 func (p *confirmPublisher) send(key string, msg *message.Message) (*amqp.DeferredConfirmation, error) {
