@@ -170,6 +170,14 @@ type Element struct {
 // invalid command does not take its neighbours with it. err (wrapping
 // ErrInvalid) is set only when the body as a whole is neither form.
 func UnmarshalBatch(b []byte) ([]Element, error) {
+	if els, ok := fastBatch(b); ok {
+		return els, nil
+	}
+	return slowBatch(b)
+}
+
+// slowBatch is UnmarshalBatch with encoding/json.
+func slowBatch(b []byte) ([]Element, error) {
 	body := bytes.TrimLeft(b, " \t\r\n")
 	if len(body) == 0 || body[0] != '[' {
 		c, err := Unmarshal(b)

@@ -4,11 +4,13 @@
 
 INGEST_FUZZTIME ?= 8s
 
-## fuzz-short: fuzz the notification decoder and its fast path briefly
-## (CI runs it in `make test`; longer: make fuzz-short INGEST_FUZZTIME=5m).
+## fuzz-short: fuzz the notification decoder and its fast path, and the
+## command decoder's fast path, briefly (CI runs it in `make test`; longer:
+## make fuzz-short INGEST_FUZZTIME=5m).
 fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(INGEST_FUZZTIME) ./notification/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPath$$' -fuzztime $(INGEST_FUZZTIME) ./notification/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(INGEST_FUZZTIME) ./command/
 
 test: fuzz-short
 
