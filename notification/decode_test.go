@@ -1,7 +1,10 @@
 package notification
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,5 +237,59 @@ func TestRootVolume(t *testing.T) {
 	}
 	if !c.Volume.IsRoot || c.Host != "c1" || strings.Join(c.Volumes, ",") != "v0,v1" {
 		t.Errorf("command %+v volume %+v", c, c.Volume)
+	}
+}
+
+// formatOf is bytes.Contains(payload, `"nova_object.data"`), however the
+// marker's pieces fall.
+func TestFormatOfMatchesContains(t *testing.T) {
+	t.Parallel()
+	const marker = `"nova_object.data"`
+	cases := []string{"", marker, "x" + marker, marker + "x", `ject.data"`, `{"a": "ject.data"}`,
+		`"nova_obXject.data"`, `ject.data"nova_object.data"`, `"nova_object.data"ject.data"`, `{"nova_object.name": 1}`}
+	pieces := []string{`"`, "nova_ob", "ject.data", `"nova_ob`, `ject.data"`, "x", marker}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var b strings.Builder
+		for range rnd.IntN(8) {
+			b.WriteString(pieces[rnd.IntN(len(pieces))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, p := range cases {
+		want := FormatLegacy
+		if bytes.Contains([]byte(p), []byte(marker)) {
+			want = FormatVersioned
+		}
+		if got := formatOf([]byte(p)); got != want {
+			t.Fatalf("formatOf(%q) = %s, want %s", p, got, want)
+		}
+	}
+}
+
+// parseOsloTime agrees with time.Parse wherever it answers, and answers for
+// every valid time in oslo's form.
+func TestParseOsloTimeMatchesTimeParse(t *testing.T) {
+	t.Parallel()
+	check := func(s string, mustAnswer bool) {
+		want, err := time.Parse(OsloTimeLayout, s)
+		got, ok := parseOsloTime(s)
+		if ok && (err != nil || !got.Equal(want) || got.Location() != time.UTC) || !ok && mustAnswer && err == nil {
+			t.Errorf("parseOsloTime(%q) = %v, %v; time.Parse: %v, %v", s, got, ok, want, err)
+		}
+	}
+	for _, s := range []string{"2026-11-22 02:59:51", "2026-11-22T02:59:51.390927", "2026-11-22 02:59:51,390927",
+		"+026-11-22 02:59:51.390927", "2026-11-22 2:59:51.3909270", "2026-11-22 02:59:51.39092x"} {
+		check(s, false)
+	}
+	for _, s := range []string{"2026-11-22 02:59:51.390927", "2024-02-29 23:59:59.999999", "2023-02-29 00:00:00.000000",
+		"0000-01-01 00:00:00.000000", "2026-00-10 00:00:00.000000", "2026-13-10 00:00:00.000000", "2026-04-31 00:00:00.000000",
+		"2026-01-00 00:00:00.000000", "2026-01-10 24:00:00.000000", "2026-01-10 23:60:00.000000", "2026-01-10 23:59:60.000000"} {
+		check(s, true)
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	n := func(width, below int) string { return fmt.Sprintf("%0*d", width, rnd.IntN(below)) }
+	for range 5000 {
+		check(n(4, 10000)+"-"+n(2, 14)+"-"+n(2, 33)+" "+n(2, 26)+":"+n(2, 62)+":"+n(2, 62)+"."+n(6, 1000000), true)
 	}
 }

@@ -2,8 +2,10 @@ package notification
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,7 +36,21 @@ func TestFastPathMatchesSlowOnFixtures(t *testing.T) {
 
 func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
-	for _, q := range []string{`"plain"`, `"caf\u00e9 \ud83d\ude00 \ud800 x \udc00 \n\t\"\\\/"`, `"é\u0000"`, `"\ud83d\u0041"`, `"\ud83d"`} {
+	qs := []string{`"plain"`, `"caf\u00e9 \ud83d\ude00 \ud800 x \udc00 \n\t\"\\\/"`, `"é\u0000"`, `"\ud83d\u0041"`, `"\ud83d"`}
+	// Long strings of runs and escapes, so that words straddle them in
+	// every alignment.
+	pieces := []string{"a", "bcdefghij", `\"`, `\\`, `\/`, `\n`, `\u00e9`, `\ud83d\ude00`, `\udc00`, "é", "\xff", "\xe2\x82"}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 3000 {
+		var b strings.Builder
+		b.WriteByte('"')
+		for range rnd.IntN(24) {
+			b.WriteString(pieces[rnd.IntN(len(pieces))])
+		}
+		b.WriteByte('"')
+		qs = append(qs, b.String())
+	}
+	for _, q := range qs {
 		var want string
 		if err := json.Unmarshal([]byte(q), &want); err != nil {
 			t.Fatal(err)
@@ -75,4 +91,57 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("(-slow +fast):\n%s", d)
 		}
 	})
+}
+
+// skipPlain's word-at-a-time test finds the same first stop as a byte loop,
+// for every byte value at every place in a word, after any other bytes.
+func TestSkipPlainMatchesByteLoop(t *testing.T) {
+	t.Parallel()
+	isStop := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	b := make([]byte, 16)
+	for before := 0; before < 256; before++ {
+		for c := 0; c < 256; c++ {
+			for at := 0; at < 8; at++ {
+				for j := range b {
+					b[j] = byte(before) // what follows the stop (borrows must not matter)
+				}
+				for j := 0; j < at; j++ {
+					if isStop(byte(before)) {
+						b[j] = 'x'
+					}
+				}
+				b[at] = byte(c)
+				want := len(b)
+				for j, c := range b {
+					if isStop(c) {
+						want = j
+						break
+					}
+				}
+				if got := skipPlain(b, 0); got != want {
+					t.Fatalf("skipPlain(%q) = %d, want %d", b, got, want)
+				}
+			}
+		}
+	}
+}
+
+// Events own their strings: the pooled buffer oslo.message is decoded into
+// is reused by the next Decode without changing an earlier Event.
+func TestEventsDoNotShareDecodeBuffers(t *testing.T) {
+	t.Parallel()
+	first := wireMessage(t, "testdata/versioned/instance-delete-end.json")
+	want, err := Decode(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := Decode(first)
+	for _, name := range []string{"versioned/instance-update.json", "legacy/compute.instance.delete.end.json", "versioned/instance-volume_swap-end.json"} {
+		if _, err := Decode(wireMessage(t, filepath.Join("testdata", name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("an earlier Event changed (-want +got):\n%s", d)
+	}
 }
