@@ -73,10 +73,10 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 		go func() { results <- b.publish(ctx, "host.b", fmt.Sprint("b", i), cmdBody(t, fmt.Sprint("j-", i))) }()
 		waitQueued(t, b, "host.b", i)
 	}
-	p.release <- nil // confirm the first
-	<-p.started      // the next round: both hosts' messages are sent
-	<-p.started      // before either confirm is awaited
-	p.release <- nil // host.a's batch (it waited longest)
+	p.release <- nil                          // confirm the first
+	<-p.started                               // the next round: both hosts' messages are sent
+	<-p.started                               // before either confirm is awaited
+	p.release <- nil                          // host.a's batch (it waited longest)
 	p.release <- errors.New("channel closed") // host.b's batch fails
 	var okN, failed int
 	for range 9 {
@@ -199,7 +199,9 @@ func TestBatcherSendsEveryHostInOneRound(t *testing.T) {
 	go func() { results <- b.publish(context.Background(), "host.0", "first", cmdBody(t, "i-0")) }()
 	<-p.started
 	for h := 1; h <= 50; h++ {
-		go func() { results <- b.publish(context.Background(), fmt.Sprint("host.", h), fmt.Sprint(h), cmdBody(t, "i-x")) }()
+		go func() {
+			results <- b.publish(context.Background(), fmt.Sprint("host.", h), fmt.Sprint(h), cmdBody(t, "i-x"))
+		}()
 		waitQueued(t, b, fmt.Sprint("host.", h), 1)
 	}
 	p.release <- nil // confirm the first: the next round sends 50 messages

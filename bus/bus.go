@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type Bus struct {
 	m       *metrics.Metrics
 	log     *slog.Logger
 	decoder notification.Decoder
+	pool    *decoders // runs decoder on long-lived goroutines (set by Run)
 	seen    *recent
 	topo    *topology
 
@@ -145,6 +147,8 @@ func (b *Bus) Run(ctx context.Context) error {
 	if err := b.declare(conn); err != nil {
 		return err
 	}
+	b.pool = newDecoders(b.decoder, runtime.GOMAXPROCS(0))
+	defer b.pool.Close() // after the router: handlers that outlive its close timeout get errDecodersStopped
 	router, err := b.buildRouter(conn)
 	if err != nil {
 		return err

@@ -31,7 +31,10 @@ func (c *Config) RoutingKey(cmd *command.Command) string {
 
 // decode classifies a notification: (nil, nil) means ignored (acked).
 func (b *Bus) decode(msg *message.Message) (*command.Command, error) {
-	ev, err := b.decoder.Decode(msg.Payload)
+	ev, err := b.pool.Decode(msg.Payload)
+	if errors.Is(err, errDecodersStopped) {
+		return nil, err // shutting down: requeued
+	}
 	if err != nil {
 		return nil, b.poison(msg, string(notification.ReasonOf(err)), err)
 	}
