@@ -15,9 +15,10 @@
 //     every delivery as it arrives;
 //   - scour: a bus in dispatch mode with the same workers and prefetch:
 //     decode, build the command, publish it broker-confirmed to scour's
-//     exchange, ack. Its per-host intake consumes the commands at the
-//     same time, as in production. With -mode direct, the bus handles
-//     each command in-process instead (bus.mode: direct, no hop).
+//     exchange (commands waiting at the same time share a message), ack.
+//     Its per-host intake consumes the commands at the same time, as in
+//     production. With -mode direct, the bus handles each command
+//     in-process instead (bus.mode: direct, no hop).
 //
 // Both clocks start once the consumers are subscribed and stop when the
 // last of the n notifications has been acked (scour: Bus.Stats, so
@@ -26,7 +27,8 @@
 // also records the CPU time the broker (the process listening on the
 // URL's port, when it is local) and this process spent, per notification.
 // The verdict uses the median ratio; the spread (min..max) is printed
-// because the broker shares the machine with everything else.
+// because the broker shares the machine with everything else (and, on a
+// virtual machine, with the host's other guests: check steal time).
 package main
 
 import (
@@ -80,7 +82,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "measured rounds per mix (after one warm-up round)")
 	flag.IntVar(&o.workers, "workers", 2, "consumer channels per queue, both loops (bus.workers)")
 	flag.IntVar(&o.prefetch, "prefetch", 32, "prefetch per consumer channel, both loops (bus.prefetch)")
-	mixes := flag.String("mixes", "relevant,ignored", "comma-separated mixes: relevant, ignored, mixed (90% ignored) or a share of ignored notifications (0..1)")
+	mixes := flag.String("mixes", "relevant,mixed,ignored", "comma-separated mixes: relevant, ignored, mixed (90% ignored) or a share of ignored notifications (0..1)")
 	ignored := flag.Float64("ignored", -1, "measure only this share of ignored notifications (0..1; shorthand for -mixes)")
 	flag.BoolVar(&o.classic, "classic", false, "classic queues instead of quorum (bus.classic_queues)")
 	flag.StringVar(&o.mode, "mode", bus.ModeDispatch, "scour's bus.mode: dispatch (commands through scour's exchange and the host queue) or direct (handled in-process, no hop)")
