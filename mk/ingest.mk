@@ -1,6 +1,6 @@
 # Ingest path (notification/, bus/): short fuzzing in `make test`, and the
 # decode and end-to-end ingest benchmarks in `make bench`.
-.PHONY: fuzz-short bench-ingest bench-decode
+.PHONY: fuzz-short race-short bench-ingest bench-decode
 
 INGEST_FUZZTIME ?= 8s
 
@@ -12,7 +12,13 @@ fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPath$$' -fuzztime $(INGEST_FUZZTIME) ./notification/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(INGEST_FUZZTIME) ./command/
 
-test: fuzz-short
+test: fuzz-short race-short
+
+## race-short: the concurrent ingest packages (bus: subscriber, acker,
+## batcher, reconnecting connection; the decoders they call) under the
+## race detector (CI runs it in `make test`; needs gcc for cgo).
+race-short:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./bus/ ./command/ ./notification/
 
 ## bench-decode: in-process decode+dispatch cost per notification.
 bench-decode:
