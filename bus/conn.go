@@ -27,7 +27,6 @@ type conn struct {
 	c       *amqp.Connection // nil while reconnecting
 	closed  bool
 	closing chan struct{}
-	watched chan struct{} // closed when watch returned
 }
 
 // openConn dials once (the caller retries a broker that is down at start)
@@ -37,7 +36,7 @@ func openConn(dial func() (*amqp.Connection, error), backoff func() retry.Backof
 	if err != nil {
 		return nil, err
 	}
-	k := &conn{dial: dial, backoff: backoff, log: log, c: c0, closing: make(chan struct{}), watched: make(chan struct{})}
+	k := &conn{dial: dial, backoff: backoff, log: log, c: c0, closing: make(chan struct{})}
 	go k.watch(c0)
 	return k, nil
 }
@@ -61,7 +60,9 @@ func (k *conn) Channel() (*amqp.Channel, error) {
 }
 
 // Close stops reconnecting and closes the connection (the broker requeues
-// whatever is unacked on it).
+// whatever is unacked on it). It does not wait for a re-dial in progress
+// (up to the dial timeout per broker host): watch closes what that dial
+// returns.
 func (k *conn) Close() error {
 	k.mu.Lock()
 	if k.closed {
@@ -70,9 +71,6 @@ func (k *conn) Close() error {
 	}
 	k.closed = true
 	close(k.closing)
-	k.mu.Unlock()
-	<-k.watched
-	k.mu.Lock()
 	c := k.c
 	k.c = nil
 	k.mu.Unlock()
@@ -84,7 +82,6 @@ func (k *conn) Close() error {
 
 // watch waits for cur to drop, then re-dials until it succeeds or Close.
 func (k *conn) watch(cur *amqp.Connection) {
-	defer close(k.watched)
 	for {
 		dropped := cur.NotifyClose(make(chan *amqp.Error, 1)) // closed at once if cur already is
 		select {
@@ -92,6 +89,10 @@ func (k *conn) watch(cur *amqp.Connection) {
 			return
 		case err := <-dropped:
 			k.mu.Lock()
+			if k.closed { // Close closed it
+				k.mu.Unlock()
+				return
+			}
 			k.c = nil
 			k.mu.Unlock()
 			k.log.Warn("broker connection lost; reconnecting", "err", closeReason(err))
