@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/e2e/containers.conf}"
 sock="${SCOUR_E2E_PODMAN_SOCKET:-/run/podman/podman.sock}"
+# The podman service outlives this checkout (CI clones, deleted worktrees):
+# it runs from / with a copy of e2e/containers.conf and its log here.
+state="${SCOUR_E2E_STATE_DIR:-/run/scour-e2e}"
 what="${1:-all}"
 
 if [ -n "${SCOUR_E2E_AMQP_URL:-}" ] && [ -n "${SCOUR_E2E_PLACEMENT_URL:-}" ]; then
@@ -35,18 +38,41 @@ packages() {
 
 answers() { curl -fsS --max-time 3 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; }
 
+# ours prints the pid of the podman service this script starts, if one runs.
+ours() { pgrep -f "^podman system service --time=0 unix://$sock\$" | head -1 || true; }
+
+# stale: the service runs from a directory (a checkout that may be gone:
+# its containers then fail with "write child: broken pipe") or with another
+# configuration than this checkout's e2e/containers.conf.
+stale() {
+	local pid=$1
+	[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = / ] || return 0
+	tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "CONTAINERS_CONF=$state/containers.conf" || return 0
+	cmp -s e2e/containers.conf "$state/containers.conf" || return 0
+	return 1
+}
+
 socket() {
+	local pid
+	pid=$(ours)
+	if [ -n "$pid" ] && stale "$pid"; then
+		echo "e2e-env: restarting podman service $pid (started from elsewhere or with another e2e/containers.conf)"
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+	fi
 	if answers; then
 		echo "e2e-env: podman socket $sock answers"
 		return 0
 	fi
-	mkdir -p "$(dirname "$sock")" e2e/.images
-	echo "e2e-env: starting podman system service on $sock (log e2e/.images/podman-service.log)"
+	mkdir -p "$(dirname "$sock")" "$state"
+	cp e2e/containers.conf "$state/containers.conf"
+	echo "e2e-env: starting podman system service on $sock (log $state/podman-service.log)"
 	rm -f "$sock"
-	setsid nohup podman system service --time=0 "unix://$sock" >e2e/.images/podman-service.log 2>&1 </dev/null &
+	(cd / && CONTAINERS_CONF="$state/containers.conf" setsid nohup podman system service --time=0 "unix://$sock" \
+		>"$state/podman-service.log" 2>&1 </dev/null &)
 	for _ in $(seq 1 50); do answers && { echo "e2e-env: podman socket ready"; return 0; }; sleep 0.2; done
-	echo "e2e-env: podman socket $sock did not answer; see e2e/.images/podman-service.log" >&2
-	tail -20 e2e/.images/podman-service.log >&2 || true
+	echo "e2e-env: podman socket $sock did not answer; see $state/podman-service.log" >&2
+	tail -20 "$state/podman-service.log" >&2 || true
 	return 1
 }
 
