@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,59 +9,25 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/internal/testkit"
 )
-
-func brokerURL() string {
-	if u := os.Getenv("SCOUR_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPublishedNotificationIsDispatched is the README walk-through as a
 // test: scourd wired by app.New against the real broker; a Nova sample
 // published as oslo does shows up as a log line, a metric and a handled
 // command.
 func TestPublishedNotificationIsDispatched(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs RabbitMQ (run without -short)")
-	}
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatalf("RabbitMQ unreachable (scripts/ensure-services.sh or SCOUR_TEST_AMQP_URL): %v", err)
-	}
-	t.Cleanup(func() { conn.Close() }) // after the queue clean-up below (cleanups run last-in first-out)
+	conn := testkit.Broker(t) // closed after the queue clean-up below (cleanups run last-in first-out)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
 	environ := []string{
-		"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + brokerURL(),
+		"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + testkit.BrokerURL(),
 		"SCOUR_BUS_NOVA_EXCHANGE=nova-app-" + id, "SCOUR_BUS_NOTIFICATIONS_QUEUE=scour.notifications.app-" + id,
 		"SCOUR_BUS_EXCHANGE=scour-app-" + id, "SCOUR_BUS_HOST_QUEUE_PREFIX=scour.host.app-" + id + ".",
 		"SCOUR_BUS_POISON_QUEUE=scour.poison.app-" + id, "SCOUR_BUS_SHUTDOWN_TIMEOUT=5s",
@@ -84,7 +49,7 @@ func TestPublishedNotificationIsDispatched(t *testing.T) {
 		_ = ch.ExchangeDelete(cfg.Bus.Nova.Exchange, false, false)
 		_ = ch.ExchangeDelete(cfg.Bus.Exchange, false, false)
 	})
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	a, cleanup, err := New(cfg, NewLogger(cfg.Log, logs), Deps{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/notification"
 )
 
@@ -57,7 +58,7 @@ func (h *batchHandler) count(prefix string) int {
 // commands in order; a transient failure requeues the message without
 // running the others again; what can never run is poisoned alone, once.
 func TestIntakeBatchMessage(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	cfg.Retry.Attempts = 2 // transient-1 fails 3 calls: requeued twice, then ok
 	h := &batchHandler{}
@@ -136,7 +137,7 @@ func TestIntakeBatchMessage(t *testing.T) {
 // A burst of notifications for one host is dispatched in fewer messages
 // than commands, and every command is handled exactly once.
 func TestDispatchBatchesABurst(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	rec := &Recorder{Max: 10000}
 	_, m := startBus(t, cfg, "compute", rec)

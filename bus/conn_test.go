@@ -9,12 +9,14 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/sethvargo/go-retry"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // conn re-dials after the connection drops, hands out channels on the new
 // one, and after Close neither reconnects nor hands out channels.
 func TestConnReconnectsUntilClosed(t *testing.T) {
-	needBroker(t)
+	testkit.Broker(t)
 	var dials atomic.Int32
 	var mu sync.Mutex
 	var last *amqp.Connection
@@ -23,7 +25,7 @@ func TestConnReconnectsUntilClosed(t *testing.T) {
 		if dials.Load() == 2 { // the first re-dial fails: backoff, then again
 			return nil, errors.New("broker restarting")
 		}
-		c, err := amqp.Dial(brokerURL())
+		c, err := amqp.Dial(testkit.BrokerURL())
 		mu.Lock()
 		last = c
 		mu.Unlock()

@@ -16,12 +16,14 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // A transport_url whose first host is down still connects, to the next.
 func TestFailoverToTheNextHost(t *testing.T) {
-	needBroker(t)
-	u, err := url.Parse(brokerURL())
+	testkit.Broker(t)
+	u, err := url.Parse(testkit.BrokerURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/metrics"
 )
 
@@ -25,26 +26,6 @@ import (
 // SCOUR_TEST_AMQP_URL). They FAIL when it is unreachable; only
 // `go test -short` skips them. Every test uses names of its own and
 // deletes them, because other engineers' tests share the broker.
-
-func brokerURL() string {
-	if u := os.Getenv("SCOUR_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-func needBroker(t *testing.T) *amqp.Connection {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs RabbitMQ (run without -short)")
-	}
-	conn, err := amqp.Dial(brokerURL())
-	if err != nil {
-		t.Fatalf("RabbitMQ at %s is unreachable (start it with scripts/ensure-services.sh or set SCOUR_TEST_AMQP_URL): %v", Redact(brokerURL()), err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
 
 func uniq() string {
 	b := make([]byte, 4)
@@ -57,7 +38,7 @@ func testConfig(t *testing.T, conn *amqp.Connection) Config {
 	t.Helper()
 	id := uniq()
 	cfg := Config{
-		URL:                brokerURL(),
+		URL:                testkit.BrokerURL(),
 		Nova:               NovaConfig{Exchange: "nova-test-" + id},
 		NotificationsQueue: "scour.notifications." + id,
 		Exchange:           "scour-test-" + id,
@@ -222,7 +203,7 @@ func byInstance(cmds []command.Command) map[string][]command.Command {
 }
 
 func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	compute, host2 := &Recorder{}, &Recorder{}
 	_, mCompute := startBus(t, cfg, "compute", compute)
@@ -309,7 +290,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 func TestExchangeMismatchIsReportedOnce(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	for _, tc := range []struct {
 		name    string
 		prepare func(ch *amqp.Channel, cfg *Config) error
@@ -388,7 +369,7 @@ func (f *flaky) Handle(ctx context.Context, c *command.Command) error {
 }
 
 func TestHandlerErrorClassification(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	cfg.Retry.Attempts = 2 // 2 in-process attempts, then requeue
 	h := &flaky{fails: map[string]int{}, n: 3}

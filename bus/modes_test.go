@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/metrics"
 )
 
 // Direct mode: a per-host notification topic, no dispatch hop, no scour
 // exchange; commands for other hosts are ignored.
 func TestDirectMode(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	cfg.Mode = ModeDirect
 	cfg.Nova.RoutingKeys = []string{"notifications-compute.info"}
@@ -58,7 +59,7 @@ func TestDirectMode(t *testing.T) {
 // On shutdown a message being handled may finish (within shutdown_timeout)
 // and is acked, not redelivered.
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	started := make(chan struct{}, 1)
 	var finished atomic.Bool

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // cutConnection closes the bus's TCP socket under the AMQP connection: to
@@ -31,7 +33,7 @@ func cutConnection(t *testing.T, b *Bus) {
 }
 
 func TestNoLossNoDuplicateAcrossConnectionLoss(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	rec := &Recorder{Max: 10000}
 	b, _ := startBus(t, cfg, "compute", rec)

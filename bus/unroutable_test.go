@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // A command for a host whose queue nobody declared (its scourd never
@@ -18,7 +19,7 @@ import (
 // dropped by the broker: the command exchange's alternate exchange puts it
 // in the poison queue.
 func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	compute := &Recorder{}
 	startBus(t, cfg, "compute", compute)
@@ -65,7 +66,7 @@ func (a *alwaysDown) Handle(ctx context.Context, c *command.Command) error {
 // quorum queue's delivery limit, then dead-lettered to the poison queue:
 // neither an endless loop nor (RabbitMQ 4's default) silently dropped.
 func TestDeliveryLimitDeadLettersToPoison(t *testing.T) {
-	conn := needBroker(t)
+	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	cfg.DeliveryLimit = 2
 	h := &alwaysDown{}

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/e2e/harness"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // Cloud is one test's OpenStack: a private vhost on the shared broker, the
@@ -55,7 +56,7 @@ type Host struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testkit.SyncBuffer
 	exit chan error
 }
 
@@ -186,7 +187,7 @@ func (h *Host) Start(t *testing.T) {
 		t.Fatalf("scourd %s already running", h.Name)
 	}
 	if h.logs == nil {
-		h.logs = &syncBuffer{}
+		h.logs = &testkit.SyncBuffer{}
 	}
 	cmd := exec.Command(filepath.Join(bins, "scourd"), "--config", h.config)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -414,22 +415,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

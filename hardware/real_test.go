@@ -1,17 +1,17 @@
 package hardware
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // toolFixtures answers the tool runs of a host with the recorded outputs.
@@ -237,27 +237,9 @@ func TestRealDiscoverToolsMissingFailingHanging(t *testing.T) {
 	}
 }
 
-// syncBuffer lets slog write from the backend while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRealDeclaredCapabilities(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	cfg := Config{
 		HostCapabilities: RawValues{"custom.rack": "r12", "custom.flag": true, "gpu.turbo": true},
 		DeviceCapabilities: map[string]RawValues{
@@ -290,7 +272,7 @@ func TestRealDeclaredCapabilities(t *testing.T) {
 
 func TestRealLogsAbsentReasonOnce(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	b := newTestReal(t, Config{}, fixtureRunner(t, nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	for range 3 {
 		if _, err := b.Discover(context.Background(), "0000:02:00.0"); err != nil {

@@ -5,15 +5,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
 )
@@ -48,29 +46,5 @@ func TestPluginTimeoutKillsChildren(t *testing.T) {
 	if res.Verdict != VerdictRetryLater || res.Code != plugins.CodeTimeout {
 		t.Fatalf("result %v code %d", res, res.Code)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(3 * time.Second)
-	for running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin's child %d survived the timeout", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	testkit.WaitGone(t, pidFile, 3*time.Second) // the plugin's child must not survive the timeout
 }

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/notification"
 )
 
@@ -47,18 +45,8 @@ func TestPrepareSampleOverrides(t *testing.T) {
 }
 
 func TestPublishSampleOnTheWire(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs RabbitMQ (run without -short)")
-	}
-	url := os.Getenv("SCOUR_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("RabbitMQ unreachable: %v", err)
-	}
-	defer conn.Close()
+	conn := testkit.Broker(t)
+	url := testkit.BrokerURL()
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)

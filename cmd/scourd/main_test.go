@@ -5,15 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
@@ -60,18 +59,8 @@ func TestCheckConfigHidesSecrets(t *testing.T) {
 
 // A 406 on Nova's exchange exits once with 78, quickly, naming the key.
 func TestExchangeMismatchExits78(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs RabbitMQ (run without -short)")
-	}
-	url := os.Getenv("SCOUR_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("RabbitMQ unreachable: %v", err)
-	}
-	defer conn.Close()
+	conn := testkit.Broker(t)
+	url := testkit.BrokerURL()
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)

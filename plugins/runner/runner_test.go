@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -199,32 +199,7 @@ sleep 1000`)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Clean returned after %v", d)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatalf("child pid: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(3 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d of the timed-out plugin is still running", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// alive reports whether pid runs (a zombie waiting for its reaper is dead).
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	testkit.WaitGone(t, pidFile, 3*time.Second) // the timed-out plugin's child
 }
 
 func TestPermissionsRefused(t *testing.T) {
@@ -295,15 +270,7 @@ echo '{"status":"ok"}'`)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Clean took %v", d)
 	}
-	b, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(3 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d outlived its plugin", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitGone(t, pidFile, 3*time.Second) // the plugin's child must not outlive it
 }
 
 // TestStartFailureIsConfigProblem: a plugin that cannot start (its #!
