@@ -98,12 +98,6 @@ func (a *acker) drain(batch []settlement) []settlement {
 	}
 }
 
-// apply records batch and sends everything at once.
-func (a *acker) apply(batch []settlement) {
-	a.record(batch)
-	a.send()
-}
-
 // record sends batch's nacks (requeue) at once and keeps its acks for send.
 // Send errors are ignored here and in send: they mean the channel is
 // closed, and the broker requeues whatever it did not get an ack for.
