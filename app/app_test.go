@@ -90,6 +90,12 @@ func TestPublishedNotificationIsDispatched(t *testing.T) {
 	if c := rec.Commands()[0]; c.InstanceUUID != "178b0921-8f85-4257-88b6-2e743b5a975c" || c.Host != "compute" || c.Kind != "release" {
 		t.Errorf("command %+v", c)
 	}
+	// the dispatcher counts and logs once the command's message was
+	// confirmed, which can be after the intake already handled it
+	waitFor(t, "the dispatch to be counted and logged", func() bool {
+		_, m := get("/metrics")
+		return strings.Contains(m, `scour_commands_dispatched_total{kind="release"`) && strings.Contains(logs.String(), "notification dispatched")
+	})
 	_, metricsText := get("/metrics")
 	for _, want := range []string{
 		`scour_commands_dispatched_total{kind="release",scope="host"} 1`,

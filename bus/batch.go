@@ -53,11 +53,12 @@ type sender interface {
 }
 
 type batchReq struct {
-	ctx   context.Context
-	id    string // the notification delivery's id, names the message
-	body  []byte // command.Marshal output
-	done  chan error
-	taken bool // in a message being published (under batcher.mu)
+	ctx       context.Context
+	id        string // the notification delivery's id, names the message
+	body      []byte // command.Marshal output
+	confirmed func() // nil, or run on the flushing goroutine after a confirm
+	done      chan error
+	taken     bool // in a message being published (under batcher.mu)
 }
 
 func newBatcher(pub sender, observe func(int)) *batcher {
@@ -65,9 +66,14 @@ func newBatcher(pub sender, observe func(int)) *batcher {
 }
 
 // publish sends the command body with routing key and returns once the
-// message carrying it was confirmed (nil) or failed.
-func (b *batcher) publish(ctx context.Context, key, id string, body []byte) error {
-	r := &batchReq{ctx: ctx, id: id, body: body, done: make(chan error, 1)}
+// message carrying it was confirmed (nil) or failed. confirmed, when not
+// nil, runs once the message was confirmed, on the batcher's goroutine,
+// after the callers of that round were told: the dispatcher logs and
+// counts there, on a goroutine whose stack has already grown, instead of
+// growing each delivery's new goroutine for slog (bench-ingest, relevant
+// mix: about 5 µs per notification).
+func (b *batcher) publish(ctx context.Context, key, id string, body []byte, confirmed func()) error {
+	r := &batchReq{ctx: ctx, id: id, body: body, confirmed: confirmed, done: make(chan error, 1)}
 	b.mu.Lock()
 	if len(b.pending[key]) == 0 {
 		b.keys = append(b.keys, key)
@@ -131,6 +137,13 @@ func (b *batcher) flush() {
 			}
 			for _, r := range o.reqs {
 				r.done <- errs[i]
+			}
+		}
+		for i, o := range round {
+			for _, r := range o.reqs {
+				if errs[i] == nil && r.confirmed != nil {
+					r.confirmed()
+				}
 			}
 		}
 	}

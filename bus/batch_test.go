@@ -62,15 +62,19 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 	b := newBatcher(p, func(n int) { smu.Lock(); sizes = append(sizes, n); smu.Unlock() })
 	ctx := context.Background()
 	results := make(chan error, 100)
-	go func() { results <- b.publish(ctx, "host.a", "first", cmdBody(t, "i-0")) }()
+	confirmed := make(chan string, 100) // the ids whose confirmed hook ran
+	hook := func(id string) func() { return func() { confirmed <- id } }
+	go func() { results <- b.publish(ctx, "host.a", "first", cmdBody(t, "i-0"), hook("first")) }()
 	<-p.started // the first command went out alone, at once
 	// queue 5 for host.a and 3 for host.b, in order, while it waits
 	for i := 1; i <= 5; i++ {
-		go func() { results <- b.publish(ctx, "host.a", fmt.Sprint("a", i), cmdBody(t, fmt.Sprint("i-", i))) }()
+		id := fmt.Sprint("a", i)
+		go func() { results <- b.publish(ctx, "host.a", id, cmdBody(t, fmt.Sprint("i-", i)), hook(id)) }()
 		waitQueued(t, b, "host.a", i)
 	}
 	for i := 1; i <= 3; i++ {
-		go func() { results <- b.publish(ctx, "host.b", fmt.Sprint("b", i), cmdBody(t, fmt.Sprint("j-", i))) }()
+		id := fmt.Sprint("b", i)
+		go func() { results <- b.publish(ctx, "host.b", id, cmdBody(t, fmt.Sprint("j-", i)), hook(id)) }()
 		waitQueued(t, b, "host.b", i)
 	}
 	p.release <- nil                          // confirm the first
@@ -88,6 +92,15 @@ func TestBatcherGroupsWhileConfirmsPending(t *testing.T) {
 	}
 	if okN != 6 || failed != 3 {
 		t.Errorf("%d callers got nil and %d an error; want 6 and 3 (host.b's three share its failure)", okN, failed)
+	}
+	waitIdle(t, b) // the hooks run after the callers are told, before the flush ends
+	close(confirmed)
+	var hooks []string
+	for id := range confirmed {
+		hooks = append(hooks, id)
+	}
+	if fmt.Sprint(hooks) != "[first a1 a2 a3 a4 a5]" { // once each, only for confirmed commands
+		t.Errorf("confirmed hooks ran for %v, want [first a1 a2 a3 a4 a5]", hooks)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,11 +129,11 @@ func TestBatcherWithdrawsAbandonedCommands(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error), started: make(chan struct{}, 10)}
 	b := newBatcher(p, nil)
 	first := make(chan error, 1)
-	go func() { first <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
+	go func() { first <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0"), nil) }()
 	<-p.started
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
-	go func() { gone <- b.publish(ctx, "host.a", "second", cmdBody(t, "i-1")) }()
+	go func() { gone <- b.publish(ctx, "host.a", "second", cmdBody(t, "i-1"), nil) }()
 	waitQueued(t, b, "host.a", 1)
 	cancel()
 	if err := <-gone; !errors.Is(err, context.Canceled) {
@@ -149,11 +162,11 @@ func TestBatcherSplitsAtMaxBatch(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error, 10), started: make(chan struct{}, 10)}
 	b := newBatcher(p, nil)
 	results := make(chan error, command.MaxBatch+11)
-	go func() { results <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0")) }()
+	go func() { results <- b.publish(context.Background(), "host.a", "first", cmdBody(t, "i-0"), nil) }()
 	<-p.started
 	body := cmdBody(t, "i-x")
 	for i := range command.MaxBatch + 10 {
-		go func() { results <- b.publish(context.Background(), "host.a", fmt.Sprint(i), body) }()
+		go func() { results <- b.publish(context.Background(), "host.a", fmt.Sprint(i), body, nil) }()
 	}
 	waitQueued(t, b, "host.a", command.MaxBatch+10)
 	p.release <- nil // the first; then 256, then the 10 left over
@@ -196,11 +209,11 @@ func TestBatcherSendsEveryHostInOneRound(t *testing.T) {
 	p := &gatedPublisher{release: make(chan error, 100), started: make(chan struct{}, 100)}
 	b := newBatcher(p, nil)
 	results := make(chan error, 51)
-	go func() { results <- b.publish(context.Background(), "host.0", "first", cmdBody(t, "i-0")) }()
+	go func() { results <- b.publish(context.Background(), "host.0", "first", cmdBody(t, "i-0"), nil) }()
 	<-p.started
 	for h := 1; h <= 50; h++ {
 		go func() {
-			results <- b.publish(context.Background(), fmt.Sprint("host.", h), fmt.Sprint(h), cmdBody(t, "i-x"))
+			results <- b.publish(context.Background(), fmt.Sprint("host.", h), fmt.Sprint(h), cmdBody(t, "i-x"), nil)
 		}()
 		waitQueued(t, b, fmt.Sprint("host.", h), 1)
 	}
@@ -219,5 +232,22 @@ func TestBatcherSendsEveryHostInOneRound(t *testing.T) {
 		if err := <-results; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// waitIdle waits until no round is being sent or confirmed.
+func waitIdle(t *testing.T, b *batcher) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b.mu.Lock()
+		running := b.running
+		b.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("batcher still flushing after 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

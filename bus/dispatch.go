@@ -63,15 +63,17 @@ func (d *dispatcher) handle(msg *message.Message) error {
 		return d.b.poison(msg, string(notification.ReasonInvalidCommand), err)
 	}
 	key := d.b.cfg.RoutingKey(c)
+	dispatched := func() { // on the batcher's goroutine, once confirmed
+		d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
+		d.b.log.Info("notification dispatched", "event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind,
+			"target", targetOf(c), "routing_key", key, "request_id", c.RequestID, "format", c.Format)
+	}
 	err = d.b.withRetry(msg.Context(), func(ctx context.Context) error {
-		return d.batch.publish(ctx, key, msg.UUID, body)
+		return d.batch.publish(ctx, key, msg.UUID, body, dispatched)
 	})
 	if err != nil {
 		return fmt.Errorf("publishing %s command for instance %s to %s: %w (message requeued)", c.Kind, c.InstanceUUID, key, err)
 	}
-	d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
-	d.b.log.Info("notification dispatched", "event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind,
-		"target", targetOf(c), "routing_key", key, "request_id", c.RequestID, "format", c.Format)
 	return nil
 }
 

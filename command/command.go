@@ -123,9 +123,6 @@ func (c *Command) Validate() error {
 	return nil
 }
 
-// Marshal encodes c as JSON.
-func Marshal(c *Command) ([]byte, error) { return json.Marshal(c) }
-
 // MaxBatch is the most commands one message on scour's exchange carries.
 const MaxBatch = 256
 

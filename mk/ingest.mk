@@ -9,12 +9,13 @@
 INGEST_FUZZTIME ?= 150000x
 
 ## fuzz-short: fuzz the notification decoder and its fast path, and the
-## command decoder's fast path, briefly (CI runs it in `make test`; longer:
+## command decoder's and encoder's fast paths, briefly (CI runs it in `make test`; longer:
 ## make fuzz-short INGEST_FUZZTIME=5m, or a count such as 5000000x).
 fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(INGEST_FUZZTIME) ./notification/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPath$$' -fuzztime $(INGEST_FUZZTIME) ./notification/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(INGEST_FUZZTIME) ./command/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastEncode$$' -fuzztime $(INGEST_FUZZTIME) ./command/
 
 test: fuzz-short race-short
 

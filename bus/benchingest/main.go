@@ -87,7 +87,7 @@ func main() {
 	flag.BoolVar(&o.classic, "classic", false, "classic queues instead of quorum (bus.classic_queues)")
 	flag.StringVar(&o.mode, "mode", bus.ModeDispatch, "scour's bus.mode: dispatch (commands through scour's exchange and the host queue) or direct (handled in-process, no hop)")
 	flag.StringVar(&o.sample, "sample", "notification/testdata/versioned/instance-delete-end.json", "relevant sample")
-	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (both loops)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of scour's measured drains only (one file per mix and round: PATH.<mix>.<round>)")
 	flag.Parse()
 	shares, err := parseMixes(*mixes, *ignored)
 	if err == nil && o.mode != bus.ModeDispatch && o.mode != bus.ModeDirect {
@@ -171,6 +171,7 @@ type bench struct {
 	bareQueue string
 	broker    int    // pid of the local broker, 0 when unknown
 	notif     []byte // the relevant notification (inner oslo message)
+	profile   string // where the next scour drain writes its CPU profile ("": none)
 }
 
 func run(o options, shares []float64) error {
@@ -197,17 +198,6 @@ func run(o options, shares []float64) error {
 	if err := b.declare(); err != nil {
 		return err
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	queues := "quorum"
 	if o.classic {
 		queues = "classic"
@@ -231,6 +221,10 @@ func run(o options, shares []float64) error {
 		var bares, scours []sample
 		var ratios []float64
 		for r := range o.rounds {
+			b.profile = ""
+			if o.cpuprofile != "" {
+				b.profile = fmt.Sprintf("%s.%g.%d", o.cpuprofile, share, r+1)
+			}
 			bs, ss, err := b.round(share, o.n, r%2 == 1)
 			if err != nil {
 				return fmt.Errorf("round %d: %w", r+1, err)
@@ -400,7 +394,21 @@ func (b *bench) round(share float64, n int, scourFirst bool) (bare, scour sample
 		return bare, scour, err
 	}
 	runBare := func() error { bare, err = b.bare(n); return err }
-	runScour := func() error { scour, err = b.scour(n, relevant); return err }
+	runScour := func() error {
+		if b.profile != "" {
+			f, err := os.Create(b.profile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		scour, err = b.scour(n, relevant)
+		return err
+	}
 	steps := []func() error{runBare, runScour}
 	if scourFirst {
 		steps = []func() error{runScour, runBare}
