@@ -34,7 +34,7 @@ type acknowledger interface {
 // one acker serves one channel with one consumer.
 type acker struct {
 	ch      acknowledger
-	settled chan settlement // verdicts, from the per-delivery waiters
+	settled chan settlement // verdicts, from the subscriber's middleware
 	flush   chan struct{}   // closed: send what was received, then return
 	linger  time.Duration   // longest an ack waits to share a frame
 	enough  int             // acks waiting that are sent without lingering
@@ -55,7 +55,7 @@ const ackLinger = 2 * time.Millisecond
 
 // run sends verdicts until abandon is closed (the channel is gone: its
 // unacked deliveries go back to the queue) or flush is closed (graceful
-// stop: every waiter has handed its verdict over).
+// stop: every in-flight delivery has had its verdict handed over).
 func (a *acker) run(abandon <-chan struct{}) {
 	batch := make([]settlement, 0, cap(a.settled))
 	timer := time.NewTimer(time.Hour)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -65,8 +66,10 @@ func (d *dispatcher) handle(msg *message.Message) error {
 	key := d.b.cfg.RoutingKey(c)
 	dispatched := func() { // on the batcher's goroutine, once confirmed
 		d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
-		d.b.log.Info("notification dispatched", "event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind,
-			"target", targetOf(c), "routing_key", key, "request_id", c.RequestID, "format", c.Format)
+		d.b.log.LogAttrs(context.Background(), slog.LevelInfo, "notification dispatched", // LogAttrs: no boxing
+			slog.String("event", c.EventType), slog.String("instance", c.InstanceUUID), slog.String("kind", string(c.Kind)),
+			slog.String("target", targetOf(c)), slog.String("routing_key", key), slog.String("request_id", c.RequestID),
+			slog.String("format", c.Format))
 	}
 	err = d.b.withRetry(msg.Context(), func(ctx context.Context) error {
 		return d.batch.publish(ctx, key, msg.UUID, body, dispatched)
