@@ -54,6 +54,7 @@ type Bus struct {
 	pool    *decoders // runs decoder on long-lived goroutines (set by Run)
 	seen    *recent
 	topo    *topology
+	slots   chan struct{} // one per CommandHandler call running (HandlerConcurrency)
 
 	mu     sync.Mutex
 	conn   *conn
@@ -105,6 +106,7 @@ func New(cfg Config, host string, h CommandHandler, m *metrics.Metrics, log *slo
 		cfg: cfg, host: host, handler: h, m: m, log: log,
 		decoder: notification.Decoder{MaxBytes: cfg.MaxMessageBytes},
 		seen:    newRecent(4096),
+		slots:   make(chan struct{}, cfg.HandlerConcurrency),
 		topo:    &topology{cfg: &cfg, host: host, queue: queue},
 	}, nil
 }
@@ -331,7 +333,7 @@ func (b *Bus) buildRouter(conn *conn) (*message.Router, error) {
 	default:
 		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, publishLanes)
 		d := &dispatcher{b: b, batch: newBatcher(cmdPub, b.m.CommandBatch)}
-		in := &intake{b: b, poison: poisonPub, slots: make(chan struct{}, b.cfg.Workers*b.cfg.Prefetch)}
+		in := &intake{b: b, poison: poisonPub}
 		for i := range b.cfg.Workers {
 			router.AddConsumerHandler(fmt.Sprintf("dispatch-%d", i), b.topo.queue, sub, d.handle)
 			router.AddConsumerHandler(fmt.Sprintf("intake-%d", i), b.HostQueue(), sub, in.handle)

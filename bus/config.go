@@ -49,8 +49,16 @@ type Config struct {
 	PoisonQueue string `yaml:"poison_queue"`
 
 	// Prefetch is the AMQP QoS prefetch count per consumer channel: how
-	// many messages one consumer handles at once.
+	// many deliveries one consumer channel holds at once. A dispatched
+	// notification stays unacked until the broker confirmed its command
+	// (milliseconds on a quorum queue), so a small window, not the CPU,
+	// caps the dispatch rate (see docs/operations.md, "Ingest
+	// throughput"). It does not bound handler work: HandlerConcurrency does.
 	Prefetch int `yaml:"prefetch"`
+	// HandlerConcurrency bounds the commands this process runs through
+	// the CommandHandler at once (host queue intake, or direct mode); each
+	// may call Placement and the claims store.
+	HandlerConcurrency int `yaml:"handler_concurrency"`
 	// Workers is the number of consumer channels per queue; at most
 	// Workers x Prefetch messages of a queue are in flight.
 	Workers int `yaml:"workers"`
@@ -126,7 +134,10 @@ func (c *Config) SetDefaults() {
 		c.Heartbeat = 10 * time.Second
 	}
 	if c.Prefetch == 0 {
-		c.Prefetch = 32
+		c.Prefetch = 128
+	}
+	if c.HandlerConcurrency == 0 {
+		c.HandlerConcurrency = 64
 	}
 	if c.Workers == 0 {
 		c.Workers = 2
@@ -193,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Prefetch < 1 || c.Prefetch > 65535 {
 		bad("prefetch", "%d is outside 1..65535", c.Prefetch)
+	}
+	if c.HandlerConcurrency < 1 || c.HandlerConcurrency > 65535 {
+		bad("handler_concurrency", "%d is outside 1..65535", c.HandlerConcurrency)
 	}
 	if c.Workers < 1 || c.Workers > 256 {
 		bad("workers", "%d is outside 1..256", c.Workers)

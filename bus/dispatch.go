@@ -92,7 +92,6 @@ func targetOf(c *command.Command) string {
 type intake struct {
 	b      *Bus
 	poison *confirmPublisher // default exchange: the poison queue's name is the key
-	slots  chan struct{}     // bounds the commands of all batches running at once
 }
 
 func (in *intake) handle(msg *message.Message) error {
@@ -156,11 +155,9 @@ func (in *intake) batch(msg *message.Message, els []command.Element) error {
 	for _, inst := range order {
 		wg.Go(func() {
 			for j, i := range groups[inst] {
-				in.slots <- struct{}{}
 				errs[i] = in.b.execute(ctx, els[i].Command, func(err error) error {
 					return in.poisonOne(ctx, msg, els[i].Raw, "handler_rejected", err)
 				})
-				<-in.slots
 				if errs[i] != nil { // later commands of the instance must not overtake it
 					for _, k := range groups[inst][j+1:] {
 						errs[k] = fmt.Errorf("%s command for instance %s not run: an earlier command for the instance failed", els[k].Command.Kind, inst)
@@ -209,7 +206,8 @@ func (in *intake) poisonOne(ctx context.Context, msg *message.Message, raw []byt
 	return nil
 }
 
-// execute hands c to the handler with retries, once per delivery key. A
+// execute hands c to the handler with retries, once per delivery key,
+// waiting for one of the HandlerConcurrency slots. A
 // permanent failure is given to poison while the key is still owned; when
 // poison returns nil (the command is parked) the key counts as done, so a
 // redelivery does not run it again. It returns nil, poison's error, or the
@@ -228,8 +226,17 @@ func (b *Bus) execute(ctx context.Context, c *command.Command, poison func(error
 			return nil
 		}
 	}
+	select { // at most HandlerConcurrency handler calls, from every batch and consumer
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		if key != "" {
+			b.seen.end(key, false)
+		}
+		return fmt.Errorf("%s command for instance %s not run: %w (message requeued)", c.Kind, c.InstanceUUID, ctx.Err())
+	}
 	start := time.Now()
 	err := b.withRetry(ctx, func(ctx context.Context) error { return b.handler.Handle(ctx, c) })
+	<-b.slots
 	switch {
 	case err == nil:
 		b.m.CommandHandled(string(c.Kind), "ok", time.Since(start))

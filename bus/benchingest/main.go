@@ -77,11 +77,13 @@ type options struct {
 
 func main() {
 	var o options
+	var scourd bus.Config // both loops run with scourd's defaults unless told otherwise
+	scourd.SetDefaults()
 	flag.StringVar(&o.url, "url", envOr("SCOUR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker")
 	flag.IntVar(&o.n, "n", 10000, "notifications per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "measured rounds per mix (after one warm-up round)")
-	flag.IntVar(&o.workers, "workers", 2, "consumer channels per queue, both loops (bus.workers)")
-	flag.IntVar(&o.prefetch, "prefetch", 32, "prefetch per consumer channel, both loops (bus.prefetch)")
+	flag.IntVar(&o.workers, "workers", scourd.Workers, "consumer channels per queue, both loops (bus.workers; default: scourd's)")
+	flag.IntVar(&o.prefetch, "prefetch", scourd.Prefetch, "prefetch per consumer channel, both loops (bus.prefetch; default: scourd's)")
 	mixes := flag.String("mixes", "relevant,mixed,ignored", "comma-separated mixes: relevant, ignored, mixed (90% ignored) or a share of ignored notifications (0..1)")
 	ignored := flag.Float64("ignored", -1, "measure only this share of ignored notifications (0..1; shorthand for -mixes)")
 	flag.BoolVar(&o.classic, "classic", false, "classic queues instead of quorum (bus.classic_queues)")
