@@ -13,6 +13,15 @@ import "strconv"
 type fastScanner struct {
 	b []byte
 	i int
+	// strs are the string values of the command being read, as spans of
+	// b: command turns them into substrings of one string when the object
+	// is complete (one allocation per command instead of one per value).
+	strs []strSpan
+}
+
+type strSpan struct {
+	dst        *string
+	start, end int
 }
 
 func (s *fastScanner) ws() {
@@ -35,23 +44,34 @@ func (s *fastScanner) byte(c byte) bool {
 	return false
 }
 
-// str reads a string of printable ASCII without escapes.
-func (s *fastScanner) str() (string, bool) {
+// span reads a string of printable ASCII without escapes and returns
+// its contents' bounds in s.b.
+func (s *fastScanner) span() (start, end int, ok bool) {
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		return "", false
+		return 0, 0, false
 	}
-	start := s.i + 1
+	start = s.i + 1
 	for j := start; j < len(s.b); j++ {
 		switch c := s.b[j]; {
 		case c == '"':
 			s.i = j + 1
-			return string(s.b[start:j]), true
+			return start, j, true
 		case c < 0x20 || c == '\\' || c >= 0x80:
-			return "", false
+			return 0, 0, false
 		}
 	}
-	return "", false
+	return 0, 0, false
+}
+
+// str reads a string value into *dst, which is set when the command is
+// complete (see strs).
+func (s *fastScanner) str(dst *string) bool {
+	start, end, ok := s.span()
+	if ok {
+		s.strs = append(s.strs, strSpan{dst, start, end})
+	}
+	return ok
 }
 
 func (s *fastScanner) boolean() (bool, bool) {
@@ -83,8 +103,9 @@ func (s *fastScanner) small() (int, bool) {
 	return v, err == nil
 }
 
-// object calls member for each key; member reads the value.
-func (s *fastScanner) object(member func(key string) bool) bool {
+// object calls member for each key (valid during the call only); member
+// reads the value.
+func (s *fastScanner) object(member func(key []byte) bool) bool {
 	if !s.byte('{') {
 		return false
 	}
@@ -92,8 +113,8 @@ func (s *fastScanner) object(member func(key string) bool) bool {
 		return true
 	}
 	for {
-		k, ok := s.str()
-		if !ok || !s.byte(':') || !member(k) {
+		start, end, ok := s.span()
+		if !ok || !s.byte(':') || !member(s.b[start:end]) {
 			return false
 		}
 		if s.byte('}') {
@@ -107,6 +128,9 @@ func (s *fastScanner) object(member func(key string) bool) bool {
 
 // command decodes one command object at s.i.
 func (s *fastScanner) command(c *Command) bool {
+	s.ws()
+	objStart := s.i
+	s.strs = s.strs[:0]
 	var seen uint32
 	once := func(bit uint32) bool {
 		if seen&bit != 0 {
@@ -115,24 +139,21 @@ func (s *fastScanner) command(c *Command) bool {
 		seen |= bit
 		return true
 	}
-	return s.object(func(k string) bool {
-		switch k {
+	var nvol int
+	ok := s.object(func(k []byte) bool {
+		switch string(k) {
 		case "version":
 			v, ok := s.small()
 			c.Version = v
 			return ok && once(1<<0)
 		case "kind":
-			v, ok := s.str()
-			c.Kind = Kind(v)
-			return ok && once(1<<1)
+			return s.str((*string)(&c.Kind)) && once(1<<1)
 		case "scope":
-			v, ok := s.str()
-			c.Scope = Scope(v)
-			return ok && once(1<<2)
+			return s.str((*string)(&c.Scope)) && once(1<<2)
 		case "timestamp":
 			s.ws()
 			start := s.i
-			if _, ok := s.str(); !ok || !once(1<<3) {
+			if _, _, ok := s.span(); !ok || !once(1<<3) {
 				return false
 			}
 			return c.Timestamp.UnmarshalJSON(s.b[start:s.i]) == nil // encoding/json's own parse
@@ -140,16 +161,17 @@ func (s *fastScanner) command(c *Command) bool {
 			if !once(1<<4) || !s.byte('[') {
 				return false
 			}
-			c.Volumes = []string{}
 			if s.byte(']') {
+				c.Volumes = []string{}
 				return true
 			}
 			for {
-				v, ok := s.str()
+				start, end, ok := s.span()
 				if !ok {
 					return false
 				}
-				c.Volumes = append(c.Volumes, v)
+				s.strs = append(s.strs, strSpan{nil, start, end}) // nil: the next volume
+				nvol++
 				if s.byte(']') {
 					return true
 				}
@@ -164,15 +186,29 @@ func (s *fastScanner) command(c *Command) bool {
 			c.Volume = &VolumeChange{}
 			return s.volume(c.Volume)
 		default:
-			f, known := stringFields[k]
+			f, known := stringFields[string(k)]
 			if !known {
 				return false // unknown (or differently cased) key
 			}
-			v, ok := s.str()
-			*f.field(c) = v
-			return ok && once(f.bit)
+			return s.str(f.field(c)) && once(f.bit)
 		}
 	})
+	if !ok {
+		return false
+	}
+	raw := string(s.b[objStart:s.i]) // every string value is a substring of this
+	if nvol > 0 {
+		c.Volumes = make([]string, 0, nvol)
+	}
+	for _, sp := range s.strs {
+		v := raw[sp.start-objStart : sp.end-objStart]
+		if sp.dst == nil {
+			c.Volumes = append(c.Volumes, v)
+		} else {
+			*sp.dst = v
+		}
+	}
+	return true
 }
 
 // stringFields are the plain string members, each with its own bit above
@@ -195,10 +231,10 @@ var stringFields = map[string]struct {
 
 func (s *fastScanner) volume(v *VolumeChange) bool {
 	var seen uint8
-	return s.object(func(k string) bool {
+	return s.object(func(k []byte) bool {
 		var bit uint8
 		var dst *string
-		switch k {
+		switch string(k) {
 		case "action":
 			bit, dst = 1, &v.Action
 		case "volume_id":
@@ -222,9 +258,7 @@ func (s *fastScanner) volume(v *VolumeChange) bool {
 			return false
 		}
 		seen |= bit
-		str, ok := s.str()
-		*dst = str
-		return ok
+		return s.str(dst)
 	})
 }
 
