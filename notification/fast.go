@@ -19,9 +19,11 @@ import (
 func (d Decoder) fast(body []byte) (*Event, bool) {
 	var buf msgBuffer
 	defer buf.release()
+	strs := arenas.Get().(*strArena)
+	defer strs.release()
 	ev := &Event{Envelope: EnvelopeNone}
 	var version, msg []byte // oslo.version raw, oslo.message decoded
-	var m msgFields
+	m := msgFields{strs: strs}
 	seen := 0
 	s := scanner{b: body}
 	ok := s.document(func(k []byte) bool {
@@ -49,7 +51,8 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 			return nil, false
 		}
 		ev.Envelope = EnvelopeOslo2
-		m = msgFields{}
+		m = msgFields{strs: strs}
+		strs.reset()
 		inner := scanner{b: msg}
 		if !inner.document(func(k []byte) bool { return m.set(&inner, k) }) {
 			return nil, false
@@ -58,6 +61,7 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 	if m.EventType == nil || m.eventType == "" {
 		return nil, false
 	}
+	strs.finish()
 	if err := fillHeader(ev, &m.message); err != nil {
 		return nil, false
 	}
@@ -71,15 +75,77 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 		// The payload came before the event type: read it now.
 		raw := m.Payload
 		s := scanner{b: raw}
+		m.payload.strs = strs
 		if len(raw) == 0 || raw[0] != '{' || !m.payload.read(&s) || s.i != len(raw) {
 			return nil, false
 		}
+		strs.finish()
 	}
 	applyFields(ev, m.payload.instance())
 	if err := checkPayload(ev, sp); err != nil {
 		return nil, false
 	}
 	return ev, true
+}
+
+// strArena collects the string fields of one decode and, at finish,
+// makes them substrings of one string: one allocation instead of one per
+// field (a relevant notification has a dozen). Arenas are pooled: what
+// finish hands out is a copy.
+type strArena struct {
+	buf   []byte
+	spans []arenaSpan
+}
+
+type arenaSpan struct {
+	dst        *string
+	start, end int
+}
+
+var arenas = sync.Pool{New: func() any {
+	return &strArena{buf: make([]byte, 0, 1024), spans: make([]arenaSpan, 0, 32)}
+}}
+
+// set arranges for *dst to be the JSON string v decoded (as unquote does)
+// at finish, or sets it to "" now for a null; false when v is neither.
+func (a *strArena) set(dst *string, v []byte) bool {
+	switch {
+	case string(v) == "null":
+		*dst = ""
+		return true
+	case v[0] == '"':
+		start := len(a.buf)
+		s := scanner{b: v}
+		out, _ := s.unquoted(nil) // v's own bytes unless it has escapes
+		a.buf = append(a.buf, out...)
+		a.spans = append(a.spans, arenaSpan{dst, start, len(a.buf)})
+		return true
+	}
+	return false
+}
+
+// finish sets every pending field and empties the arena.
+func (a *strArena) finish() {
+	if len(a.spans) > 0 {
+		all := string(a.buf)
+		for _, sp := range a.spans {
+			*sp.dst = all[sp.start:sp.end]
+		}
+	}
+	a.reset()
+}
+
+// reset drops what is pending.
+func (a *strArena) reset() {
+	clear(a.spans) // no stale pointers into earlier decodes
+	a.buf, a.spans = a.buf[:0], a.spans[:0]
+}
+
+func (a *strArena) release() {
+	a.reset()
+	if cap(a.buf) <= maxPooledMsg {
+		arenas.Put(a)
+	}
 }
 
 // msgBuffer is a pooled buffer for decoding oslo.message into (most of a
@@ -146,8 +212,9 @@ var messageKeys = []string{"event_type", "publisher_id", "priority", "message_id
 
 type msgFields struct {
 	message
-	eventType string // message.EventType points here once it is seen
-	n         int    // known keys seen
+	strs      *strArena // sets the string fields when the scan is complete
+	eventType string    // message.EventType points here once it is seen
+	n         int       // known keys seen
 	seen      [7]bool
 	payload   fastFields // the payload's fields, once read
 	read      bool       // payload holds them
@@ -170,29 +237,16 @@ func (m *msgFields) set(s *scanner, k []byte) bool {
 	if !ok {
 		return false
 	}
-	str, ok := stringValue(v)
-	if !ok {
-		return false
-	}
-	switch i {
-	case 0:
-		if string(v) == "null" {
+	if i == 0 { // needed now: it decides how the payload is read
+		str, ok := stringValue(v)
+		if !ok || string(v) == "null" {
 			return false
 		}
 		m.eventType = str
 		m.EventType = &m.eventType
-	case 1:
-		m.PublisherID = str
-	case 2:
-		m.Priority = str
-	case 3:
-		m.MessageID = str
-	case 4:
-		m.Timestamp = str
-	case 5:
-		m.RequestID = str
+		return true
 	}
-	return true
+	return m.strs.set([...]*string{1: &m.PublisherID, 2: &m.Priority, 3: &m.MessageID, 4: &m.Timestamp, 5: &m.RequestID}[i], v)
 }
 
 // setPayload keeps the raw payload (any value; Format is read from it).
@@ -202,6 +256,7 @@ func (m *msgFields) setPayload(s *scanner) bool {
 	start := s.i
 	var ok bool
 	if m.EventType != nil && relevantType(m.eventType) && s.peek() == '{' {
+		m.payload.strs = m.strs
 		ok = m.payload.read(s)
 		m.read = ok
 	} else {
@@ -245,6 +300,7 @@ type fastFields struct {
 	f    instanceFields
 	data *instanceFields
 	seen [13]bool
+	strs *strArena // sets the string fields when the scan is complete
 }
 
 // read reads a payload object at s.i.
@@ -279,18 +335,17 @@ func (p *fastFields) set(s *scanner, k []byte, top bool) bool {
 	switch i {
 	case 0:
 		return p.setData(s)
-	case 3, 4: // host, node: *string
+	case 3, 4: // host, node: *string, nil for null
 		v, ok := s.skip()
-		if !ok {
-			return false
-		}
-		str, ok := stringValue(v)
 		if !ok {
 			return false
 		}
 		var ptr *string
 		if string(v) != "null" {
-			ptr = &str
+			ptr = new(string)
+			if !p.strs.set(ptr, v) {
+				return false
+			}
 		}
 		if i == 3 {
 			p.f.Host = ptr
@@ -305,32 +360,9 @@ func (p *fastFields) set(s *scanner, k []byte, top bool) bool {
 	if !ok {
 		return false
 	}
-	str, ok := stringValue(v)
-	if !ok {
-		return false
-	}
 	f := &p.f
-	switch i {
-	case 1:
-		f.UUID = str
-	case 2:
-		f.InstanceID = str
-	case 5:
-		f.State = str
-	case 6:
-		f.TenantID = str
-	case 7:
-		f.UserID = str
-	case 8:
-		f.RequestID = str
-	case 9:
-		f.VolumeID = str
-	case 10:
-		f.OldVolumeID = str
-	case 11:
-		f.NewVolumeID = str
-	}
-	return true
+	return p.strs.set([...]*string{1: &f.UUID, 2: &f.InstanceID, 5: &f.State, 6: &f.TenantID, 7: &f.UserID,
+		8: &f.RequestID, 9: &f.VolumeID, 10: &f.OldVolumeID, 11: &f.NewVolumeID}[i], v)
 }
 
 // setData reads a versioned payload's nova_object.data.
@@ -341,7 +373,7 @@ func (p *fastFields) setData(s *scanner) bool {
 	if s.peek() != '{' {
 		return false
 	}
-	var inner fastFields
+	inner := fastFields{strs: p.strs}
 	if !s.object(func(k []byte) bool { return inner.set(s, k, false) }) {
 		return false
 	}

@@ -145,3 +145,36 @@ func TestEventsDoNotShareDecodeBuffers(t *testing.T) {
 		t.Errorf("an earlier Event changed (-want +got):\n%s", d)
 	}
 }
+
+// The fast path's string fields are made at the end of the scan from a
+// pooled arena: an Event must not change when later decodes reuse it, and
+// fields read after the scan (a payload ahead of its event type) and
+// fields with escapes must come out as encoding/json's.
+func TestFastPathStringsSurviveLaterDecodes(t *testing.T) {
+	payloadFirst := []byte(`{"payload": {"nova_object.data": {"uuid": "u-1", "host": "h\u00e9st", "node": null,` +
+		` "state": "del\"eted", "tenant_id": "t", "user_id": "u"}, "nova_object.name": "InstanceActionPayload"},` +
+		` "event_type": "instance.delete.end", "publisher_id": "nova-compute:h\u00e9st", "priority": "INFO",` +
+		` "message_id": "m-1", "timestamp": "2026-11-22 02:59:51.390927", "_context_request_id": "req-1"}`)
+	others := [][]byte{payloadFirst}
+	for name := range sampleWants {
+		others = append(others, wireMessage(t, filepath.Join("testdata", name)))
+	}
+	for _, body := range others {
+		first, ok := Decoder{}.fast(body)
+		if !ok {
+			t.Fatalf("fast path gave up on %.80s", body)
+		}
+		want, err := Decoder{}.slow(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range others { // reuse the pooled arenas and buffers
+			if _, ok := (Decoder{}).fast(other); !ok {
+				t.Fatalf("fast path gave up on %.80s", other)
+			}
+		}
+		if d := cmp.Diff(want, first); d != "" {
+			t.Errorf("%.80s: event changed by later decodes or differs from encoding/json (-slow +fast):\n%s", body, d)
+		}
+	}
+}
