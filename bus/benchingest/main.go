@@ -29,6 +29,10 @@
 // The verdict uses the median ratio; the spread (min..max) is printed
 // because the broker shares the machine with everything else (and, on a
 // virtual machine, with the host's other guests: check steal time).
+//
+// Both loops run in this process under scourd's garbage-collector
+// defaults (internal/gctune: GOGC=400, GOMEMLIMIT=192MiB unless the
+// environment sets them), as scourd would.
 package main
 
 import (
@@ -59,6 +63,7 @@ import (
 
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/gctune"
 	"github.com/scour-project/scour/metrics"
 	"github.com/scour-project/scour/notification"
 )
@@ -204,8 +209,8 @@ func run(o options, shares []float64) error {
 	if o.classic {
 		queues = "classic"
 	}
-	fmt.Printf("bench-ingest: %d notifications per round, %d rounds per mix after a warm-up round, workers=%d prefetch=%d (both loops), %s queues, scour in %s mode\n",
-		o.n, o.rounds, o.workers, o.prefetch, queues, o.mode)
+	fmt.Printf("bench-ingest: %d notifications per round, %d rounds per mix after a warm-up round, workers=%d prefetch=%d %s (both loops), %s queues, scour in %s mode\n",
+		o.n, o.rounds, o.workers, o.prefetch, gctune.Apply(os.Getenv), queues, o.mode)
 	fmt.Printf("  load average at start: %s\n", loadavg())
 	if b.broker == 0 {
 		fmt.Println("  (broker CPU not measured: no local process found listening on the broker's port)")

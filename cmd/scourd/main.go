@@ -23,6 +23,7 @@ import (
 	"github.com/scour-project/scour/app"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/internal/gctune"
 	"github.com/scour-project/scour/version"
 )
 
@@ -66,6 +67,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return 0
 	}
 	log := app.NewLogger(cfg.Log, stderr)
+	gc := gctune.Apply(func(k string) string { return envOr(environ, k, "") })
+	log.Info("go runtime garbage collection", "settings", gc.String(), "from_environment", gc.FromEnv)
 	a, cleanup, err := app.New(cfg, log, app.Deps{})
 	if err != nil {
 		log.Error("cannot start", "err", err)

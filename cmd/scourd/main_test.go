@@ -86,4 +86,8 @@ func TestExchangeMismatchExits78(t *testing.T) {
 	if !strings.Contains(errb.String(), "bus.nova.durable") || !strings.Contains(errb.String(), "406") {
 		t.Errorf("log does not name the setting:\n%s", errb.String())
 	}
+	// GOGC and GOMEMLIMIT are not in this environment: scourd's defaults.
+	if !strings.Contains(errb.String(), "GOGC=400 GOMEMLIMIT=192MiB") {
+		t.Errorf("log does not show the garbage collector's settings:\n%s", errb.String())
+	}
 }
