@@ -143,3 +143,60 @@ func TestAckerLingersThenSends(t *testing.T) {
 		t.Errorf("wire %q: 12 settlements in %d frames, acks not coalesced", got, len(got))
 	}
 }
+
+// startAcker runs a on its own goroutine until the test ends.
+func startAcker(t *testing.T, a *acker) {
+	abandon := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); a.run(abandon) }()
+	t.Cleanup(func() { close(abandon); <-done })
+}
+
+func waitWire(t *testing.T, f *lockedAcks, n int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(f.wire()) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("wire %q, want %d frames", f.wire(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return f.wire()
+}
+
+// Acks past a delivery that is still running (a notification waiting for
+// its command's confirm) are not sent singly at the linger: once that
+// delivery settles, one multiple ack covers them all.
+func TestAckerHoldsAcksPastARunningDelivery(t *testing.T) {
+	f := &lockedAcks{}
+	a := newAcker(f, 32) // enough 8
+	a.linger, a.singleLinger = time.Millisecond, time.Hour
+	startAcker(t, a)
+	for tag := uint64(2); tag <= 11; tag++ { // tag 1 still running
+		a.settled <- settlement{tag: tag, ack: true}
+	}
+	time.Sleep(50 * time.Millisecond) // many lingers: the run from tag 1 is empty
+	if got := f.wire(); len(got) != 0 {
+		t.Fatalf("wire %q: acks past a running delivery went out singly", got)
+	}
+	a.settled <- settlement{tag: 1, ack: true}
+	if got := waitWire(t, f, 1); !slices.Equal(got, []string{"ack 11 multiple=true"}) {
+		t.Fatalf("wire %q, want one multiple ack for tags 1..11", got)
+	}
+}
+
+// A delivery that stays running does not hold later acks for longer than
+// singleLinger: they then go out singly.
+func TestAckerSendsHeldAcksAfterSingleLinger(t *testing.T) {
+	f := &lockedAcks{}
+	a := newAcker(f, 32)
+	a.linger, a.singleLinger = time.Millisecond, 30*time.Millisecond
+	startAcker(t, a)
+	for tag := uint64(2); tag <= 5; tag++ { // tag 1 never settles
+		a.settled <- settlement{tag: tag, ack: true}
+	}
+	got := slices.Clone(waitWire(t, f, 4))
+	slices.Sort(got)
+	if want := []string{"ack 2 multiple=false", "ack 3 multiple=false", "ack 4 multiple=false", "ack 5 multiple=false"}; !slices.Equal(got, want) {
+		t.Fatalf("wire %q, want %q", got, want)
+	}
+}
