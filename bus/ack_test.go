@@ -110,24 +110,11 @@ func TestAckerLingersThenSends(t *testing.T) {
 		a.settled <- settlement{tag: tag, ack: true}
 	}
 	a.settled <- settlement{tag: 4} // a nack
-	abandon := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); a.run(abandon) }()
-	defer func() { close(abandon); <-done }()
-	waitWire := func(n int) []string {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); len(f.wire()) < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("wire %q, want %d frames", f.wire(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return f.wire()
-	}
-	if got := waitWire(1); got[0] != "nack 4 multiple=false requeue=true" {
+	startAcker(t, a)
+	if got := waitWire(t, f, 1); got[0] != "nack 4 multiple=false requeue=true" {
 		t.Fatalf("first frame %q, want the nack, at once", got)
 	}
-	if got := waitWire(2); !slices.Equal(got, []string{"nack 4 multiple=false requeue=true", "ack 3 multiple=true"}) {
+	if got := waitWire(t, f, 2); !slices.Equal(got, []string{"nack 4 multiple=false requeue=true", "ack 3 multiple=true"}) {
 		t.Fatalf("wire %q: three acks must leave in one frame after the linger", got)
 	}
 	for tag := uint64(5); tag <= 12; tag++ { // 8 = enough: no linger
