@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"runtime/metrics"
 )
 
 const (
@@ -49,10 +50,16 @@ func Apply(getenv func(string) string) Settings {
 	} else {
 		s.FromEnv = true
 	}
-	s.GCPercent = debug.SetGCPercent(-1)
-	debug.SetGCPercent(s.GCPercent)          // read back: SetGCPercent returns the old value
-	s.MemoryLimit = debug.SetMemoryLimit(-1) // a negative limit only reads it
+	s.GCPercent, s.MemoryLimit = current()
 	return s
+}
+
+// current reads the runtime's settings without changing them.
+func current() (gcPercent int, memoryLimit int64) {
+	m := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(m)
+	// The runtime stores GOGC as a signed number: off (-1) reads as MaxUint64.
+	return int(int64(m[0].Value.Uint64())), int64(m[1].Value.Uint64())
 }
 
 // String is the settings in environment-variable form.
