@@ -23,7 +23,7 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 	defer strs.release()
 	ev := &Event{Envelope: EnvelopeNone}
 	var version, msg []byte // oslo.version raw, oslo.message decoded
-	m := msgFields{strs: strs}
+	m := newMsgFields(strs)
 	seen := 0
 	s := scanner{b: body}
 	ok := s.document(func(k []byte) bool {
@@ -51,7 +51,7 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 			return nil, false
 		}
 		ev.Envelope = EnvelopeOslo2
-		m = msgFields{strs: strs}
+		m = newMsgFields(strs)
 		strs.reset()
 		inner := scanner{b: msg}
 		if !inner.document(func(k []byte) bool { return m.set(&inner, k) }) {
@@ -75,7 +75,6 @@ func (d Decoder) fast(body []byte) (*Event, bool) {
 		// The payload came before the event type: read it now.
 		raw := m.Payload
 		s := scanner{b: raw}
-		m.payload.strs = strs
 		if len(raw) == 0 || raw[0] != '{' || !m.payload.read(&s) || s.i != len(raw) {
 			return nil, false
 		}
@@ -220,6 +219,12 @@ type msgFields struct {
 	read      bool       // payload holds them
 }
 
+// newMsgFields returns fields whose strings, the payload's included, are
+// set from strs when it finishes.
+func newMsgFields(strs *strArena) msgFields {
+	return msgFields{strs: strs, payload: fastFields{strs: strs}}
+}
+
 // set reads the message member k, with s at its value.
 func (m *msgFields) set(s *scanner, k []byte) bool {
 	i := indexOf(messageKeys, k)
@@ -256,7 +261,6 @@ func (m *msgFields) setPayload(s *scanner) bool {
 	start := s.i
 	var ok bool
 	if m.EventType != nil && relevantType(m.eventType) && s.peek() == '{' {
-		m.payload.strs = m.strs
 		ok = m.payload.read(s)
 		m.read = ok
 	} else {
