@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X github.com/scour-project/scour/version.Version=$(VERSION)
 PKGS     ?= ./...
 TESTFLAGS ?= -count=1 -timeout 15m
 
-.PHONY: all build test test-env unit lint bench fmt clean
+.PHONY: all build test test-env unit lint bench fmt clean man
 all: build
 
 build:
@@ -17,6 +17,13 @@ build:
 ## test: unit, integration (real RabbitMQ/PostgreSQL) and e2e (containers) tests.
 test: test-env
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test -count=1 -tags mangen -run TestManPages ./cmd/scourctl
+
+## man: scourctl's man pages (one per command) in $(BIN)/man (cobra/doc,
+## built in only with -tags mangen).
+man:
+	rm -rf $(BIN)/man
+	$(GO) run -tags mangen ./cmd/scourctl gen-man $(BIN)/man
 
 ## unit: tests that need nothing but Go (no broker, database or containers).
 unit:

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/hardware"
@@ -16,71 +17,95 @@ import (
 )
 
 func init() {
-	register("devices", subcommand{
-		summary: "discover PCI devices: capabilities, and why some are absent",
-		run:     runDevices,
+	register(func(c *cli) *cobra.Command {
+		var f devicesFlags
+		cmd := &cobra.Command{
+			Use:   "devices [ADDRESS...]",
+			Short: "discover PCI devices: capabilities, and why some are absent",
+			Long: `Discovers this host's PCI devices read-only (or the simulator's, with
+--hardware-config) and prints, per device, its kind, ids, driver, the
+capabilities pipelines match on, and why expected ones are absent.
+
+Default output: one block per device. -o table|json|yaml|value gives one row
+per device (columns: ` + strings.Join(deviceColumns, ", ") + `).`,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if f.json {
+					c.out.format = formatJSON
+				}
+				reports, err := discoverDevices(cmd.Context(), f, args, c.stderr)
+				if c.out.format == "" && len(c.out.columns) == 0 {
+					for _, r := range reports {
+						fmt.Fprint(c.stdout, r.Text())
+					}
+				} else if werr := c.out.write(c.stdout, deviceListing(reports)); werr != nil {
+					return werr
+				}
+				return err
+			},
+		}
+		fl := cmd.Flags()
+		fl.StringVar(&f.sysfs, "sysfs", "", "sysfs root to read (default /sys, or the config's sysfs_root)")
+		fl.StringVar(&f.hardwareConfig, "hardware-config", "", "YAML file holding the hardware section (`hardware: {...}` or its body), e.g. a simulator config")
+		fl.BoolVar(&f.all, "all", false, "also list generic PCI functions (not NVMe, GPU or NIC)")
+		fl.BoolVar(&f.json, "json", false, "same as -o json")
+		_ = fl.MarkDeprecated("json", "use -o json")
+		return cmd
 	})
 }
 
-func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("devices", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	sysfs := fl.String("sysfs", "", "sysfs root to read (default /sys, or the config's sysfs_root)")
-	cfgPath := fl.String("hardware-config", "", "YAML file holding the hardware section (`hardware: {...}` or its body), e.g. a simulator config")
-	asJSON := fl.Bool("json", false, "print JSON instead of text")
-	all := fl.Bool("all", false, "also list generic PCI functions (not NVMe, GPU or NIC)")
-	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: scourctl devices [-sysfs DIR] [-hardware-config FILE] [-json] [-all] [ADDRESS...]\n")
-		fl.PrintDefaults()
+type devicesFlags struct {
+	sysfs, hardwareConfig string
+	all, json             bool
+}
+
+var deviceColumns = []string{"address", "kind", "vendor", "device", "driver", "model", "serial", "firmware", "namespaces", "capabilities", "absent"}
+
+func deviceListing(reports []hardware.DeviceReport) *listing {
+	l := newListing(deviceColumns...)
+	for _, r := range reports {
+		l.add(string(r.Address), string(r.Kind), r.Vendor, r.Device, r.Driver, r.Model, r.Serial, r.Firmware,
+			r.Namespaces, r.Capabilities, r.Absent)
 	}
-	if err := fl.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := loadHardwareConfig(*cfgPath)
+	return l
+}
+
+// discoverDevices reports the devices named (all of them without names).
+// A device that cannot be discovered is reported on warn and in the
+// returned error, after the others.
+func discoverDevices(ctx context.Context, f devicesFlags, names []string, warn io.Writer) ([]hardware.DeviceReport, error) {
+	cfg, err := loadHardwareConfig(f.hardwareConfig)
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl devices: %v\n", err)
-		return 1
+		return nil, err
 	}
-	if *sysfs != "" {
-		cfg.SysfsRoot = *sysfs
+	if f.sysfs != "" {
+		cfg.SysfsRoot = f.sysfs
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(warn, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b, err := backend.Open(cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl devices: %v\n", err)
-		return 1
+		return nil, err
 	}
-	addrs, explicit, err := deviceAddresses(ctx, b, fl.Args())
+	addrs, explicit, err := deviceAddresses(ctx, b, names)
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl devices: %v\n", err)
-		return 1
+		return nil, err
 	}
 	var reports []hardware.DeviceReport
-	code := 0
+	var failed []string
 	for _, a := range addrs {
 		dev, err := b.Discover(ctx, a)
 		if err != nil {
-			fmt.Fprintf(stderr, "scourctl devices: %s: %v\n", a, err)
-			code = 1
+			failed = append(failed, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		if dev.Kind == hardware.KindGeneric && !*all && !explicit {
+		if dev.Kind == hardware.KindGeneric && !f.all && !explicit {
 			continue
 		}
 		reports = append(reports, hardware.Describe(dev))
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(reports); err != nil {
-			return 1
-		}
-		return code
+	if len(failed) > 0 {
+		return reports, errors.New(strings.Join(failed, "; "))
 	}
-	for _, r := range reports {
-		fmt.Fprint(stdout, r.Text())
-	}
-	return code
+	return reports, nil
 }
 
 func deviceAddresses(ctx context.Context, b hardware.Backend, args []string) ([]hardware.Address, bool, error) {

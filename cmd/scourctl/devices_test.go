@@ -12,7 +12,7 @@ import (
 
 func TestDevicesFakeSysfs(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"devices", "-sysfs", "../../hardware/testdata/sys"}, &out, &errb)
+	code := run(context.Background(), []string{"devices", "--sysfs", "../../hardware/testdata/sys"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 	}
@@ -42,7 +42,7 @@ func TestDevicesSimulatorJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"devices", "-hardware-config", cfg, "-json"}, &out, &errb); code != 0 {
+	if code := run(context.Background(), []string{"devices", "--hardware-config", cfg, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 	}
 	var reports []struct {
@@ -55,7 +55,7 @@ func TestDevicesSimulatorJSON(t *testing.T) {
 	if len(reports) != 1 || reports[0].Capabilities["nvme.sanitize"] != "[crypto]" || reports[0].Capabilities["custom.tier"] != "[gold]" {
 		t.Errorf("reports %+v", reports)
 	}
-	if code := run(context.Background(), []string{"devices", "-hardware-config", cfg, "zz"}, &out, &errb); code != 1 {
+	if code := run(context.Background(), []string{"devices", "--hardware-config", cfg, "zz"}, &out, &errb); code != 1 {
 		t.Errorf("bad address exit %d", code)
 	}
 }

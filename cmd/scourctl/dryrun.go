@@ -3,82 +3,74 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/hardware/sim"
 	"github.com/scour-project/scour/pipeline"
 )
 
 func init() {
-	register("pipeline", subcommand{
-		summary: "show which profile and steps would clean a device, without touching it (pipeline dry-run)",
-		run:     runPipeline,
+	register(func(c *cli) *cobra.Command {
+		var f dryRunFlags
+		dry := &cobra.Command{
+			Use:   "dry-run --device ADDR [--resource-class RC]",
+			Short: "show which profile and steps would clean a device, without touching it",
+			Long:  pipelineHelp,
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				addr, err := hardware.ParseAddress(f.device)
+				if err != nil {
+					return usagef("--device: %v", err)
+				}
+				cfg, err := c.loadConfig(false)
+				if err != nil {
+					return err
+				}
+				plan, err := pipelineDryRun(cmd.Context(), cfg, pipeline.Target{Address: addr, ResourceClass: f.resourceClass, RPUUID: f.rp})
+				if err != nil {
+					return fmt.Errorf("config %s: %w", c.configPath, err)
+				}
+				plan.Write(c.stdout)
+				return nil
+			},
+		}
+		dry.Flags().StringVar(&f.device, "device", "", "PCI address (required)")
+		dry.Flags().StringVar(&f.resourceClass, "resource-class", "", "the device's Placement resource class, as profiles match it")
+		dry.Flags().StringVar(&f.rp, "rp", "", "resource provider UUID (informational)")
+		_ = dry.MarkFlagRequired("device")
+		return group("pipeline", "show which profile and steps would clean a device, without touching it (pipeline dry-run)", pipelineHelp, dry)
 	})
 }
 
-const pipelineUsage = `usage: scourctl pipeline dry-run [--config FILE] --device ADDR [--resource-class RC]
-
-Reads scourd's config FILE (default /etc/scour/scour.yaml, env SCOUR_CONFIG;
-loaded and validated as scourd does) and uses its "hardware:" and
-"pipelines:" sections: discovers the device read-only, and prints the
+const pipelineHelp = `Reads scourd's config (--config, default /etc/scour/scour.yaml, env
+SCOUR_CONFIG; loaded and validated as scourd does) and uses its "hardware:"
+and "pipelines:" sections: discovers the device read-only, and prints the
 profile that matches (and why the others did not), then each step: run,
 skip or fail, and why.
-Nothing is written to the device and no plugin is executed.
+Nothing is written to the device and no plugin is executed.`
 
-Options:
-`
+type dryRunFlags struct{ device, resourceClass, rp string }
 
-func runPipeline(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "dry-run" {
-		fmt.Fprint(stderr, pipelineUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("pipeline dry-run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, pipelineUsage); fs.PrintDefaults() }
-	var cf configFlag
-	cf.register(fs)
-	device := fs.String("device", "", "PCI address (required)")
-	rc := fs.String("resource-class", "", "the device's Placement resource class, as profiles match it")
-	rp := fs.String("rp", "", "resource provider UUID (informational)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	addr, err := hardware.ParseAddress(*device)
+// pipelineDryRun plans the cleaning of target with cfg's hardware and
+// pipelines, touching nothing.
+func pipelineDryRun(ctx context.Context, cfg *config.Config, target pipeline.Target) (*pipeline.Plan, error) {
+	be, err := backendFor(cfg.Hardware)
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: --device: %v\n", err)
-		return 2
+		return nil, err
 	}
-	doc, err := cf.load(false)
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: %v\n", err)
-		return 1
-	}
-	be, err := backendFor(doc.Hardware)
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: %v\n", err)
-		return 1
-	}
-	e, err := pipeline.New(doc.Pipelines, pipeline.Options{Backend: be, Checkpoints: pipeline.NewMemCheckpoints(),
+	e, err := pipeline.New(cfg.Pipelines, pipeline.Options{Backend: be, Checkpoints: pipeline.NewMemCheckpoints(),
 		Logger: slog.New(slog.DiscardHandler), Allocations: noAllocations{}})
 	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: config %s: %v\n", cf.path, err)
-		return 1
+		return nil, err
 	}
-	plan, err := e.Plan(ctx, pipeline.Target{Address: addr, ResourceClass: *rc, RPUUID: *rp})
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl pipeline dry-run: %v\n", err)
-		return 1
-	}
-	plan.Write(stdout)
-	return 0
+	return e.Plan(ctx, target)
 }
 
 // noAllocations satisfies the engine's constructor; Plan never asks it.

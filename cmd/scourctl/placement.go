@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
@@ -18,94 +17,85 @@ import (
 )
 
 func init() {
-	register("placement", subcommand{
-		summary: "this host's one-time-use devices in Placement (scan), and releasing a quarantined one (unquarantine)",
-		run:     runPlacement,
+	register(func(c *cli) *cobra.Command {
+		scan := &cobra.Command{
+			Use:   "scan",
+			Short: "table of this host's one-time-use devices in Placement",
+			Long: `Table of this host's one-time-use devices in Placement: state,
+reserved/total, consumers, quarantine.
+
+Columns: ` + joinKeys(placementColumns),
+			Args: noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, pc, err := c.placement(cmd.Context())
+				if err != nil {
+					return err
+				}
+				res, err := pc.Scan(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if c.out.formatOr(formatTable) == formatTable && len(c.out.columns) == 0 {
+					fmt.Fprintf(c.stdout, "compute node %s (rp %s): %d one-time-use devices\n", res.Node, res.NodeUUID, len(res.Devices))
+				}
+				return c.out.write(c.stdout, placementListing(res.Devices))
+			},
+		}
+		unq := &cobra.Command{
+			Use:   "unquarantine RP-UUID|ADDRESS",
+			Short: "remove the quarantine from one device of this host (refused unless it is quarantined)",
+			Long:  unquarantineHelp,
+			Args:  exactArgs(1, "one RP-UUID or PCI address"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cfg, pc, err := c.placement(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return placementUnquarantine(cmd.Context(), pc, cfg, args[0], c.stdout)
+			},
+		}
+		return group("placement", "this host's one-time-use devices in Placement (scan), and releasing a quarantined one (unquarantine)",
+			"Placement, the host's compute node and the traits come from scourd's\nconfiguration (--config, default /etc/scour/scour.yaml, env SCOUR_CONFIG).\n\n"+unquarantineHelp,
+			scan, unq)
 	})
 }
 
-const placementUsage = `usage: scourctl placement <scan|unquarantine> [--config FILE] [arguments]
-
-  scan                         table of this host's one-time-use devices in
-                               Placement: state, reserved/total, consumers,
-                               quarantine
-  unquarantine RP-UUID|ADDRESS remove the quarantine trait from one device of
-                               this host (refused unless it is quarantined)
-
-Placement, the host's compute node and the traits come from scourd's
-configuration (--config, default /etc/scour/scour.yaml, env SCOUR_CONFIG).
-
-Unquarantine is the operator's explicit action once the cause is fixed
+const unquarantineHelp = `Unquarantine is the operator's explicit action once the cause is fixed
 (inspect the record first: scourctl records export --device ADDRESS). The
 device stays reserved: it is dirty again, so scourd's next scan (at the
 latest after lifecycle.reconcile_interval) cleans it with its full pipeline
 and only a clean run returns it to the pool. That run counts against the
 profile's max_runs together with the failed runs since the device was last
-returned: a recoverable failure of it quarantines the device again at once.
-`
+returned: a recoverable failure of it quarantines the device again at once.`
 
-func runPlacement(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, placementUsage)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, placementUsage)
-		return 0
-	case "scan", "unquarantine":
-	default:
-		fmt.Fprintf(stderr, "scourctl placement: unknown subcommand %q\n\n%s", args[0], placementUsage)
-		return 2
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("placement "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, placementUsage, "\nOptions:\n"); fs.PrintDefaults() }
-	var cf configFlag
-	cf.register(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+var placementColumns = []string{"name", "rp", "address", "state", "reserved", "consumers", "quarantined"}
+
+func placementListing(devs []placement.Device) *listing {
+	l := newListing(placementColumns...)
+	for _, d := range devs {
+		state := string(d.State)
+		if d.Why != "" {
+			state += " (" + d.Why + ")"
 		}
-		return 2
+		l.add(d.Name, d.UUID, string(d.Address), state, fmt.Sprintf("%d/%d", d.Inventory.Reserved, d.Inventory.Total),
+			d.Consumers, d.Quarantined)
 	}
-	var target string
-	switch {
-	case sub == "scan" && fs.NArg() != 0:
-		fmt.Fprintf(stderr, "scourctl placement scan: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	case sub == "unquarantine" && fs.NArg() != 1:
-		fmt.Fprintf(stderr, "scourctl placement unquarantine: needs exactly one RP-UUID or PCI address (got %d arguments)\n", fs.NArg())
-		return 2
-	case sub == "unquarantine":
-		target = fs.Arg(0)
-	}
-	cfg, err := cf.load(false)
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl placement %s: %v\n", sub, err)
-		return 1
-	}
-	pc, err := placementClient(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl placement %s: %v\n", sub, err)
-		return 1
-	}
-	if sub == "scan" {
-		err = placementScan(ctx, pc, stdout)
-	} else {
-		err = placementUnquarantine(ctx, pc, cfg, target, stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "scourctl placement %s: %v\n", sub, err)
-		return 1
-	}
-	return 0
+	return l
 }
 
 // quietLog drops the libraries' informational logs: scourctl prints its
 // own results.
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// placement reads scourd's config and connects to Placement with it.
+func (c *cli) placement(ctx context.Context) (*config.Config, *placement.Client, error) {
+	cfg, err := c.loadConfig(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc, err := placementClient(ctx, cfg)
+	return cfg, pc, err
+}
 
 // placementClient connects to Placement as scourd on this host does.
 func placementClient(ctx context.Context, cfg *config.Config) (*placement.Client, error) {
@@ -114,36 +104,6 @@ func placementClient(ctx context.Context, cfg *config.Config) (*placement.Client
 		return nil, fmt.Errorf("connecting to Placement for node %s: %w", cfg.Placement.Node, err)
 	}
 	return pc, nil
-}
-
-func placementScan(ctx context.Context, pc *placement.Client, w io.Writer) error {
-	res, err := pc.Scan(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "compute node %s (rp %s): %d one-time-use devices\n", res.Node, res.NodeUUID, len(res.Devices))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRP\tADDRESS\tSTATE\tRESERVED\tCONSUMERS\tQUARANTINED")
-	for _, d := range res.Devices {
-		state := string(d.State)
-		if d.Why != "" {
-			state += " (" + d.Why + ")"
-		}
-		cons := "-"
-		if len(d.Consumers) > 0 {
-			cons = strings.Join(d.Consumers, ",")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", d.Name, d.UUID, recordsDash(string(d.Address)), state,
-			d.Inventory.Reserved, d.Inventory.Total, cons, yesNo(d.Quarantined))
-	}
-	return tw.Flush()
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 // findDevice picks one device of the scan by resource provider UUID or PCI

@@ -18,12 +18,12 @@ func TestPlacementStatusArgumentErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"placement"}, 2, "usage: scourctl placement"},
-		{[]string{"placement", "frobnicate"}, 2, `unknown subcommand "frobnicate"`},
+		{[]string{"placement"}, 2, "missing subcommand"},
+		{[]string{"placement", "frobnicate"}, 2, `unknown command "frobnicate" for "scourctl placement"`},
 		{[]string{"placement", "scan", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"placement", "unquarantine"}, 2, "needs exactly one RP-UUID or PCI address (got 0"},
 		{[]string{"placement", "unquarantine", "a", "b"}, 2, "got 2 arguments"},
-		{[]string{"placement", "scan", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"placement", "scan", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"placement", "scan", "--config", missing}, 1, "pass --config FILE or set SCOUR_CONFIG"},
 		{[]string{"placement", "unquarantine", "--config", missing, "0000:81:00.0"}, 1, "absent.yaml"},
 		{[]string{"status", "now"}, 2, `unexpected argument "now"`},

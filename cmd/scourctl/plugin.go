@@ -5,12 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/pipeline"
@@ -19,22 +20,45 @@ import (
 )
 
 func init() {
-	register("plugin", subcommand{
-		summary: "test a cleaning plugin against a simulated device (plugin test PATH --device ADDR)",
-		run:     runPlugin,
+	register(func(c *cli) *cobra.Command {
+		var f pluginTestFlags
+		test := &cobra.Command{
+			Use:   "test PATH --device ADDR",
+			Short: "test a cleaning plugin against a simulated device",
+			Long:  pluginHelp,
+			Args:  exactArgs(1, "the plugin's PATH"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				t := &pluginTest{out: c.stdout}
+				t.run(cmd.Context(), args[0], f)
+				fmt.Fprintf(c.stdout, "\n%d passed, %d failed, %d warnings\n", t.passed, t.failed, t.warned)
+				if t.failed > 0 {
+					return exitCode(1)
+				}
+				return nil
+			},
+		}
+		fs := test.Flags()
+		fs.StringVar(&f.device, "device", "", "PCI address of the simulated device (required)")
+		fs.StringVar(&f.kind, "kind", "nvme", "device kind: nvme, gpu, nic or generic")
+		fs.StringVar(&f.vendor, "vendor", "0x144d", "PCI vendor id")
+		fs.StringVar(&f.product, "product", "0xa80a", "PCI device id")
+		fs.StringVar(&f.rp, "rp", "00000000-0000-0000-0000-000000000001", "resource provider UUID to pass")
+		fs.StringVar(&f.args, "args", "{}", "step args as a JSON object, as the pipeline config would give them")
+		fs.Int64Var(&f.mediaBytes, "media-bytes", 4<<20, "size of each simulated media file")
+		fs.IntVar(&f.media, "media", 1, "number of simulated media files (0: a device without media)")
+		fs.BoolVar(&f.noClean, "no-clean", false, "run VERSION and CHECK only")
+		fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit for CLEAN")
+		fs.StringVar(&f.simConfig, "sim-config", "", "scour config whose hardware: section is the simulator; the device comes from it (its media are the simulator's files)")
+		_ = test.MarkFlagRequired("device")
+		return group("plugin", "test a cleaning plugin against a simulated device (plugin test PATH --device ADDR)", pluginHelp, test)
 	})
 }
 
-const pluginUsage = `usage: scourctl plugin test PATH --device ADDR [options]
-
-Runs the plugin at PATH the way scour would (same permission rules, minimal
+const pluginHelp = `Runs the plugin at PATH the way scour would (same permission rules, minimal
 environment, process group, bounded output) against a simulated device
 whose media are temporary files filled with 0xab, and checks VERSION, CHECK
 and CLEAN answers against the plugin protocol (docs/plugins.md). CHECK must
-not modify the media. Exit status 0 when every check passed.
-
-Options:
-`
+not modify the media. Exit status 0 when every check passed.`
 
 type pluginTestFlags struct {
 	device     string
@@ -48,53 +72,6 @@ type pluginTestFlags struct {
 	noClean    bool
 	timeout    time.Duration
 	simConfig  string
-}
-
-func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprint(stderr, pluginUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, pluginUsage); fs.PrintDefaults() }
-	var f pluginTestFlags
-	fs.StringVar(&f.device, "device", "", "PCI address of the simulated device (required)")
-	fs.StringVar(&f.kind, "kind", "nvme", "device kind: nvme, gpu, nic or generic")
-	fs.StringVar(&f.vendor, "vendor", "0x144d", "PCI vendor id")
-	fs.StringVar(&f.product, "product", "0xa80a", "PCI device id")
-	fs.StringVar(&f.rp, "rp", "00000000-0000-0000-0000-000000000001", "resource provider UUID to pass")
-	fs.StringVar(&f.args, "args", "{}", "step args as a JSON object, as the pipeline config would give them")
-	fs.Int64Var(&f.mediaBytes, "media-bytes", 4<<20, "size of each simulated media file")
-	fs.IntVar(&f.media, "media", 1, "number of simulated media files (0: a device without media)")
-	fs.BoolVar(&f.noClean, "no-clean", false, "run VERSION and CHECK only")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit for CLEAN")
-	fs.StringVar(&f.simConfig, "sim-config", "", "scour config whose hardware: section is the simulator; the device comes from it (its media are the simulator's files)")
-	// PATH comes first, flags after it (and before it also work).
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fmt.Fprintln(stderr, "scourctl plugin test: PATH is required")
-		return 2
-	}
-	path := rest[0]
-	if err := fs.Parse(rest[1:]); err != nil || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "scourctl plugin test: unexpected arguments", fs.Args())
-		return 2
-	}
-	if f.device == "" {
-		fmt.Fprintln(stderr, "scourctl plugin test: --device is required")
-		return 2
-	}
-	t := &pluginTest{out: stdout}
-	t.run(ctx, path, f)
-	fmt.Fprintf(stdout, "\n%d passed, %d failed, %d warnings\n", t.passed, t.failed, t.warned)
-	if t.failed > 0 {
-		return 1
-	}
-	return 0
 }
 
 type pluginTest struct {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -14,60 +12,47 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/spf13/cobra"
 
 	"github.com/scour-project/scour/bus"
 )
 
 func init() {
-	register("publish-sample", subcommand{
-		summary: "publish a Nova notification sample to the broker as oslo.messaging does",
-		run:     runPublishSample,
-	})
-}
-
-func runPublishSample(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("publish-sample", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: scourctl publish-sample [flags] SAMPLE.json\n\n"+
-			"SAMPLE.json is an inner oslo message like Nova's doc/notification_samples\n"+
-			"(event_type, payload, priority, publisher_id), e.g.\n"+
-			"notification/testdata/versioned/instance-delete-end.json.\n\n")
-		fs.PrintDefaults()
-	}
-	defURL := os.Getenv("SCOUR_BUS_URL")
-	if defURL == "" {
-		defURL = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	url := fs.String("url", defURL, "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://")
-	exchange := fs.String("exchange", "nova", "Nova's exchange")
-	key := fs.String("routing-key", "", "routing key (default versioned_notifications.info, or notifications.info for compute.* legacy events)")
-	host := fs.String("host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
-	instance := fs.String("instance", "", "set the instance uuid")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	inner, eventType, err := prepareSample(fs.Arg(0), *host, *instance)
-	if err != nil {
-		fmt.Fprintf(stderr, "publish-sample: %v\n", err)
-		return 1
-	}
-	if *key == "" {
-		*key = "versioned_notifications.info"
-		if strings.HasPrefix(eventType, "compute.") {
-			*key = "notifications.info"
+	register(func(c *cli) *cobra.Command {
+		var url, exchange, key, host, instance string
+		cmd := &cobra.Command{
+			Use:   "publish-sample SAMPLE.json",
+			Short: "publish a Nova notification sample to the broker as oslo.messaging does",
+			Long: `SAMPLE.json is an inner oslo message like Nova's doc/notification_samples
+(event_type, payload, priority, publisher_id), e.g.
+notification/testdata/versioned/instance-delete-end.json.`,
+			Args: exactArgs(1, "one SAMPLE.json"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				inner, eventType, err := prepareSample(args[0], host, instance)
+				if err != nil {
+					return err
+				}
+				if key == "" {
+					key = "versioned_notifications.info"
+					if strings.HasPrefix(eventType, "compute.") {
+						key = "notifications.info"
+					}
+				}
+				if err := publishSample(cmd.Context(), url, exchange, key, inner); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stdout, "published %s to exchange %s with routing key %s\n", eventType, exchange, key)
+				return nil
+			},
 		}
-	}
-	if err := publishSample(ctx, *url, *exchange, *key, inner); err != nil {
-		fmt.Fprintf(stderr, "publish-sample: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "published %s to exchange %s with routing key %s\n", eventType, *exchange, *key)
-	return 0
+		fs := cmd.Flags()
+		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://")
+		fs.StringVar(&exchange, "exchange", "nova", "Nova's exchange")
+		fs.StringVar(&key, "routing-key", "", "routing key (default versioned_notifications.info, or notifications.info for compute.* legacy events)")
+		fs.StringVar(&host, "host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
+		fs.StringVar(&instance, "instance", "", "set the instance uuid")
+		return cmd
+	})
 }
 
 // prepareSample adds what oslo adds on the wire (message_id, timestamp,

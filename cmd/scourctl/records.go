@@ -4,84 +4,133 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/scour-project/scour/claims"
 )
 
 func init() {
-	register("records", subcommand{
-		summary: "list, show and export cleaning records (certificates of sanitization)",
-		run:     runRecords,
+	register(func(c *cli) *cobra.Command {
+		var sf recordsStoreFlags
+		sf.cli = c
+		var f claims.RunFilter
+		var state string
+		list := &cobra.Command{
+			Use:   "list",
+			Short: "cleaning runs, newest first",
+			Long:  "Cleaning runs, newest first.\n\nColumns: " + joinKeys(recordColumns),
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				f.State = claims.RunState(state)
+				runs, err := recordsList(cmd.Context(), &sf, f)
+				if err != nil {
+					return err
+				}
+				return c.out.write(c.stdout, recordsListing(runs))
+			},
+		}
+		list.Flags().StringVar(&f.Host, "host", "", "only runs on this host")
+		list.Flags().StringVar(&f.Device, "device", "", "only runs of this device (resource provider uuid or PCI address)")
+		list.Flags().StringVar(&state, "state", "", "only runs in this state (running, returned, quarantined, aborted)")
+		list.Flags().IntVar(&f.Limit, "limit", 100, "at most this many runs, newest first (0: all)")
+
+		show := &cobra.Command{
+			Use:   "show RUN-ID",
+			Short: "one cleaning run and its steps (-o json|yaml: the record)",
+			Args:  exactArgs(1, "one RUN-ID"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				rec, err := recordsShow(cmd.Context(), &sf, args[0])
+				if err != nil {
+					return err
+				}
+				switch format := c.out.formatOr(formatTable); format {
+				case formatJSON, formatYAML:
+					return writeDocument(c.stdout, format, rec)
+				default:
+					writeRecordText(c.stdout, rec)
+					return nil
+				}
+			},
+		}
+
+		var ef recordsExportFlags
+		export := &cobra.Command{
+			Use:   "export (--run RUN-ID | --device RP-OR-ADDRESS [--host H] [--all])",
+			Short: "the record (certificate of sanitization) of a cleaning, as JSON",
+			Long: `Prints one JSON document per cleaning: the newest finished one for the
+device, or with --all a JSON array of all of them.`,
+			Args: noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return recordsExport(cmd.Context(), &sf, ef, c.stdout)
+			},
+		}
+		export.Flags().StringVar(&ef.runID, "run", "", "export this run")
+		export.Flags().StringVar(&ef.device, "device", "", "export the newest finished run of this device (resource provider uuid or PCI address)")
+		export.Flags().StringVar(&ef.host, "host", "", "with --device: only runs on this host (PCI addresses repeat across hosts)")
+		export.Flags().BoolVar(&ef.all, "all", false, "with --device: every finished run, as a JSON array")
+
+		g := group("records", "list, show and export cleaning records (certificates of sanitization)", recordsHelp, list, show, export)
+		sf.register(g)
+		return g
 	})
 }
 
-const recordsUsage = `usage: scourctl records <list|show|export> [options]
+const recordsHelp = `List, show and export cleaning records (certificates of sanitization).
 
-  list   [--host H] [--device RP-OR-ADDRESS] [--state S] [--limit N]
-  show   RUN-ID
-  export (--run RUN-ID | --device RP-OR-ADDRESS [--host H] [--all])
-
-export prints one JSON document per cleaning (the newest finished one for
-the device, or with --all a JSON array of all of them).
-
-Store options (every subcommand): the "claims:" section of scourd's config,
-  --config FILE              (default /etc/scour/scour.yaml, env SCOUR_CONFIG;
-                             skipped when the default file does not exist)
-and these flags, which override it:
-  --driver sqlite|postgres   (default sqlite; postgres when --dsn is given)
-  --state-path DIR           scour's state_path (default /var/lib/scour)
-  --db FILE                  claim_db, relative to --state-path (default claims.sqlite)
-  --dsn DSN                  PostgreSQL connection string (central database)
-`
+The store is the "claims:" section of scourd's config (--config, default
+/etc/scour/scour.yaml, env SCOUR_CONFIG; skipped when the default file does
+not exist); the flags --driver, --state-path, --db and --dsn override it.`
 
 // recordsStoreFlags is the store selection every records subcommand takes:
 // the claims section of scourd's config (--config), overridden by the
 // explicit store flags.
 type recordsStoreFlags struct {
-	cfg  claims.Config
-	conf configFlag
+	cli *cli
+	cfg claims.Config
+	set func(name string) bool
 }
 
-func (sf *recordsStoreFlags) register(fs *flag.FlagSet) {
-	sf.conf.register(fs)
-	fs.StringVar(&sf.cfg.Driver, "driver", "", "store driver: sqlite or postgres")
-	fs.StringVar(&sf.cfg.StatePath, "state-path", claims.DefaultStatePath, "scour state directory (state_path)")
-	fs.StringVar(&sf.cfg.ClaimDB, "db", claims.DefaultClaimDB, "sqlite file (claim_db), relative to --state-path")
-	fs.StringVar(&sf.cfg.DSN, "dsn", "", "PostgreSQL DSN (driver postgres)")
+func (sf *recordsStoreFlags) register(g *cobra.Command) {
+	pf := g.PersistentFlags()
+	pf.StringVar(&sf.cfg.Driver, "driver", "", "store driver: sqlite or postgres (default sqlite; postgres when --dsn is given)")
+	pf.StringVar(&sf.cfg.StatePath, "state-path", claims.DefaultStatePath, "scour state directory (state_path)")
+	pf.StringVar(&sf.cfg.ClaimDB, "db", claims.DefaultClaimDB, "sqlite file (claim_db), relative to --state-path")
+	pf.StringVar(&sf.cfg.DSN, "dsn", "", "PostgreSQL DSN (driver postgres; a central database)")
+	sf.set = func(name string) bool { return pf.Changed(name) }
 }
 
 // storeConfig merges scourd's claims section with the flags given.
 func (sf *recordsStoreFlags) storeConfig() (claims.Config, error) {
 	c := sf.cfg
-	sc, err := sf.conf.load(true)
+	sc, err := sf.cli.loadConfig(true)
 	if err != nil {
 		return c, err
 	}
-	set := flagSet(sf.conf.fs)
+	set := sf.set
 	if sc != nil {
 		base := sc.Claims
-		if set["driver"] {
+		if set("driver") {
 			base.Driver = c.Driver
 		}
-		if set["state-path"] {
+		if set("state-path") {
 			base.StatePath = c.StatePath
 		}
-		if set["db"] {
+		if set("db") {
 			base.ClaimDB = c.ClaimDB
 		}
-		if set["dsn"] {
+		if set("dsn") {
 			base.DSN = c.DSN
-			if !set["driver"] {
+			if !set("driver") {
 				base.Driver = ""
 			}
 		}
-		if set["state-path"] && !set["driver"] && !set["dsn"] {
+		if set("state-path") && !set("driver") && !set("dsn") {
 			// A state directory names a sqlite store.
 			base.Driver, base.DSN = claims.DriverSQLite, ""
 		}
@@ -102,107 +151,33 @@ func (sf *recordsStoreFlags) open(ctx context.Context) (*claims.Store, error) {
 	return claims.Open(ctx, c, claims.ReadOnlySchema())
 }
 
-func runRecords(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, recordsUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmds := map[string]func(context.Context, []string, io.Writer) error{
-		"list": recordsList, "show": recordsShow, "export": recordsExport,
-	}
-	fn, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "scourctl records: unknown subcommand %q\n\n%s", args[0], recordsUsage)
-		return 2
-	}
-	err := fn(ctx, args[1:], stdout)
-	var ue recordsUsageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, recordsUsage)
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "scourctl records %s: %v\n\n%s", args[0], err, recordsUsage)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "scourctl records %s: %v\n", args[0], err)
-		return 1
-	}
-}
+var recordColumns = []string{"run", "host", "device_rp", "address", "state", "started", "ended", "pipeline", "pipeline_version"}
 
-type recordsUsageError struct{ msg string }
-
-func (e recordsUsageError) Error() string { return e.msg }
-
-func parseRecordsFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return recordsUsageError{err.Error()}
-	}
-	return nil
-}
-
-func recordsList(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	var sf recordsStoreFlags
-	sf.register(fs)
-	var f claims.RunFilter
-	var state string
-	fs.StringVar(&f.Host, "host", "", "only runs on this host")
-	fs.StringVar(&f.Device, "device", "", "only runs of this device (resource provider uuid or PCI address)")
-	fs.StringVar(&state, "state", "", "only runs in this state (running, returned, quarantined, aborted)")
-	fs.IntVar(&f.Limit, "limit", 100, "at most this many runs, newest first (0: all)")
-	if err := parseRecordsFlags(fs, args); err != nil {
-		return err
-	}
-	f.State = claims.RunState(state)
-	s, err := sf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	runs, err := s.ListRuns(ctx, f)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tHOST\tDEVICE RP\tADDRESS\tSTATE\tSTARTED\tENDED\tPIPELINE")
+func recordsListing(runs []claims.Run) *listing {
+	l := newListing(recordColumns...)
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s %s\n", r.ID, r.Host, r.DeviceRP, recordsDash(r.Address), r.State,
-			r.StartedAt.Format(time.RFC3339), recordsTime(r.EndedAt), r.Pipeline, r.PipelineVersion)
+		l.add(r.ID, r.Host, r.DeviceRP, r.Address, string(r.State), r.StartedAt.Format(time.RFC3339), timeText(r.EndedAt),
+			r.Pipeline, r.PipelineVersion)
 	}
-	return tw.Flush()
+	return l
 }
 
-func recordsShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	var sf recordsStoreFlags
-	sf.register(fs)
-	if err := parseRecordsFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return recordsUsageError{"show needs exactly one RUN-ID"}
-	}
+func recordsList(ctx context.Context, sf *recordsStoreFlags, f claims.RunFilter) ([]claims.Run, error) {
 	s, err := sf.open(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Close()
-	rec, err := s.Record(ctx, fs.Arg(0))
+	return s.ListRuns(ctx, f)
+}
+
+func recordsShow(ctx context.Context, sf *recordsStoreFlags, runID string) (claims.Record, error) {
+	s, err := sf.open(ctx)
 	if err != nil {
-		return err
+		return claims.Record{}, err
 	}
-	writeRecordText(stdout, rec)
-	return nil
+	defer s.Close()
+	return s.Record(ctx, runID)
 }
 
 func writeRecordText(w io.Writer, rec claims.Record) {
@@ -232,21 +207,15 @@ func writeRecordText(w io.Writer, rec claims.Record) {
 	tw.Flush()
 }
 
-func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	var sf recordsStoreFlags
-	sf.register(fs)
-	var runID, device, host string
-	var all bool
-	fs.StringVar(&runID, "run", "", "export this run")
-	fs.StringVar(&device, "device", "", "export the newest finished run of this device (resource provider uuid or PCI address)")
-	fs.StringVar(&host, "host", "", "with --device: only runs on this host (PCI addresses repeat across hosts)")
-	fs.BoolVar(&all, "all", false, "with --device: every finished run, as a JSON array")
-	if err := parseRecordsFlags(fs, args); err != nil {
-		return err
-	}
-	if (runID == "") == (device == "") || fs.NArg() != 0 {
-		return recordsUsageError{"export needs exactly one of --run or --device"}
+type recordsExportFlags struct {
+	runID, device, host string
+	all                 bool
+}
+
+func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFlags, stdout io.Writer) error {
+	runID, device, host, all := f.runID, f.device, f.host, f.all
+	if (runID == "") == (device == "") {
+		return usagef("export needs exactly one of --run or --device")
 	}
 	s, err := sf.open(ctx)
 	if err != nil {
@@ -269,7 +238,7 @@ func recordsExport(ctx context.Context, args []string, stdout io.Writer) error {
 		hosts[r.Host] = true
 	}
 	if len(hosts) > 1 {
-		return recordsUsageError{fmt.Sprintf("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))}
+		return usagef("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))
 	}
 	var recs []claims.Record
 	var running []string
@@ -315,3 +284,13 @@ func recordsTime(t *time.Time) string {
 	}
 	return t.Format(time.RFC3339)
 }
+
+// timeText is t in RFC 3339, or "" when it is not set (shown as "-").
+func timeText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.Format(time.RFC3339)
+}
+
+func joinKeys(keys []string) string { return strings.Join(keys, ", ") }

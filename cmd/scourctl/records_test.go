@@ -121,8 +121,8 @@ func TestRecordsListShowAndErrors(t *testing.T) {
 		{"unknown run", []string{"show", "--state-path", dir, "nope"}, 1, "no such cleaning run"},
 		{"both selectors", []string{"export", "--state-path", dir, "--run", "x", "--device", "y"}, 2, "exactly one of --run or --device"},
 		{"no database", []string{"list", "--state-path", filepath.Join(dir, "missing")}, 1, "no claims database at"},
-		{"bad flag", []string{"list", "--bogus"}, 2, "flag provided but not defined"},
-		{"unknown subcommand", []string{"frobnicate"}, 2, `unknown subcommand "frobnicate"`},
+		{"bad flag", []string{"list", "--bogus"}, 2, "unknown flag: --bogus"},
+		{"unknown subcommand", []string{"frobnicate"}, 2, `unknown command "frobnicate" for "scourctl records"`},
 		{"no subcommand", nil, 2, ""},
 	}
 	for _, tt := range tests {

@@ -42,6 +42,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	check := fs.Bool("check-config", false, "validate the configuration, print it (secrets hidden) and exit")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// Asked for: the usage on stdout, success.
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "usage: scourd [--config FILE] [--check-config] [--version]\n\n")
+			fs.PrintDefaults()
+			return 0
+		}
 		return 2
 	}
 	if *showVersion {

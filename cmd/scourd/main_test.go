@@ -35,6 +35,20 @@ func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
 	}
 }
 
+func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	for _, h := range []string{"-h", "--help"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{h}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "-check-config") {
+			t.Errorf("scourd %s: exit %d, stdout %q, stderr %q", h, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--bogus"}, nil, &out, &errb); code != 2 {
+		t.Errorf("scourd --bogus: exit %d, want 2", code)
+	}
+}
+
 func TestCheckConfigHidesSecrets(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
