@@ -4,17 +4,20 @@ package placement
 // gophercloud, TLS options.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"gopkg.in/yaml.v3"
 )
 
 func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClient, error) {
@@ -50,44 +53,138 @@ func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClie
 	return sc, nil
 }
 
-// keystoneOptions picks clouds.yaml (Cloud, OS_CLOUD) or OS_* variables.
+// keystoneOptions resolves Keystone credentials as the openstack CLI
+// does: a clouds.yaml entry (Cloud, else OS_CLOUD), else the OS_*
+// variables of an openrc. Both go through gophercloud's clouds.yaml
+// resolution, the OS_* ones as the entry openstacksdk builds from them (its
+// "envvars" cloud), so OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME,
+// application credentials and the default domain mean the same in either
+// form.
 func keystoneOptions(cfg Config, tlsCfg **tls.Config) (gophercloud.AuthOptions, gophercloud.EndpointOpts, error) {
 	cloud := cfg.Cloud
 	if cloud == "" {
 		cloud = os.Getenv("OS_CLOUD")
 	}
+	var po []clouds.ParseOption
+	what := fmt.Sprintf("clouds.yaml cloud %q", cloud)
 	if cloud != "" {
-		var po []clouds.ParseOption
 		po = append(po, clouds.WithCloudName(cloud))
 		if cfg.CloudsFile != "" {
 			po = append(po, clouds.WithLocations(cfg.CloudsFile))
 		}
-		if cfg.Region != "" {
-			po = append(po, clouds.WithRegion(cfg.Region))
-		}
-		po = append(po, clouds.WithEndpointType(cfg.Interface))
-		ao, eo, cloudTLS, err := clouds.Parse(po...)
+	} else {
+		env, err := envCloudsYAML(os.Getenv)
 		if err != nil {
-			return ao, eo, fmt.Errorf("placement auth: clouds.yaml cloud %q: %w", cloud, err)
+			return gophercloud.AuthOptions{}, gophercloud.EndpointOpts{}, err
 		}
-		if cloudTLS != nil && cfg.CACert == "" && cfg.Cert == "" && !cfg.Insecure {
-			*tlsCfg = cloudTLS
-		}
-		return ao, eo, nil
+		what = "OS_* variables"
+		po = append(po, clouds.WithCloudName(envCloudName), clouds.WithCloudsYAML(bytes.NewReader(env)))
 	}
-	ao, err := openstack.AuthOptionsFromEnv()
+	if cfg.Region != "" {
+		po = append(po, clouds.WithRegion(cfg.Region))
+	}
+	po = append(po, clouds.WithEndpointType(cfg.Interface))
+	ao, eo, cloudTLS, err := clouds.Parse(po...)
 	if err != nil {
-		return ao, gophercloud.EndpointOpts{}, fmt.Errorf("placement auth: no endpoint+token, no clouds.yaml cloud (OS_CLOUD) and OS_* variables incomplete: %w", err)
+		return ao, eo, fmt.Errorf("placement auth: %s: %w", what, err)
 	}
-	region := cfg.Region
-	if region == "" {
-		region = os.Getenv("OS_REGION_NAME")
+	if cloudTLS != nil && cfg.CACert == "" && cfg.Cert == "" && !cfg.Insecure {
+		*tlsCfg = cloudTLS
 	}
-	return ao, gophercloud.EndpointOpts{Region: region, Availability: availability(cfg.Interface)}, nil
+	if ao.IdentityEndpoint == "" {
+		return ao, eo, fmt.Errorf("placement auth: %s give no auth_url (OS_AUTH_URL): set placement.endpoint and placement.token, placement.cloud (clouds.yaml) or the OS_* variables of an openrc", what)
+	}
+	defaultDomain(&ao, os.Getenv("OS_DEFAULT_DOMAIN"))
+	eo.Availability = availability(coalesce(cfg.Interface, string(eo.Availability)))
+	return ao, eo, nil
+}
+
+// defaultDomain fills the user's and the project's domain, when neither
+// names one, with the default domain (OS_DEFAULT_DOMAIN, else "default"),
+// as python-openstackclient does: an openrc with only OS_USERNAME and
+// OS_PROJECT_NAME authenticates in the default domain. Application
+// credentials carry their own user and project.
+func defaultDomain(ao *gophercloud.AuthOptions, def string) {
+	if ao.ApplicationCredentialID != "" || ao.ApplicationCredentialName != "" {
+		ao.Scope, ao.TenantID, ao.TenantName = nil, "", ""
+		if ao.ApplicationCredentialID != "" {
+			ao.Username, ao.UserID, ao.DomainID, ao.DomainName = "", "", "", ""
+		}
+		if ao.ApplicationCredentialID != "" || ao.UserID != "" || ao.DomainID != "" || ao.DomainName != "" {
+			return
+		}
+	}
+	if def == "" {
+		def = "default"
+	}
+	if ao.Username != "" && ao.UserID == "" && ao.DomainID == "" && ao.DomainName == "" {
+		ao.DomainID = def
+	}
+	if sc := ao.Scope; sc != nil && sc.ProjectName != "" && sc.DomainID == "" && sc.DomainName == "" {
+		sc.DomainID = def
+	}
+}
+
+// envCloudName is the clouds.yaml entry made of the OS_* variables, named
+// as openstacksdk names it.
+const envCloudName = "envvars"
+
+// envCloudsYAML is a clouds.yaml holding the entry the openstack CLI makes
+// of the OS_* variables (OS_TENANT_* are the old names of OS_PROJECT_*).
+func envCloudsYAML(getenv func(string) string) ([]byte, error) {
+	first := func(names ...string) string {
+		for _, n := range names {
+			if v := getenv(n); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	auth := &clouds.AuthInfo{
+		AuthURL:                     getenv("OS_AUTH_URL"),
+		Token:                       getenv("OS_TOKEN"),
+		Username:                    getenv("OS_USERNAME"),
+		UserID:                      getenv("OS_USER_ID"),
+		Password:                    getenv("OS_PASSWORD"),
+		ApplicationCredentialID:     getenv("OS_APPLICATION_CREDENTIAL_ID"),
+		ApplicationCredentialName:   getenv("OS_APPLICATION_CREDENTIAL_NAME"),
+		ApplicationCredentialSecret: getenv("OS_APPLICATION_CREDENTIAL_SECRET"),
+		SystemScope:                 getenv("OS_SYSTEM_SCOPE"),
+		ProjectName:                 first("OS_PROJECT_NAME", "OS_TENANT_NAME"),
+		ProjectID:                   first("OS_PROJECT_ID", "OS_TENANT_ID"),
+		UserDomainName:              getenv("OS_USER_DOMAIN_NAME"),
+		UserDomainID:                getenv("OS_USER_DOMAIN_ID"),
+		ProjectDomainName:           getenv("OS_PROJECT_DOMAIN_NAME"),
+		ProjectDomainID:             getenv("OS_PROJECT_DOMAIN_ID"),
+		DomainName:                  getenv("OS_DOMAIN_NAME"),
+		DomainID:                    getenv("OS_DOMAIN_ID"),
+		TrustID:                     getenv("OS_TRUST_ID"),
+	}
+	c := clouds.Cloud{AuthInfo: auth, RegionName: getenv("OS_REGION_NAME"),
+		Interface: first("OS_INTERFACE", "OS_ENDPOINT_TYPE"), CACertFile: getenv("OS_CACERT"),
+		ClientCertFile: getenv("OS_CERT"), ClientKeyFile: getenv("OS_KEY")}
+	if v := getenv("OS_INSECURE"); v != "" {
+		insecure, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("placement auth: OS_INSECURE=%q is not a boolean", v)
+		}
+		verify := !insecure
+		c.Verify = &verify
+	}
+	return yaml.Marshal(clouds.Clouds{Clouds: map[string]clouds.Cloud{envCloudName: c}})
+}
+
+func coalesce(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func availability(i string) gophercloud.Availability {
-	switch i {
+	switch strings.TrimSuffix(i, "URL") {
 	case "public":
 		return gophercloud.AvailabilityPublic
 	case "admin":

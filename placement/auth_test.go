@@ -22,6 +22,7 @@ type fakeKeystone struct {
 	mu           sync.Mutex
 	issued       int
 	methods      [][]string
+	bodies       []map[string]any // each token request's JSON body
 }
 
 func (k *fakeKeystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +39,10 @@ func (k *fakeKeystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &req)
+	var body map[string]any
+	_ = json.Unmarshal(b, &body)
 	k.mu.Lock()
+	k.bodies = append(k.bodies, body)
 	k.issued++
 	tok := fmt.Sprintf("tok-%d", k.issued)
 	k.methods = append(k.methods, req.Auth.Identity.Methods)

@@ -18,8 +18,9 @@ import (
 //     like python-openstackclient does (OS_CLIENT_CONFIG_FILE, ./,
 //     ~/.config/openstack, /etc/openstack) or at CloudsFile. Password,
 //     token and application-credential auth types all work.
-//  3. OS_* environment variables (OS_AUTH_URL, OS_USERNAME/OS_PASSWORD or
-//     OS_APPLICATION_CREDENTIAL_ID/SECRET, ...).
+//  3. OS_* environment variables of an openrc, read as the openstack CLI
+//     reads them (user and project domains, default domain, application
+//     credentials; see keystoneOptions).
 //
 // With Keystone the token is re-authenticated transparently on expiry.
 // Endpoint without Token, with Keystone auth, overrides the catalog URL.
