@@ -203,15 +203,28 @@ func (b *Bus) connect(ctx context.Context) (*conn, error) {
 		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
 	}
 	var c *conn
+	refused := 0
 	err = retry.Do(ctx, backoff(), func(context.Context) error {
 		k, err := openConn(dial, backoff, b.log)
+		if ae := asAccessError(err, b.redactedURL(), vhostOf(b.cfg.URL)); ae != nil {
+			b.log.Error("the broker refused scour's login: change the configuration", "err", ae, "attempt", refused+1)
+			if refused++; refused >= refusalAttempts {
+				return ae
+			}
+			return retry.RetryableError(err)
+		}
 		if err != nil {
+			refused = 0
 			b.log.Warn("broker not reachable, retrying", "broker", b.redactedURL(), "err", err)
 			return retry.RetryableError(err)
 		}
 		c = k
 		return nil
 	})
+	var ae *AccessError
+	if errors.As(err, &ae) {
+		return nil, ae
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", b.redactedURL(), err)
 	}

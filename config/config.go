@@ -11,7 +11,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/scour-project/scour/bus"
@@ -117,7 +119,25 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, brokerPorts(c.Bus.URL)...)
 	return errors.Join(errs...)
+}
+
+// brokerPorts reports each host of bus.url whose port is not a TCP port
+// (the URL parser keeps whatever follows the colon).
+func brokerPorts(raw string) []error {
+	u, err := bus.ParseBrokerURL(raw)
+	if err != nil {
+		return nil // bus.url's own error is reported by the bus section
+	}
+	var errs []error
+	for _, ep := range u.Endpoints {
+		_, port, _ := net.SplitHostPort(ep.Addr)
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			errs = append(errs, fmt.Errorf("bus.url: host %s: port %q is not a number from 1 to 65535 (e.g. %s:5672; 5671 for amqps)", ep.Host, port, ep.Host))
+		}
+	}
+	return errs
 }
 
 // Redacted returns a copy safe to log: secrets replaced.

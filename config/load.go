@@ -29,6 +29,9 @@ func Load(path string, required bool, environ []string) (*Config, error) {
 	raw, err := os.ReadFile(path)
 	switch {
 	case err == nil:
+		if err := lint(raw); err != nil {
+			return nil, fmt.Errorf("config %s:\n%w", path, err)
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true) // a typo is an error, not a silent default
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
@@ -169,7 +172,7 @@ func setValue(f reflect.Value, s string) error {
 	case f.Type() == reflect.TypeOf(time.Duration(0)):
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return err
+			return fmt.Errorf("%q is not a duration; %s", s, durationHint(s))
 		}
 		f.SetInt(int64(d))
 	case f.Kind() == reflect.String:

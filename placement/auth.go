@@ -30,7 +30,7 @@ func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClie
 		pc.SetToken(cfg.Token)
 		return &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: slash(cfg.Endpoint), Type: "placement"}, nil
 	}
-	ao, eo, err := keystoneOptions(cfg, &tlsCfg)
+	ao, eo, err := keystoneOptions(cfg, &tlsCfg, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +53,18 @@ func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClie
 	return sc, nil
 }
 
+// CheckCredentials resolves cfg's credentials as New does, offline (no
+// request is sent): an error names what is missing. getenv supplies the
+// OS_* variables (os.Getenv for the process's own, as New uses).
+func CheckCredentials(cfg Config, getenv func(string) string) error {
+	if cfg.Token != "" {
+		return nil // endpoint + static token: Validate checks the pair
+	}
+	var t *tls.Config
+	_, _, err := keystoneOptions(cfg, &t, getenv)
+	return err
+}
+
 // keystoneOptions resolves Keystone credentials as the openstack CLI
 // does: a clouds.yaml entry (Cloud, else OS_CLOUD), else the OS_*
 // variables of an openrc. Both go through gophercloud's clouds.yaml
@@ -60,28 +72,28 @@ func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClie
 // "envvars" cloud), so OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME,
 // application credentials and the default domain mean the same in either
 // form.
-func keystoneOptions(cfg Config, tlsCfg **tls.Config) (gophercloud.AuthOptions, gophercloud.EndpointOpts, error) {
+func keystoneOptions(cfg Config, tlsCfg **tls.Config, getenv func(string) string) (gophercloud.AuthOptions, gophercloud.EndpointOpts, error) {
 	cloud := cfg.Cloud
 	if cloud == "" {
-		cloud = os.Getenv("OS_CLOUD")
+		cloud = getenv("OS_CLOUD")
 	}
 	var po []clouds.ParseOption
 	what := fmt.Sprintf("clouds.yaml cloud %q", cloud)
 	if cloud != "" {
 		po = append(po, clouds.WithCloudName(cloud))
-		if cfg.CloudsFile != "" {
-			po = append(po, clouds.WithLocations(cfg.CloudsFile))
+		if f := coalesce(cfg.CloudsFile, getenv("OS_CLIENT_CONFIG_FILE")); f != "" {
+			po = append(po, clouds.WithLocations(f))
 		}
 	} else {
-		env, err := envCloudsYAML(os.Getenv)
+		env, err := envCloudsYAML(getenv)
 		if err != nil {
 			return gophercloud.AuthOptions{}, gophercloud.EndpointOpts{}, err
 		}
 		what = "OS_* variables"
 		po = append(po, clouds.WithCloudName(envCloudName), clouds.WithCloudsYAML(bytes.NewReader(env)))
 	}
-	if cfg.Region != "" {
-		po = append(po, clouds.WithRegion(cfg.Region))
+	if r := coalesce(cfg.Region, getenv("OS_REGION_NAME")); r != "" {
+		po = append(po, clouds.WithRegion(r))
 	}
 	po = append(po, clouds.WithEndpointType(cfg.Interface))
 	ao, eo, cloudTLS, err := clouds.Parse(po...)
@@ -92,9 +104,12 @@ func keystoneOptions(cfg Config, tlsCfg **tls.Config) (gophercloud.AuthOptions, 
 		*tlsCfg = cloudTLS
 	}
 	if ao.IdentityEndpoint == "" {
-		return ao, eo, fmt.Errorf("placement auth: %s give no auth_url (OS_AUTH_URL): set placement.endpoint and placement.token, placement.cloud (clouds.yaml) or the OS_* variables of an openrc", what)
+		return ao, eo, fmt.Errorf("placement: no credentials: %s give no auth_url (OS_AUTH_URL); set placement.endpoint and placement.token, placement.cloud (a clouds.yaml entry) or the OS_* variables of an openrc", what)
 	}
-	defaultDomain(&ao, os.Getenv("OS_DEFAULT_DOMAIN"))
+	if ao.Password == "" && ao.TokenID == "" && ao.ApplicationCredentialSecret == "" {
+		return ao, eo, fmt.Errorf("placement: %s name Keystone %s but no password, token or application credential secret (OS_PASSWORD, OS_TOKEN, OS_APPLICATION_CREDENTIAL_SECRET)", what, ao.IdentityEndpoint)
+	}
+	defaultDomain(&ao, getenv("OS_DEFAULT_DOMAIN"))
 	eo.Availability = availability(coalesce(cfg.Interface, string(eo.Availability)))
 	return ao, eo, nil
 }

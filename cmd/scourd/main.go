@@ -2,9 +2,11 @@
 // notifications, routes them to the host they concern and acts on them.
 //
 // Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for an invalid
-// configuration, 78 (EX_CONFIG) when the broker refuses scour's topology
-// (e.g. bus.nova.durable differs from Nova's amqp_durable_queues; the
-// shipped systemd unit does not restart on it), 1 otherwise.
+// configuration (--check-config finds the same problems offline), 78
+// (EX_CONFIG) when the broker refuses scour's login (user, password, vhost)
+// or its topology (e.g. bus.nova.durable differs from Nova's
+// amqp_durable_queues; the shipped systemd unit does not restart on
+// either), 1 otherwise.
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/internal/gctune"
+	"github.com/scour-project/scour/placement"
 	"github.com/scour-project/scour/version"
 )
 
@@ -61,6 +64,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		fmt.Fprintf(stderr, "scourd: %v\n", err)
 		return 2
+	}
+	if !cfg.Lifecycle.Disabled() {
+		// Cleaning needs Placement: credentials that cannot work are a
+		// configuration error, found before anything starts.
+		if err := placement.CheckCredentials(cfg.Placement, func(k string) string { return envOr(environ, k, "") }); err != nil {
+			fmt.Fprintf(stderr, "scourd: invalid configuration:\n%v\n(lifecycle.enabled is true: this scourd cleans devices and needs Placement; a dispatch-only scourd sets lifecycle.enabled: false)\n", err)
+			return 2
+		}
 	}
 	if *check {
 		// The effective configuration, defaults filled in, in the file's
@@ -108,10 +119,15 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	err = a.Run(ctx)
 	var te *bus.TopologyError
+	var ae *bus.AccessError
 	switch {
 	case errors.As(err, &te):
 		log.Error("the broker refused scour's topology: change the configuration (scourd will not retry)",
 			"setting", te.Setting, "err", err)
+		return exitConfig
+	case errors.As(err, &ae):
+		log.Error("the broker refused scour's login: change the configuration (scourd will not retry)",
+			"setting", "bus.url (SCOUR_BUS_URL)", "fix", ae.Fix(), "err", err)
 		return exitConfig
 	case err != nil:
 		log.Error("scourd failed", "err", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func TestCheckConfigHidesSecrets(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"},
-		[]string{"SCOUR_BUS_URL=rabbit://nova:s3cret@rmq1:5672,nova:s3cret@rmq2:5672/nova"}, &out, &errb)
+		[]string{"SCOUR_BUS_URL=rabbit://nova:s3cret@rmq1:5672,nova:s3cret@rmq2:5672/nova",
+			"OS_AUTH_URL=https://keystone.example:5000/v3", "OS_USERNAME=scour", "OS_PASSWORD=pw", "OS_PROJECT_NAME=service"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -103,5 +105,69 @@ func TestExchangeMismatchExits78(t *testing.T) {
 	// GOGC and GOMEMLIMIT are not in this environment: scourd's defaults.
 	if !strings.Contains(errb.String(), "GOGC=400 GOMEMLIMIT=192MiB") {
 		t.Errorf("log does not show the garbage collector's settings:\n%s", errb.String())
+	}
+}
+
+// --check-config refuses what cannot start: cleaning without Placement
+// credentials, a broker port that is not a number.
+func TestCheckConfigRefusesWhatCannotStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		want    []string
+	}{
+		{"lifecycle on without Placement credentials", nil,
+			[]string{"placement: no credentials", "OS_AUTH_URL", "lifecycle.enabled: false"}},
+		{"OS_AUTH_URL without a password", []string{"OS_AUTH_URL=https://keystone.example/v3", "OS_USERNAME=scour"},
+			[]string{"no password, token or application credential secret"}},
+		{"a clouds.yaml cloud that does not exist", []string{"OS_CLOUD=prod", "OS_CLIENT_CONFIG_FILE=/nonexistent/clouds.yaml"},
+			[]string{`clouds.yaml cloud "prod"`}},
+		{"bus.url port notaport", []string{"SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_URL=amqp://scour:pw@rmq1:notaport/"},
+			[]string{`bus.url: host rmq1: port "notaport"`}},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"}, tc.environ, &out, &errb)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2\n%s", tc.name, code, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, errb.String())
+			}
+		}
+	}
+}
+
+// A wrong broker password or a missing vhost is an ERROR naming the fix
+// and exit 78 after a few refused attempts, not a WARN retried forever.
+func TestBrokerRefusalExits78(t *testing.T) {
+	testkit.Broker(t) // the local broker answers
+	base := strings.TrimSuffix(testkit.BrokerURL(), "/")
+	u, _ := url.Parse(base)
+	host := u.Host
+	for _, tc := range []struct{ name, url, want string }{
+		{"wrong password", "amqp://guest:wrong-password@" + host + "/", "check the user and password in bus.url"},
+		{"missing vhost", "amqp://guest:guest@" + host + "/scour-no-such-vhost", "vhost scour-no-such-vhost not found; create vhost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errb bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			code := run(ctx, []string{"--config", "../../deploy/scour.yaml"}, []string{
+				"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_BUS_URL=" + tc.url, "SCOUR_LIFECYCLE_ENABLED=false",
+			}, &out, &errb)
+			if code != exitConfig || ctx.Err() != nil {
+				t.Fatalf("exit %d (want %d before the deadline):\n%s", code, exitConfig, errb.String())
+			}
+			logs := errb.String()
+			if !strings.Contains(logs, `"level":"ERROR"`) || !strings.Contains(logs, tc.want) || strings.Contains(logs, "broker not reachable") {
+				t.Errorf("log lacks an ERROR with %q (or warns 'not reachable'):\n%s", tc.want, logs)
+			}
+			if strings.Contains(logs, "wrong-password") {
+				t.Error("the log shows the password")
+			}
+		})
 	}
 }
