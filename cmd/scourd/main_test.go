@@ -5,15 +5,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/internal/testkit"
+	"github.com/scour-project/scour/notification"
 )
 
 func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
@@ -169,5 +175,103 @@ func TestBrokerRefusalExits78(t *testing.T) {
 				t.Error("the log shows the password")
 			}
 		})
+	}
+}
+
+// The RabbitMQ permissions docs/operations.md gives a dedicated scour user
+// are enough for scourd: declaring, consuming, dispatching a command to
+// the host queue and poisoning a bad message, on a fresh vhost of the
+// local broker.
+func TestDocumentedBrokerPermissions(t *testing.T) {
+	testkit.Broker(t)
+	if os.Getenv("SCOUR_TEST_AMQP_URL") != "" {
+		t.Skip("SCOUR_TEST_AMQP_URL names a broker that the local rabbitmqctl does not manage")
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`rabbitmqctl set_permissions -p / scour '([^']+)' '([^']+)' '([^']+)'`).FindStringSubmatch(string(doc))
+	if m == nil {
+		t.Fatal("docs/operations.md has no `rabbitmqctl set_permissions -p / scour ...` line")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	vhost, user, pass := "scour-perm-"+suffix, "scour-perm-"+suffix, "pw-"+suffix
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl("add_vhost", vhost)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_vhost", vhost).Run() })
+	ctl("add_user", user, pass)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
+	ctl("set_permissions", "-p", vhost, user, m[1], m[2], m[3])
+	ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+
+	u, _ := url.Parse(testkit.BrokerURL())
+	logs := &testkit.SyncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--config", "../../deploy/scour.yaml"}, []string{
+			"SCOUR_HOST=compute", "SCOUR_HTTP_ADDRESS=127.0.0.1:0", "SCOUR_LIFECYCLE_ENABLED=false",
+			"SCOUR_BUS_URL=amqp://" + user + ":" + pass + "@" + u.Host + "/" + vhost,
+		}, io.Discard, logs)
+	}()
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+			select {
+			case code := <-done:
+				t.Fatalf("scourd exited %d while waiting for %s:\n%s", code, what, logs.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 30s:\n%s", what, logs.String())
+			}
+		}
+	}
+	wait("consuming", func() bool { return strings.Contains(logs.String(), `"msg":"consuming"`) })
+
+	conn, err := amqp.Dial("amqp://guest:guest@" + u.Host + "/" + vhost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := os.ReadFile("../../notification/testdata/versioned/instance-delete-end.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := notification.EncodeOslo(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{good, []byte("not json")} {
+		if err := ch.Publish("nova", "versioned_notifications.info", false, false, amqp.Publishing{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("the command on the host queue", func() bool { return strings.Contains(logs.String(), `"msg":"command received"`) })
+	wait("the bad message in the poison queue", func() bool {
+		q, err := ch.QueueDeclarePassive("scour.poison", true, false, false, false, nil)
+		return err == nil && q.Messages == 1
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+	for _, refused := range []string{"ACCESS_REFUSED", "403"} {
+		if strings.Contains(logs.String(), refused) {
+			t.Errorf("the broker refused something (%s):\n%s", refused, logs.String())
+		}
 	}
 }
