@@ -62,7 +62,7 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 	case cfg.Lifecycle.Disabled():
 		deps.Handler = &bus.Recorder{Log: log}
 	default:
-		if lc, lcCleanup, err = newLifecycle(cfg, log, deps.Metrics.Registry); err != nil {
+		if lc, lcCleanup, err = newLifecycle(cfg, log, deps.Metrics.Registerer()); err != nil {
 			return nil, nil, err
 		}
 		deps.Handler = lc.intake()

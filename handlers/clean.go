@@ -147,6 +147,9 @@ func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device,
 			log.Warn("device quarantined but its record was not closed as quarantined", "error", err)
 		}
 	}
+	// scour_lifecycle_devices{state="quarantined"} pages a human: a scan
+	// now shows it, rather than the next periodic one minutes later.
+	r.Trigger("quarantined")
 }
 
 // fail puts the device in exponential backoff (BackoffBase doubling up to

@@ -81,3 +81,41 @@ func TestBackoffEndSchedulesScan(t *testing.T) {
 	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
 	e.wantDevice(1, handlers.StateAvailable, 2, 1)
 }
+
+// A quarantine shows in scour_lifecycle_devices at once (a triggered
+// scan), not at the next periodic scan.
+func TestQuarantineGaugeAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) { c.ReconcileInterval = time.Hour })
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: "run-1", Detail: "sanitize failed"}, nil
+	}
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return devicesGauge(t, e, "quarantined") == 1 })
+	if got := e.w.Count("scan", ""); got != 2 {
+		t.Errorf("scans = %d, want 2 (start, after the quarantine)", got)
+	}
+}
+
+// devicesGauge reads scour_lifecycle_devices{state} (-1: no such series).
+func devicesGauge(t *testing.T, e *env, state string) float64 {
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "scour_lifecycle_devices" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -7,11 +7,16 @@
 package metrics
 
 import (
+	"regexp"
+	"runtime"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/scour-project/scour/version"
 )
 
 // maxEventTypes bounds the event_type label: Nova has about 150 event
@@ -24,6 +29,7 @@ const OtherEventType = "other"
 // Metrics are scour's own collectors. Methods are safe for concurrent use.
 type Metrics struct {
 	Registry *prometheus.Registry
+	names    *namesRecorder
 
 	received   *prometheus.CounterVec
 	ignored    prometheus.Counter
@@ -42,6 +48,7 @@ func New() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
+		names:    &namesRecorder{reg: reg, seen: map[string]bool{}},
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "notifications", Name: "received_total",
 			Help: "Notifications decoded, by event type and Nova format (versioned, legacy).",
@@ -70,10 +77,83 @@ func New() *Metrics {
 		}),
 		eventTypes: map[string]struct{}{},
 	}
-	reg.MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.batch,
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "scour", Name: "build_info",
+		Help: "Always 1; the labels say which scour build runs (version) and with which Go (goversion).",
+	}, []string{"version", "goversion"})
+	buildInfo.WithLabelValues(version.Version, runtime.Version()).Set(1)
+	// Every poison reason is exported at 0 from the start, so rate() and
+	// increase() see the first poisoned message.
+	for _, r := range PoisonReasons {
+		m.poisoned.WithLabelValues(r)
+	}
+	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.batch, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// PoisonReasons are the reason labels of scour_notifications_poisoned_total:
+// the decoder's (notification.Reason) and the bus's own.
+var PoisonReasons = []string{
+	"too_large", "invalid_utf8", "not_json", "truncated", "not_object", "unknown_oslo_version",
+	"envelope_message_not_string", "missing_event_type", "invalid_field", "bad_timestamp", "bad_payload",
+	"missing_instance_uuid", "missing_volume_id", "invalid_command", "unroutable",
+	"misrouted", "handler_rejected", "panic",
+}
+
+// Registerer registers on the registry and remembers the metric names,
+// for Names. Every part of scour registers through it.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.names }
+
+// Names lists every metric family registered through Registerer, whether
+// or not it has a series yet (dashboards and alert rules are checked
+// against it).
+func (m *Metrics) Names() []string {
+	m.names.mu.Lock()
+	defer m.names.mu.Unlock()
+	out := make([]string, 0, len(m.names.seen))
+	for n := range m.names.seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// namesRecorder is a Registerer that notes each collector's metric names.
+type namesRecorder struct {
+	reg  *prometheus.Registry
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// fqNameRE reads the name out of a Desc's String (Desc has no getter).
+var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *namesRecorder) Register(c prometheus.Collector) error {
+	if err := r.reg.Register(c); err != nil {
+		return err
+	}
+	descs := make(chan *prometheus.Desc)
+	go func() { c.Describe(descs); close(descs) }()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range descs {
+		if m := fqNameRE.FindStringSubmatch(d.String()); m != nil {
+			r.seen[m[1]] = true
+		}
+	}
+	return nil
+}
+
+func (r *namesRecorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *namesRecorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
 
 // NotificationReceived counts a decoded notification.
 func (m *Metrics) NotificationReceived(eventType, format string) {

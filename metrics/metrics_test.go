@@ -6,12 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/scour-project/scour/version"
 )
 
 func TestCountersGolden(t *testing.T) {
@@ -32,9 +39,6 @@ scour_commands_dispatched_total{kind="revert",scope="broadcast"} 1
 # HELP scour_notifications_ignored_total Notifications acknowledged without action (event types scour does not act on).
 # TYPE scour_notifications_ignored_total counter
 scour_notifications_ignored_total 1
-# HELP scour_notifications_poisoned_total Messages moved to the poison queue, by reason.
-# TYPE scour_notifications_poisoned_total counter
-scour_notifications_poisoned_total{reason="not_json"} 1
 # HELP scour_notifications_received_total Notifications decoded, by event type and Nova format (versioned, legacy).
 # TYPE scour_notifications_received_total counter
 scour_notifications_received_total{event_type="compute.instance.delete.end",format="legacy"} 1
@@ -42,8 +46,58 @@ scour_notifications_received_total{event_type="instance.delete.end",format="vers
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
 		"scour_commands_dispatched_total", "scour_notifications_ignored_total",
-		"scour_notifications_poisoned_total", "scour_notifications_received_total"); err != nil {
+		"scour_notifications_received_total"); err != nil {
 		t.Error(err)
+	}
+	if v := testutil.ToFloat64(m.poisoned.WithLabelValues("not_json")); v != 1 {
+		t.Errorf("poisoned{not_json} = %v, want 1", v)
+	}
+}
+
+// Every poison reason is exported at 0 before its first message, so an
+// alert on increase() sees the first one; scour_build_info says which
+// build runs.
+func TestPoisonedAtZeroAndBuildInfo(t *testing.T) {
+	t.Parallel()
+	m := New()
+	var want strings.Builder
+	want.WriteString("# HELP scour_notifications_poisoned_total Messages moved to the poison queue, by reason.\n# TYPE scour_notifications_poisoned_total counter\n")
+	reasons := append([]string{}, PoisonReasons...)
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(&want, "scour_notifications_poisoned_total{reason=%q} 0\n", r)
+	}
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want.String()), "scour_notifications_poisoned_total"); err != nil {
+		t.Error(err)
+	}
+	bi := fmt.Sprintf("# HELP scour_build_info Always 1; the labels say which scour build runs (version) and with which Go (goversion).\n"+
+		"# TYPE scour_build_info gauge\nscour_build_info{goversion=%q,version=%q} 1\n", runtime.Version(), version.Version)
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(bi), "scour_build_info"); err != nil {
+		t.Error(err)
+	}
+	for _, n := range []string{"scour_build_info", "scour_commands_batch_size", "go_goroutines", "process_cpu_seconds_total"} {
+		if !slices.Contains(m.Names(), n) {
+			t.Errorf("Names() lacks %s: %v", n, m.Names())
+		}
+	}
+}
+
+// PoisonReasons covers every notification.Reason (read from its source,
+// as metrics must not import the decoder).
+func TestPoisonReasonsCoverTheDecoder(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../notification/errors.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := regexp.MustCompile(`(?m)^\s+Reason\w+\s+Reason = "([^"]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(consts) < 10 {
+		t.Fatalf("found %d Reason constants in notification/errors.go; the pattern is stale", len(consts))
+	}
+	for _, c := range consts {
+		if !slices.Contains(PoisonReasons, c[1]) {
+			t.Errorf("PoisonReasons lacks notification's reason %q", c[1])
+		}
 	}
 }
 
