@@ -21,11 +21,14 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -o /out/ ./cmd/scourd ./cmd/scourctl
 
 # Stage 2: a small Debian base rather than an empty image, because cleaning
-# pipelines (later issues) run host tools such as nvme-cli against the
-# devices; add the tools your pipelines use here.
+# pipelines run host tools against the devices. The tools the default
+# configuration names (hardware.tools): nvme-cli (nvme), iproute2
+# (devlink); pciutils (lspci) for operators. nvidia-smi must match the
+# node's NVIDIA driver, so it is not baked in: the NVIDIA container toolkit
+# mounts the node's into the pod. Add the tools your plugins use here.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates nvme-cli pciutils \
+ && apt-get install -y --no-install-recommends ca-certificates iproute2 nvme-cli pciutils \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/scourd /out/scourctl /usr/local/bin/
 COPY deploy/scour.yaml /etc/scour/scour.yaml

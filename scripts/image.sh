@@ -4,8 +4,8 @@
 # this script produces the same layout from Debian's apt mirror alone:
 #
 #   1. debootstrap a Debian bookworm minbase root filesystem and apt-get
-#      install the packages the Dockerfile installs (ca-certificates nvme-cli
-#      pciutils), cached under .cache/image/ keyed by a hash of that list, so
+#      install the packages the Dockerfile installs (ca-certificates iproute2
+#      nvme-cli pciutils), cached under .cache/image/ keyed by a hash of that list, so
 #      a rerun only re-imports (seconds);
 #   2. lay $BIN/scourd, $BIN/scourctl (static, built by make) and
 #      deploy/scour.yaml over a hard-linked copy of it;
@@ -33,7 +33,7 @@ repo="${SCOUR_IMAGE:-localhost/scour}"
 image="$repo:$VERSION"
 latest="$repo:latest"
 # The packages the Dockerfile's runtime stage installs: keep the two in step.
-packages=(ca-certificates nvme-cli pciutils)
+packages=(ca-certificates iproute2 nvme-cli pciutils)
 # Bump when the root filesystem recipe below changes (not the package list:
 # that is hashed already), so a stale cache is not reused.
 recipe=1

@@ -1,0 +1,314 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/metrics"
+	"github.com/scour-project/scour/placement"
+)
+
+// The deploy files against the code: every variable, path, port, probe
+// and secret key they name is one scour uses.
+
+type container struct {
+	Name, Image string
+	Args        []string
+	Env         []struct {
+		Name      string
+		Value     string
+		ValueFrom *struct {
+			SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+			FieldRef     *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
+	}
+	Ports []struct {
+		Name          string
+		ContainerPort int `yaml:"containerPort"`
+	}
+	StartupProbe    *probe `yaml:"startupProbe"`
+	LivenessProbe   *probe `yaml:"livenessProbe"`
+	ReadinessProbe  *probe `yaml:"readinessProbe"`
+	SecurityContext struct {
+		Privileged             bool `yaml:"privileged"`
+		ReadOnlyRootFilesystem bool `yaml:"readOnlyRootFilesystem"`
+	} `yaml:"securityContext"`
+	VolumeMounts []struct {
+		Name      string
+		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+	} `yaml:"volumeMounts"`
+}
+
+type probe struct {
+	HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+}
+
+type k8sObject struct {
+	Kind                         string
+	Metadata                     struct{ Name, Namespace string }
+	AutomountServiceAccountToken *bool `yaml:"automountServiceAccountToken"`
+	Spec                         struct {
+		Template struct {
+			Spec struct {
+				ServiceAccountName           string `yaml:"serviceAccountName"`
+				AutomountServiceAccountToken *bool  `yaml:"automountServiceAccountToken"`
+				HostNetwork                  bool   `yaml:"hostNetwork"`
+				HostPID                      bool   `yaml:"hostPID"`
+				Tolerations                  []map[string]string
+				Containers                   []container
+				Volumes                      []struct {
+					Name     string
+					HostPath *struct{ Path, Type string } `yaml:"hostPath"`
+					Secret   *struct {
+						SecretName string `yaml:"secretName"`
+					}
+					ConfigMap *struct{ Name string } `yaml:"configMap"`
+					EmptyDir  *struct{}              `yaml:"emptyDir"`
+				}
+			}
+		}
+	}
+}
+
+func readDaemonSet(t *testing.T) (sa, ds k8sObject, header string) {
+	t.Helper()
+	raw, err := os.ReadFile("../deploy/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var o k8sObject
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("deploy/daemonset.yaml: %v", err)
+		}
+		switch o.Kind {
+		case "ServiceAccount":
+			sa = o
+		case "DaemonSet":
+			ds = o
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() && strings.HasPrefix(sc.Text(), "#") {
+		header += sc.Text() + "\n"
+	}
+	return sa, ds, header
+}
+
+func TestDaemonSetMatchesTheCode(t *testing.T) {
+	sa, ds, header := readDaemonSet(t)
+	pod := ds.Spec.Template.Spec
+	if sa.Metadata.Name == "" || pod.ServiceAccountName != sa.Metadata.Name || sa.Metadata.Namespace != ds.Metadata.Namespace {
+		t.Errorf("pod's ServiceAccount %q is not the manifest's %q", pod.ServiceAccountName, sa.Metadata.Name)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Error("scourd does not use the Kubernetes API: no service account token must be mounted")
+	}
+	if len(pod.Tolerations) == 0 || pod.HostNetwork || pod.HostPID {
+		t.Errorf("tolerations %v, hostNetwork %v, hostPID %v", pod.Tolerations, pod.HostNetwork, pod.HostPID)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	volumes := map[string]int{}
+	for i, v := range pod.Volumes {
+		volumes[v.Name] = i
+	}
+	mounts := map[string]string{} // path -> volume
+	for _, m := range c.VolumeMounts {
+		if _, ok := volumes[m.Name]; !ok {
+			t.Errorf("mount %s names no volume %s", m.MountPath, m.Name)
+		}
+		mounts[path.Join(m.MountPath)] = m.Name
+	}
+
+	// The configuration scourd reads is the ConfigMap's scour.yaml.
+	if len(c.Args) != 2 || c.Args[0] != "--config" {
+		t.Fatalf("args %v", c.Args)
+	}
+	cfgDir, cfgFile := path.Split(c.Args[1])
+	if v := mounts[path.Clean(cfgDir)]; v == "" || pod.Volumes[volumes[v]].ConfigMap == nil ||
+		!strings.Contains(header, "--from-file="+cfgFile+"=deploy/scour.yaml") || !strings.Contains(header, pod.Volumes[volumes[v]].ConfigMap.Name) {
+		t.Errorf("--config %s is not the ConfigMap the header creates", c.Args[1])
+	}
+
+	// Every variable is one scour or the OpenStack client code reads.
+	scourVars := map[string]bool{}
+	for _, v := range config.EnvVars() {
+		scourVars[v.Name] = true
+	}
+	osVars := map[string]bool{}
+	for _, cloud := range []string{"", "scour"} { // the OS_* form, then clouds.yaml
+		_ = placement.CheckCredentials(placement.Config{}, func(k string) string {
+			osVars[k] = true
+			if k == "OS_CLOUD" {
+				return cloud
+			}
+			return ""
+		})
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		switch {
+		case strings.HasPrefix(e.Name, "SCOUR_") && !scourVars[e.Name]:
+			t.Errorf("env %s is not a scour setting", e.Name)
+		case strings.HasPrefix(e.Name, "OS_") && !osVars[e.Name]:
+			t.Errorf("env %s is not read by scour's Placement credentials", e.Name)
+		}
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			ref := e.ValueFrom.SecretKeyRef
+			if !strings.Contains(header, "secret generic "+ref.Name) || !strings.Contains(header, ref.Key+"=") {
+				t.Errorf("env %s comes from secret %s key %s, which the header's kubectl command does not create", e.Name, ref.Name, ref.Key)
+			}
+		}
+	}
+	if _, ok := env["SCOUR_BUS_URL"]; !ok {
+		t.Error("no broker URL from the Secret")
+	}
+	// clouds.yaml: OS_CLIENT_CONFIG_FILE is the Secret's file.
+	if f := env["OS_CLIENT_CONFIG_FILE"]; f == "" || pod.Volumes[volumes[mounts[f]]].Secret == nil || env["OS_CLOUD"] == "" {
+		t.Errorf("OS_CLIENT_CONFIG_FILE %q is not a mounted Secret file (or OS_CLOUD is unset)", f)
+	}
+
+	// The state path of the shipped config is on the node.
+	cfg, err := config.Load("../deploy/scour.yaml", true, []string{"SCOUR_HOST=compute"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pod.Volumes[volumes[mounts[cfg.Claims.StatePath]]]
+	if mounts[cfg.Claims.StatePath] == "" || st.HostPath == nil || st.HostPath.Path != cfg.Claims.StatePath {
+		t.Errorf("claims.state_path %s is not a hostPath mount", cfg.Claims.StatePath)
+	}
+	// The root filesystem is read-only: what scourd writes is a volume.
+	if !c.SecurityContext.ReadOnlyRootFilesystem || mounts["/tmp"] == "" || mounts[cfg.Hardware.SysfsRoot] == "" || mounts["/dev"] == "" {
+		t.Errorf("read-only root %v; mounts %v lack /tmp, %s or /dev", c.SecurityContext.ReadOnlyRootFilesystem, mounts, cfg.Hardware.SysfsRoot)
+	}
+
+	// Port and probes are scourd's.
+	_, port, _ := net.SplitHostPort(cfg.HTTP.Address)
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || port != "9464" || c.Ports[0].ContainerPort != 9464 {
+		t.Errorf("ports %+v, http.address %s", c.Ports, cfg.HTTP.Address)
+	}
+	h := metrics.New().Handler(func() error { return nil })
+	for what, pr := range map[string]*probe{"startupProbe": c.StartupProbe, "livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
+		if pr == nil {
+			t.Errorf("no %s", what)
+			continue
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, pr.HTTPGet.Path, nil))
+		if rec.Code != http.StatusOK || pr.HTTPGet.Port != "http" {
+			t.Errorf("%s GET %s on port %s: %d", what, pr.HTTPGet.Path, pr.HTTPGet.Port, rec.Code)
+		}
+	}
+}
+
+// unitDirectives reads a systemd unit's Key=Value lines.
+func unitDirectives(t *testing.T, p string) map[string][]string {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			out[k] = append(out[k], v)
+		}
+	}
+	return out
+}
+
+func TestSystemdUnitMatchesTheCode(t *testing.T) {
+	d := unitDirectives(t, "../deploy/scourd.service")
+	if got := d["ExecStart"]; len(got) != 1 || !strings.HasSuffix(got[0], "scourd --config "+config.DefaultPath) {
+		t.Errorf("ExecStart %v does not read %s", got, config.DefaultPath)
+	}
+	// scourctl reads the same environment file (cmd/scourctl defaultEnvFile).
+	if got := d["EnvironmentFile"]; len(got) != 1 || strings.TrimPrefix(got[0], "-") != "/etc/scour/scourd.env" {
+		t.Errorf("EnvironmentFile %v", got)
+	}
+	if got := strings.Fields(strings.Join(d["RestartPreventExitStatus"], " ")); !slices.Contains(got, "2") || !slices.Contains(got, "78") {
+		t.Errorf("RestartPreventExitStatus %v lacks 2 (invalid configuration) or 78 (broker refusal)", got)
+	}
+	cfg, err := config.Load("../deploy/scour.yaml", true, []string{"SCOUR_HOST=compute"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d["StateDirectory"]; len(got) != 1 || "/var/lib/"+got[0] != cfg.Claims.StatePath {
+		t.Errorf("StateDirectory %v is not claims.state_path %s (ProtectSystem=strict leaves only it writable)", got, cfg.Claims.StatePath)
+	}
+	// The hardening keeps its documented score.
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze is missing: make test installs it (scripts/ensure-debian-tools.sh systemd-analyze)")
+	}
+	out, err := exec.Command(sa, "security", "--offline=true", "--threshold=35", "../deploy/scourd.service").CombinedOutput()
+	score := regexp.MustCompile(`Overall exposure level for scourd.service: ([0-9.]+)`).FindSubmatch(out)
+	if err != nil || score == nil {
+		t.Fatalf("systemd-analyze security: %v (want an exposure of 3.5 or better)\n%s", err, out)
+	}
+	raw, _ := os.ReadFile("../deploy/scourd.service")
+	if !strings.Contains(string(raw), "--offline=true: "+string(score[1])+" OK") {
+		t.Errorf("the unit's comment does not state the current score %s", score[1])
+	}
+}
+
+func TestDockerfileHasTheConfiguredTools(t *testing.T) {
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`apt-get install -y --no-install-recommends ([a-z0-9 .+-]+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("no apt-get install line in the Dockerfile")
+	}
+	pkgs := strings.Fields(string(m[1]))
+	script, _ := os.ReadFile("../scripts/image.sh")
+	sm := regexp.MustCompile(`(?m)^packages=\(([^)]*)\)`).FindSubmatch(script)
+	if sm == nil || !slices.Equal(strings.Fields(string(sm[1])), pkgs) {
+		t.Errorf("scripts/image.sh packages %q differ from the Dockerfile's %v", sm, pkgs)
+	}
+	cfg, err := config.Load("../deploy/scour.yaml", true, []string{"SCOUR_HOST=compute"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provides := map[string]string{"nvme": "nvme-cli", "devlink": "iproute2"}
+	for _, tool := range []string{cfg.Hardware.Tools.NVMe, cfg.Hardware.Tools.Devlink, cfg.Hardware.Tools.NvidiaSMI} {
+		pkg, ok := provides[tool]
+		switch {
+		case ok && !slices.Contains(pkgs, pkg):
+			t.Errorf("the config names %s, but the image lacks %s", tool, pkg)
+		case !ok && !strings.Contains(string(raw), tool):
+			t.Errorf("the config names %s; the Dockerfile neither installs it nor says why not", tool)
+		}
+	}
+	for _, want := range []string{"COPY deploy/scour.yaml " + config.DefaultPath, `CMD ["--config", "` + config.DefaultPath + `"]`, "EXPOSE 9464"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
