@@ -122,13 +122,49 @@ func (a *App) Run(ctx context.Context) error {
 	return nil
 }
 
-// NewLogger builds the slog logger the log section asks for.
+// NewLogger builds the slog logger the log section asks for. Durations
+// are written as Go writes them ("1m30s", "250ms"), not in nanoseconds,
+// and a key a logger already carries is not added again by a With further
+// down (the reconciler's "host" on top of scourd's).
 func NewLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: readableDuration}
 	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(uniqueKeys{Handler: slog.NewTextHandler(w, opts)})
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(uniqueKeys{Handler: slog.NewJSONHandler(w, opts)})
+}
+
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// uniqueKeys drops attributes of With whose key the logger already has
+// (at the same group level): the first one stays.
+type uniqueKeys struct {
+	slog.Handler
+	keys map[string]bool
+}
+
+func (h uniqueKeys) WithAttrs(as []slog.Attr) slog.Handler {
+	keys := make(map[string]bool, len(h.keys)+len(as))
+	for k := range h.keys {
+		keys[k] = true
+	}
+	var keep []slog.Attr
+	for _, a := range as {
+		if !keys[a.Key] {
+			keys[a.Key] = true
+			keep = append(keep, a)
+		}
+	}
+	return uniqueKeys{Handler: h.Handler.WithAttrs(keep), keys: keys}
+}
+
+func (h uniqueKeys) WithGroup(name string) slog.Handler {
+	return uniqueKeys{Handler: h.Handler.WithGroup(name)}
 }

@@ -143,3 +143,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(25 * time.Millisecond)
 	}
 }
+
+// Log lines carry each key once and durations as people read them.
+func TestLoggerUniqueKeysAndReadableDurations(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"json", "text"} {
+		var b strings.Builder
+		log := NewLogger(config.LogConfig{Level: "info", Format: format}, &b)
+		log = log.With("host", "cmp1").With("component", "reconciler", "host", "cmp1")
+		log.Info("scan", "took", 1500*time.Millisecond, "interval", 5*time.Minute)
+		line := b.String()
+		if n := strings.Count(line, "host"); n != 1 {
+			t.Errorf("%s: host appears %d times: %s", format, n, line)
+		}
+		for _, want := range []string{"1.5s", "5m0s", "reconciler"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("%s: lacks %s: %s", format, want, line)
+			}
+		}
+		if strings.Contains(line, "1500000000") {
+			t.Errorf("%s: duration in nanoseconds: %s", format, line)
+		}
+	}
+}

@@ -80,6 +80,12 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 	r.m.cleansStarted.Inc()
 	log.Info("cleaning run started")
 	res, err := r.cl.Clean(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		// scourd is stopping (SIGTERM): not a failure, nothing to page
+		// about; the next start resumes the run from its checkpoint.
+		log.Info("run interrupted, will resume from its checkpoint when scourd starts again", "error", err)
+		return
+	}
 	if err != nil {
 		r.m.cleansDone.WithLabelValues("error").Inc()
 		log.Error("cleaning run failed; the device stays reserved and is retried after a backoff", "error", err)

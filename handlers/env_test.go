@@ -53,6 +53,7 @@ type env struct {
 	reg   *prometheus.Registry
 	clock *clock
 	stuck []string
+	logs  io.Writer // the handlers' log (io.Discard unless a test reads it)
 }
 
 // newEnv builds a host with n available devices rp-1..rp-n.
@@ -82,7 +83,7 @@ func (e *env) build(cfg func(*handlers.Config)) {
 	e.reg = prometheus.NewRegistry()
 	var err error
 	e.h, e.r, err = handlers.New(c, handlers.Deps{Placement: e.p, Claims: e.c, Hardware: e.hw, Cleaner: e.cl,
-		Registerer: e.reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: e.clock.Now,
+		Registerer: e.reg, Logger: slog.New(slog.NewTextHandler(e.logOut(), nil)), Now: e.clock.Now,
 		OnStuck: func(d handlers.Device, _ time.Duration) { e.stuck = append(e.stuck, d.RPUUID) }})
 	if err != nil {
 		e.t.Fatalf("handlers.New: %v", err)
@@ -139,4 +140,11 @@ func (e *env) wantDevice(i int, state handlers.DeviceState, cleans, unreserves i
 	if got := e.w.Count("unreserve", rp(i)); got != unreserves {
 		e.t.Errorf("%s un-reserves = %d, want %d", rp(i), got, unreserves)
 	}
+}
+
+func (e *env) logOut() io.Writer {
+	if e.logs == nil {
+		return io.Discard
+	}
+	return e.logs
 }

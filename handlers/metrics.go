@@ -64,6 +64,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, v := range Verdicts {
 		m.cleansDone.WithLabelValues(string(v))
 	}
+	m.cleansDone.WithLabelValues("error") // the cleaner failed: alerted on from 0
+	for _, r := range []string{"ok", "allocated", "error"} {
+		m.unreserves.WithLabelValues(r)
+	}
+	m.scans.WithLabelValues("ok")
+	m.scans.WithLabelValues("error")
 	var errs []error
 	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.cleansStarted,
 		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck} {

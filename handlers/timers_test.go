@@ -2,11 +2,14 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // run starts the reconciler loop and returns its stop function.
@@ -101,21 +104,54 @@ func TestQuarantineGaugeAtOnce(t *testing.T) {
 
 // devicesGauge reads scour_lifecycle_devices{state} (-1: no such series).
 func devicesGauge(t *testing.T, e *env, state string) float64 {
+	return metricValue(t, e, "scour_lifecycle_devices", "state", state)
+}
+
+// metricValue reads the gauge or counter name{label=value} (-1: no such
+// series).
+func metricValue(t *testing.T, e *env, name, label, value string) float64 {
 	mfs, err := e.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "scour_lifecycle_devices" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "state" && l.GetValue() == state {
-					return m.GetGauge().GetValue()
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
 	return -1
+}
+
+// SIGTERM during a step is not a failure: an INFO line says the run will
+// resume, nothing is logged at ERROR, counted as an error or backed off.
+func TestShutdownDuringAStepIsNotAnError(t *testing.T) {
+	t.Parallel()
+	logs := &testkit.SyncBuffer{}
+	e := newEnv(t, 1, func(c *handlers.Config) { c.ReconcileInterval = time.Hour })
+	e.logs = logs
+	e.build(func(c *handlers.Config) { c.ReconcileInterval = time.Hour })
+	started := make(chan struct{})
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		close(started)
+		<-ctx.Done() // a long step, until SIGTERM
+		return handlers.CleanResult{}, fmt.Errorf("step sanitize: %w", ctx.Err())
+	}
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	stop := e.run()
+	<-started
+	stop()
+	out := logs.String()
+	if !strings.Contains(out, "run interrupted, will resume") || strings.Contains(out, "level=ERROR") {
+		t.Errorf("shutdown during a step logged:\n%s", out)
+	}
+	if got := metricValue(t, e, "scour_lifecycle_cleans_finished_total", "verdict", "error"); got != 0 {
+		t.Errorf("cleans_finished{verdict=error} = %v, want 0", got)
+	}
 }
