@@ -6,6 +6,6 @@
 test: test-rules
 
 test-rules:
-	bash scripts/ensure-debian-tools.sh promtool systemd-analyze
+	bash scripts/ensure-debian-tools.sh promtool systemd-analyze sqlite3
 	promtool check rules deploy/prometheus/scour-alerts.yaml
 	cd deploy/prometheus && promtool test rules scour-alerts.test.yaml

@@ -96,10 +96,12 @@ func prepareSample(path, host, instance string) ([]byte, string, error) {
 	return out, eventType, err
 }
 
-func publishSample(ctx context.Context, url, exchange, key string, inner []byte) error {
+// dialBroker connects to the first host of a scour broker URL (rabbit://
+// with several hosts, amqp://, amqps://).
+func dialBroker(url string) (*amqp.Connection, error) {
 	u, err := bus.ParseBrokerURL(url)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ep := u.Endpoints[0]
 	_, portStr, _ := net.SplitHostPort(ep.Addr)
@@ -110,7 +112,15 @@ func publishSample(ctx context.Context, url, exchange, key string, inner []byte)
 	}
 	conn, err := amqp.Dial(uri.String())
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", u, err)
+		return nil, fmt.Errorf("connecting to %s: %w", u, err)
+	}
+	return conn, nil
+}
+
+func publishSample(ctx context.Context, url, exchange, key string, inner []byte) error {
+	conn, err := dialBroker(url)
+	if err != nil {
+		return err
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/notification"
 )
@@ -81,5 +86,49 @@ func TestPublishSampleOnTheWire(t *testing.T) {
 	ev, err := notification.Decode(d.Body)
 	if err != nil || ev.Kind != "shelve-offload" || ev.PublisherHost != "cmp3" {
 		t.Errorf("decoded %+v, %v", ev, err)
+	}
+}
+
+// scourctl poison list shows the poison queue's messages with their reason
+// and leaves every one in the queue (no management plugin needed).
+func TestPoisonList(t *testing.T) {
+	conn := testkit.Broker(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q := "scour.poison.scourctl-" + uuid4()[:8]
+	if _, err := ch.QueueDeclare(q, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ch.QueueDelete(q, false, false, false)
+	for i, body := range []string{"not json", `{"version": 1, "kind": "release", "host": "cmp9"}`, "third"} {
+		h := amqp.Table{}
+		if i != 1 {
+			h[bus.HeaderPoisonReason], h["reason_poisoned"] = "not_json", "invalid character 'o' in literal null"
+		}
+		if err := ch.Publish("", q, false, false, amqp.Publishing{Body: []byte(body), Headers: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(t.TempDir(), "scour.yaml")
+	os.WriteFile(cfg, []byte("host: cmp1\nlifecycle: {enabled: false}\nbus:\n  url: "+testkit.BrokerURL()+"\n  poison_queue: "+q+"\n"), 0o600)
+	t.Setenv(configEnv, cfg)
+	t.Setenv(envFileEnv, "")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"poison", "list", "--count", "2", "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rows[0]["reason"] != "not_json" || rows[0]["body"] != "not json" || rows[1]["reason"] != "unroutable-command" {
+		t.Errorf("rows %v", rows)
+	}
+	qi, err := ch.QueueDeclarePassive(q, false, true, false, false, nil)
+	if err != nil || qi.Messages != 3 {
+		t.Errorf("the queue holds %d messages after the listing, want 3 (%v)", qi.Messages, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,5 +186,40 @@ func TestRecordsExportPostgres(t *testing.T) {
 	rec, err := claims.ParseRecord([]byte(out))
 	if code != 0 || err != nil || rec.Host != "compute-2" || rec.Result.Summary != "sanitize failed on compute-2" {
 		t.Fatalf("export --host: exit %d, %v, %s", code, err, errs)
+	}
+}
+
+// The backup command docs/operations.md gives takes a consistent copy
+// while the store is open, and scourctl reads every record from the copy.
+func TestRecordsBackupWhileOpen(t *testing.T) {
+	sqlite3, err := exec.LookPath("sqlite3")
+	if err != nil {
+		t.Fatal("sqlite3 is missing: make test installs it (scripts/ensure-debian-tools.sh sqlite3)")
+	}
+	dir, newest := seedRecordsStore(t)
+	s, err := claims.Open(context.Background(), claims.Config{StatePath: dir}, claims.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// One more finished run, still in the WAL when the copy is taken.
+	run, _, err := s.OpenRun(context.Background(), claims.RunStart{Host: "compute-1", DeviceRP: "rp-nvme-2", Address: "0000:83:00.0", Pipeline: "nvme"})
+	if err == nil {
+		err = s.FinishRun(context.Background(), run.ID, claims.RunQuarantined, "sanitize failed")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := os.ReadFile("../../docs/operations.md")
+	if !strings.Contains(string(doc), `sqlite3 /var/lib/scour/claims.sqlite ".backup '`) {
+		t.Fatal("docs/operations.md no longer shows the sqlite3 .backup command this test runs")
+	}
+	backup := t.TempDir()
+	if out, err := exec.Command(sqlite3, filepath.Join(dir, claims.DefaultClaimDB), ".backup '"+filepath.Join(backup, "claims-copy.sqlite")+"'").CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 .backup: %v\n%s", err, out)
+	}
+	code, out, errs := recordsCLI("records", "list", "--state-path", backup, "--db", "claims-copy.sqlite", "-o", "value", "-c", "run")
+	if code != 0 || !strings.Contains(out, newest) || !strings.Contains(out, run.ID) || strings.Count(out, "\n") != 4 {
+		t.Fatalf("records list on the copy: exit %d, stderr %q\n%s", code, errs, out)
 	}
 }
