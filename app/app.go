@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/metrics"
@@ -39,6 +40,8 @@ type App struct {
 	Bus     *bus.Bus
 	Handler bus.CommandHandler
 	http    *metrics.Server
+	// admin is scourd's local admin socket; nil without the lifecycle.
+	admin *admin.Server
 	// lifecycle is nil when the caller supplied Handler or the lifecycle
 	// is disabled (dispatch-only).
 	lifecycle *lifecycle
@@ -78,10 +81,20 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 		lcCleanup()
 		return nil, nil, err
 	}
+	if lc != nil {
+		if a.admin, err = admin.Listen(cfg.Admin, lc, log); err != nil {
+			_ = a.http.Shutdown(context.Background())
+			lcCleanup()
+			return nil, nil, err
+		}
+	}
 	cleanup = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = a.http.Shutdown(ctx)
+		if a.admin != nil {
+			_ = a.admin.Shutdown(ctx)
+		}
 		lcCleanup()
 	}
 	return a, cleanup, nil
@@ -95,6 +108,9 @@ func (a *App) HTTPAddr() string { return a.http.Addr() }
 // means the configuration must change: do not restart in a loop.
 func (a *App) Run(ctx context.Context) error {
 	go a.http.Serve(a.Log)
+	if a.admin != nil {
+		go a.admin.Serve()
+	}
 	a.Log.Info("scourd starting", "version", version.Version, "node", a.Config.Node,
 		"mode", a.Config.Bus.Mode, "http", a.http.Addr())
 	lcDone := make(chan error, 1)

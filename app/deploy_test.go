@@ -204,8 +204,10 @@ func TestDaemonSetMatchesTheCode(t *testing.T) {
 		t.Errorf("claims.state_path %s is not a hostPath mount", cfg.Claims.StatePath)
 	}
 	// The root filesystem is read-only: what scourd writes is a volume.
-	if !c.SecurityContext.ReadOnlyRootFilesystem || mounts["/tmp"] == "" || mounts[cfg.Hardware.SysfsRoot] == "" || mounts["/dev"] == "" {
-		t.Errorf("read-only root %v; mounts %v lack /tmp, %s or /dev", c.SecurityContext.ReadOnlyRootFilesystem, mounts, cfg.Hardware.SysfsRoot)
+	if !c.SecurityContext.ReadOnlyRootFilesystem || mounts["/tmp"] == "" || mounts[cfg.Hardware.SysfsRoot] == "" || mounts["/dev"] == "" ||
+		mounts[path.Dir(cfg.Admin.Socket)] == "" {
+		t.Errorf("read-only root %v; mounts %v lack /tmp, %s, /dev or the admin socket's %s", c.SecurityContext.ReadOnlyRootFilesystem, mounts,
+			cfg.Hardware.SysfsRoot, path.Dir(cfg.Admin.Socket))
 	}
 
 	// Port and probes are scourd's.
@@ -260,6 +262,9 @@ func TestSystemdUnitMatchesTheCode(t *testing.T) {
 	}
 	if got := d["StateDirectory"]; len(got) != 1 || "/var/lib/"+got[0] != cfg.Claims.StatePath {
 		t.Errorf("StateDirectory %v is not claims.state_path %s (ProtectSystem=strict leaves only it writable)", got, cfg.Claims.StatePath)
+	}
+	if got := d["RuntimeDirectory"]; len(got) != 1 || "/run/"+got[0] != path.Dir(cfg.Admin.Socket) {
+		t.Errorf("RuntimeDirectory %v does not hold admin.socket %s", got, cfg.Admin.Socket)
 	}
 	// The hardening keeps its documented score.
 	sa, err := exec.LookPath("systemd-analyze")

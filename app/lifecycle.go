@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/claims/handlerstore"
@@ -38,6 +39,7 @@ type lifecycle struct {
 	reconciler *handlers.Reconciler
 	log        *slog.Logger
 	retention  time.Duration
+	host       string
 }
 
 // newLifecycle builds the lifecycle from cfg. It opens the claims store
@@ -89,7 +91,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("lifecycle: %w", err))
 	}
 	return &lifecycle{store: store, placement: pc, hardware: be, engine: eng, handler: h,
-		reconciler: rec, log: log, retention: cfg.Claims.RecordRetention}, cleanup, nil
+		reconciler: rec, log: log, retention: cfg.Claims.RecordRetention, host: cfg.Host}, cleanup, nil
 }
 
 // intake is the per-host command handler given to the bus: the handlers'
@@ -170,3 +172,16 @@ func (l *lifecycle) publishCapabilities(ctx context.Context) {
 		}
 	}
 }
+
+// Status is the admin socket's device list: a Placement scan joined with
+// the store's runs (progress and ETA of running steps).
+func (l *lifecycle) Status(ctx context.Context) ([]admin.DeviceStatus, error) {
+	res, err := l.placement.Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scanning this host in Placement: %w", err)
+	}
+	return admin.Status(ctx, res.Devices, l.store, l.host, time.Now())
+}
+
+// Rescan makes the reconciler scan now (debounced like every trigger).
+func (l *lifecycle) Rescan(reason string) { l.reconciler.Trigger(reason) }

@@ -40,6 +40,7 @@ func registeredNames(t *testing.T) []string {
 http: {address: "127.0.0.1:0"}
 placement: {endpoint: ` + ps.URL + `, token: admin}
 claims: {state_path: ` + dir + `}
+admin: {socket: ` + filepath.Join(dir, "scourd.sock") + `}
 hardware:
   backend: simulated
   simulator: {state_dir: ` + filepath.Join(dir, "sim") + `, devices: [{address: "0000:81:00.0", kind: nvme}]}

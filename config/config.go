@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
@@ -51,6 +52,8 @@ type Config struct {
 	Pipelines pipeline.Config `yaml:"pipelines"`
 	// Lifecycle tunes the handlers and the reconciler (handlers/).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
+	// Admin is scourd's local admin socket (admin/), for scourctl.
+	Admin admin.Config `yaml:"admin"`
 }
 
 // Section is what every configuration section implements.
@@ -77,6 +80,7 @@ func (c *Config) sections() []section {
 	}
 	if !c.Lifecycle.Disabled() {
 		out = append(out,
+			section{"admin", &c.Admin},
 			section{"placement", &c.Placement},
 			section{"hardware", &c.Hardware},
 			section{"pipelines", &c.Pipelines},

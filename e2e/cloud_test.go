@@ -147,6 +147,7 @@ func (h *Host) baseConfig() map[string]any {
 			"retry": map[string]any{"attempts": 5, "base": "50ms", "max": "500ms", "budget": "5s"},
 		},
 		"claims": map[string]any{"driver": "sqlite", "state_path": filepath.Join(h.Dir, "state")},
+		"admin":  map[string]any{"socket": filepath.Join(h.Dir, "scourd.sock")},
 		"hardware": map[string]any{
 			"backend":   "simulated",
 			"simulator": map[string]any{"state_dir": filepath.Join(h.Dir, "sim"), "step": "50ms", "devices": simDevs},

@@ -354,6 +354,10 @@ func TestScourctlPlacementUnquarantine(t *testing.T) {
 	if err != nil || !strings.Contains(out, "still reserved") {
 		t.Fatalf("scourctl placement unquarantine: %v\n%s", err, out)
 	}
+	// scourd is told at once over its admin socket, not at its next scan.
+	if !strings.Contains(out, "scans now") || !strings.Contains(h.Logs(), "rescan asked on the admin socket") {
+		t.Errorf("unquarantine did not ask scourd to scan now:\n%s", out)
+	}
 	if c.Quarantined(t, d) {
 		t.Fatal("quarantine trait still present after unquarantine")
 	}

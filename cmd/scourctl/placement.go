@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/hardware"
@@ -62,9 +63,10 @@ Columns: ` + joinKeys(placementColumns),
 
 const unquarantineHelp = `Unquarantine is the operator's explicit action once the cause is fixed
 (inspect the record first: scourctl records export --device ADDRESS). The
-device stays reserved: it is dirty again, so scourd's next scan (at the
-latest after lifecycle.reconcile_interval) cleans it with its full pipeline
-and only a clean run returns it to the pool. That run counts against the
+device stays reserved: it is dirty again, so scourd (told at once over its
+admin socket; otherwise at the latest after lifecycle.reconcile_interval)
+cleans it with its full pipeline and only a clean run returns it to the
+pool. That run counts against the
 profile's max_runs together with the failed runs since the device was last
 returned: a recoverable failure of it quarantines the device again at once.`
 
@@ -160,8 +162,13 @@ func placementUnquarantine(ctx context.Context, pc *placement.Client, cfg *confi
 		fmt.Fprintf(w, "removed trait %s from %s\n", cfg.Placement.QuarantineTrait, d.Ref)
 	}
 	fmt.Fprintf(w, "the device is still reserved (%d/%d): it is dirty, not available.\n", d.Inventory.Reserved, d.Inventory.Total)
-	fmt.Fprintf(w, "scourd on %s cleans it again with its full pipeline at its next scan (within lifecycle.reconcile_interval = %s)\n",
-		cfg.Host, cfg.Lifecycle.ReconcileInterval)
+	if err := admin.NewClient(adminSocket(cfg)).Rescan(ctx, "unquarantine of "+d.UUID+" by "+operatorName()); err != nil {
+		fmt.Fprintf(w, "could not ask scourd to scan now (%v):\n", err)
+		fmt.Fprintf(w, "scourd on %s cleans it again with its full pipeline at its next scan (within lifecycle.reconcile_interval = %s)\n",
+			cfg.Host, cfg.Lifecycle.ReconcileInterval)
+	} else {
+		fmt.Fprintf(w, "scourd on %s scans now and cleans it again with its full pipeline\n", cfg.Host)
+	}
 	fmt.Fprintf(w, "and returns it to the pool only if that run is clean; follow it with: scourctl status, scourctl records list --device %s\n", d.Address)
 	return nil
 }

@@ -1,0 +1,70 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// ErrNotRunning: no scourd answers on the socket.
+var ErrNotRunning = errors.New("scourd's admin socket does not answer")
+
+// Client talks to scourd over its admin socket.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+func NewClient(socket string) *Client {
+	return &Client{socket: socket, hc: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}}
+}
+
+// Status is scourd's view of the host's devices.
+func (c *Client) Status(ctx context.Context) ([]DeviceStatus, error) {
+	var st []DeviceStatus
+	err := c.call(ctx, http.MethodGet, "/v1/status", func(b io.Reader) error { return json.NewDecoder(b).Decode(&st) })
+	return st, err
+}
+
+// Rescan asks scourd to scan Placement now.
+func (c *Client) Rescan(ctx context.Context, reason string) error {
+	return c.call(ctx, http.MethodPost, "/v1/rescan?reason="+url.QueryEscape(reason), nil)
+}
+
+func (c *Client) call(ctx context.Context, method, path string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://scourd"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w (%s): is scourd running on this host?", ErrNotRunning, c.socket)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s: permission denied: run as root or as a member of scourd's admin.group", c.socket)
+	case err != nil:
+		return fmt.Errorf("scourd's admin socket %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("scourd: %s: %s", resp.Status, msg)
+	}
+	if read == nil {
+		return nil
+	}
+	return read(resp.Body)
+}

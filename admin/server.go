@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Backend is what the endpoint asks scourd for.
+type Backend interface {
+	Status(ctx context.Context) ([]DeviceStatus, error)
+	Rescan(reason string)
+}
+
+// SocketMode is the socket's permission: root and the group read and write.
+const SocketMode = 0o660
+
+// Server serves the admin endpoint on its socket.
+type Server struct {
+	path string
+	ln   net.Listener
+	srv  *http.Server
+	log  *slog.Logger
+}
+
+// Listen creates the socket (replacing a stale one), owned by root and
+// cfg.Group with mode 0660.
+func Listen(cfg Config, b Backend, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+		return nil, fmt.Errorf("admin socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		_ = os.Remove(cfg.Socket) // left by a scourd that did not stop cleanly
+	}
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := permissions(cfg); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := b.Status(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	mux.HandleFunc("POST /v1/rescan", func(w http.ResponseWriter, r *http.Request) {
+		reason := "operator"
+		if q := r.URL.Query().Get("reason"); q != "" {
+			reason = "operator: " + q
+		}
+		log.Info("rescan asked on the admin socket", "reason", reason)
+		b.Rescan(reason)
+		w.WriteHeader(http.StatusAccepted)
+	})
+	return &Server{path: cfg.Socket, ln: ln, log: log,
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+func permissions(cfg Config) error {
+	gid := 0
+	if cfg.Group != "" {
+		g, err := user.LookupGroup(cfg.Group)
+		if err != nil {
+			return fmt.Errorf("admin.group: %w", err)
+		}
+		if gid, err = strconv.Atoi(g.Gid); err != nil {
+			return fmt.Errorf("admin.group %s: gid %q", cfg.Group, g.Gid)
+		}
+	}
+	if err := os.Chown(cfg.Socket, -1, gid); err != nil {
+		return fmt.Errorf("admin socket %s: giving it to group %d: %w", cfg.Socket, gid, err)
+	}
+	if err := os.Chmod(cfg.Socket, SocketMode); err != nil {
+		return fmt.Errorf("admin socket %s: %w", cfg.Socket, err)
+	}
+	return nil
+}
+
+// Path is the socket's path.
+func (s *Server) Path() string { return s.path }
+
+// Serve answers until Shutdown.
+func (s *Server) Serve() {
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("admin socket stopped", "socket", s.path, "err", err)
+	}
+}
+
+// Shutdown stops answering and removes the socket.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	_ = os.Remove(s.path)
+	return err
+}
