@@ -142,9 +142,13 @@ func (p presence) Present(ctx context.Context, addr hardware.Address) (bool, err
 	return slices.Contains(addrs, addr), nil
 }
 
-// quarantines is the claims store's record of quarantined devices.
-type quarantines interface {
+// records is what the cleaner needs of the claims store besides the
+// engine's checkpoints: quarantines, and closing cleaned records.
+type records interface {
 	ActiveQuarantine(ctx context.Context, host, deviceRP string) (claims.Quarantine, bool, error)
+	MarkReturned(ctx context.Context, runID, note string) error
+	NoteReturnPending(ctx context.Context, runID, why string) error
+	CloseCleaned(ctx context.Context, runID, why string) error
 }
 
 // cleaner implements handlers.Cleaner over the pipeline engine. The engine
@@ -158,8 +162,21 @@ type quarantines interface {
 // release (scourctl placement unquarantine) ends a quarantine (rule 4).
 type cleaner struct {
 	e    *pipeline.Engine
-	q    quarantines
+	q    records
 	host string
+}
+
+var _ handlers.ReturnRecorder = cleaner{}
+
+func (c cleaner) RecordReturned(ctx context.Context, runID string, d handlers.Device) error {
+	return c.q.MarkReturned(ctx, runID, fmt.Sprintf("every required step succeeded; device %s un-reserved in Placement", d.Address))
+}
+
+func (c cleaner) RecordNotReturned(ctx context.Context, runID string, _ handlers.Device, why string, final bool) error {
+	if final {
+		return c.q.CloseCleaned(ctx, runID, why)
+	}
+	return c.q.NoteReturnPending(ctx, runID, why)
 }
 
 func (c cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {

@@ -122,12 +122,14 @@ func (l *lifecycle) run(ctx context.Context) error {
 	return err
 }
 
-// maintenanceLoop applies the record retention and, when configured,
-// publishes capability traits: at start, then once an hour.
+// maintenanceLoop settles cleaned records whose un-reserve happened (or
+// became moot) unrecorded, applies the record retention and, when
+// configured, publishes capability traits: at start, then once an hour.
 func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
+		l.settleReturns(ctx)
 		if runs, cl, err := l.store.Purge(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("record retention purge failed; retried in an hour", "err", err)
 		} else if runs+cl > 0 {
@@ -185,3 +187,22 @@ func (l *lifecycle) Status(ctx context.Context) ([]admin.DeviceStatus, error) {
 
 // Rescan makes the reconciler scan now (debounced like every trigger).
 func (l *lifecycle) Rescan(reason string) { l.reconciler.Trigger(reason) }
+
+// settleReturns closes the cleaned records a crash left between the
+// un-reserve and its recording, from what Placement shows now
+// (claims.Store.SettleReturns decides).
+func (l *lifecycle) settleReturns(ctx context.Context) {
+	n, err := l.store.SettleReturns(ctx, l.host, func(ctx context.Context, rp string) (claims.DeviceNow, error) {
+		d, err := l.placement.Device(ctx, placement.Ref{UUID: rp, Name: rp})
+		if err != nil {
+			return claims.DeviceNow{}, err
+		}
+		inv := d.Inventory
+		return claims.DeviceNow{Reserved: inv.Total > 0 && inv.Reserved >= inv.Total, Allocated: d.Used > 0 || len(d.Consumers) > 0}, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		l.log.Warn("settling cleaned records waiting for their un-reserve failed; retried in an hour", "err", err)
+	} else if n > 0 {
+		l.log.Info("cleaned records settled from Placement", "runs", n)
+	}
+}

@@ -193,19 +193,19 @@ func (s *Store) LiveClaims(ctx context.Context, host string) ([]Claim, error) {
 // ActiveClaimForDevice returns the active claim holding the device, if
 // any. A device with an active claim is in use: nothing may clean it.
 func (s *Store) ActiveClaimForDevice(ctx context.Context, host, rpUUID string) (Claim, bool, error) {
-	return s.claimForDevice(ctx, host, rpUUID, `state = 'active'`)
+	return s.claimForDevice(ctx, s.r, host, rpUUID, `state = 'active'`)
 }
 
 // LastClaimForDevice returns the most recent claim (any state) that held
 // the device: the previous tenant a cleaning record names.
 func (s *Store) LastClaimForDevice(ctx context.Context, host, rpUUID string) (Claim, bool, error) {
-	return s.claimForDevice(ctx, host, rpUUID, `1 = 1`)
+	return s.claimForDevice(ctx, s.r, host, rpUUID, `1 = 1`)
 }
 
-func (s *Store) claimForDevice(ctx context.Context, host, rpUUID, cond string) (Claim, bool, error) {
+func (s *Store) claimForDevice(ctx context.Context, q querier, host, rpUUID, cond string) (Claim, bool, error) {
 	// The LIKE narrows the scan; HasDevice decides.
 	pattern := `%"rp_uuid":"` + likeEscaper.Replace(rpUUID) + `"%`
-	cs, err := s.queryClaims(ctx, s.r, `host = ? AND `+cond+` AND pci LIKE ? ESCAPE '\' ORDER BY created_at DESC, id`, host, pattern)
+	cs, err := s.queryClaims(ctx, q, `host = ? AND `+cond+` AND pci LIKE ? ESCAPE '\' ORDER BY created_at DESC, id`, host, pattern)
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("claims: claim of device %s on host %s: %w", rpUUID, host, err)
 	}

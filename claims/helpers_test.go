@@ -181,3 +181,15 @@ func gpuClaim(instance string, rps ...string) Claim {
 	}
 	return c
 }
+
+// finish gives the run its verdict; returned is cleaned followed by the
+// un-reserve's MarkReturned, as scourd does it.
+func finish(ctx context.Context, s *Store, runID string, state RunState, summary string) error {
+	if state != RunReturned {
+		return s.FinishRun(ctx, runID, state, summary)
+	}
+	if err := s.FinishRun(ctx, runID, RunCleaned, summary); err != nil {
+		return err
+	}
+	return s.MarkReturned(ctx, runID, summary)
+}

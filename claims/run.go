@@ -6,13 +6,18 @@ import (
 	"time"
 )
 
-// RunState is where a cleaning run stands. Only RunRunning is unfinished;
-// a finished run is never modified again.
+// RunState is where a cleaning run stands. RunRunning has no verdict yet.
+// RunCleaned is the clean verdict: every required step succeeded, and the
+// run waits, still open, for the un-reserve; only a successful un-reserve
+// makes it RunReturned. A run that ends cleaned (ended_at set) says in its
+// summary why the device was not returned by it. Every other verdict ends
+// the run at once. A run with ended_at set is never modified again.
 type RunState string
 
 const (
 	RunRunning     RunState = "running"
-	RunReturned    RunState = "returned"    // every step passed; device may rejoin the pool
+	RunCleaned     RunState = "cleaned"     // every step passed; waiting for (or, when ended, without) the un-reserve
+	RunReturned    RunState = "returned"    // cleaned, then un-reserved: the device rejoined the pool
 	RunQuarantined RunState = "quarantined" // cleaning or verification failed; device stays reserved
 	RunAborted     RunState = "aborted"     // stopped before touching the device (e.g. allocation appeared)
 	RunFailed      RunState = "failed"      // a recoverable failure; a later run of the device retries
@@ -60,14 +65,25 @@ type Run struct {
 	// this one included (1 for the first); retry budgets use it.
 	Attempt int
 	RunStart
-	State     RunState
-	Summary   string
+	State   RunState
+	Summary string
+	// CleanedAt is when the clean verdict was stored (nil for other
+	// verdicts, and for runs recorded before schema v3).
+	CleanedAt *time.Time
 	StartedAt time.Time
 	EndedAt   *time.Time
 }
 
-// Finished reports whether the run has its verdict.
+// Finished reports whether the run has its verdict: its steps are sealed.
 func (r Run) Finished() bool { return r.State != RunRunning }
+
+// Closed reports whether the run's record is final (sealed): a finished
+// run other than a cleaned one still waiting for its un-reserve.
+func (r Run) Closed() bool { return r.EndedAt != nil }
+
+// AwaitingReturn reports a cleaned run whose un-reserve has not happened
+// yet: the next clean of the device resumes it instead of starting over.
+func (r Run) AwaitingReturn() bool { return r.State == RunCleaned && r.EndedAt == nil }
 
 // StepStart names a step about to run.
 type StepStart struct {
@@ -119,6 +135,7 @@ var (
 	ErrRunFinished = errors.New("cleaning run already finished")
 	ErrNoStep      = errors.New("no such step attempt")
 	ErrNotClean    = errors.New("cleaning run has steps that did not succeed")
+	ErrNotCleaned  = errors.New("cleaning run is not cleaned and waiting for its un-reserve")
 )
 
 // boundOutput keeps the head and tail of long step output.

@@ -11,14 +11,14 @@ import (
 )
 
 const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, profile, pipeline, pipeline_version,
-	planned_steps, triggered_by, state, summary, started_at, ended_at`
+	planned_steps, triggered_by, state, summary, started_at, ended_at, cleaned_at`
 
 func scanRun(sc scanner) (Run, error) {
 	var r Run
 	var started, planned string
-	var ended sql.NullString
+	var ended, cleaned sql.NullString
 	err := sc.Scan(&r.ID, &r.Host, &r.DeviceRP, &r.Address, &r.Serial, &r.Model, &r.PrevInstance, &r.PrevProject,
-		&r.Profile, &r.Pipeline, &r.PipelineVersion, &planned, &r.Trigger, &r.State, &r.Summary, &started, &ended)
+		&r.Profile, &r.Pipeline, &r.PipelineVersion, &planned, &r.Trigger, &r.State, &r.Summary, &started, &ended, &cleaned)
 	if err != nil {
 		return r, err
 	}
@@ -27,6 +27,9 @@ func scanRun(sc scanner) (Run, error) {
 	}
 	if r.StartedAt, err = parseTS(started); err == nil {
 		r.EndedAt, err = parseNullTS(ended)
+	}
+	if err == nil {
+		r.CleanedAt, err = parseNullTS(cleaned)
 	}
 	if err != nil {
 		return r, fmt.Errorf("run %s: timestamp: %w", r.ID, err)
@@ -65,9 +68,18 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 			return err
 		}
 		if len(open) > 0 {
-			run, resumed = open[0], true
-			run.Attempt, err = s.attempt(ctx, tx, run)
-			return err
+			stale, err := s.usedSinceCleaned(ctx, tx, open[0])
+			if err != nil {
+				return err
+			}
+			if stale == "" {
+				run, resumed = open[0], true
+				run.Attempt, err = s.attempt(ctx, tx, run)
+				return err
+			}
+			if err := s.closeCleaned(ctx, tx, open[0], stale); err != nil {
+				return err
+			}
 		}
 		run = Run{ID: newID(), RunStart: rs, State: RunRunning, StartedAt: s.now().UTC().Truncate(time.Microsecond)}
 		if run.PlannedSteps == nil {
@@ -76,7 +88,7 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 		resumed = false
 		planned, _ := json.Marshal(run.PlannedSteps)
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL, NULL)`),
 			run.ID, rs.Host, rs.DeviceRP, rs.Address, rs.Serial, rs.Model, rs.PrevInstance, rs.PrevProject,
 			rs.Profile, rs.Pipeline, rs.PipelineVersion, string(planned), rs.Trigger, formatTS(run.StartedAt))
 		if err != nil {
@@ -106,8 +118,8 @@ func (s *Store) GetRun(ctx context.Context, runID string) (Run, error) {
 	return rs[0], nil
 }
 
-// attempt counts the device's runs since its last returned or quarantined
-// run, up to and including r. Aborted runs (the device got allocated, or
+// attempt counts the device's runs since its last cleaned (returned or
+// not) or quarantined run, up to and including r. Aborted runs (the device got allocated, or
 // Placement no longer showed it dirty) never tested the device and do not
 // use up its budget. A quarantined device returns to cleaning
 // only through an operator's unquarantine, which deserves a full budget.
@@ -115,14 +127,14 @@ func (s *Store) attempt(ctx context.Context, q querier, r Run) (int, error) {
 	var n int
 	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM cleaning_runs
 		WHERE host = ? AND device_rp = ? AND (state <> 'aborted' OR id = ?) AND (started_at < ? OR (started_at = ? AND id <= ?))
-		AND started_at > COALESCE((SELECT MAX(ended_at) FROM cleaning_runs
-			WHERE host = ? AND device_rp = ? AND state IN ('returned', 'quarantined') AND ended_at <= ?), '')`),
+		AND started_at > COALESCE((SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+			WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned', 'quarantined') AND COALESCE(cleaned_at, ended_at) <= ?), '')`),
 		r.Host, r.DeviceRP, r.ID, formatTS(r.StartedAt), formatTS(r.StartedAt), r.ID, r.Host, r.DeviceRP, formatTS(r.StartedAt)).Scan(&n)
 	return n, err
 }
 
-// UnfinishedRuns returns the host's running runs; the engine resumes them
-// at start.
+// UnfinishedRuns returns the host's open runs (running, or cleaned and
+// waiting for the un-reserve).
 func (s *Store) UnfinishedRuns(ctx context.Context, host string) ([]Run, error) {
 	rs, err := s.queryRuns(ctx, s.r, `host = ? AND ended_at IS NULL ORDER BY started_at, id`, host)
 	if err != nil {
@@ -163,17 +175,22 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	return rs, nil
 }
 
-// FinishRun gives the run its verdict and seals it: afterwards neither the
-// run nor its steps change. RunReturned is refused (ErrNotClean) unless
+// FinishRun gives the run its verdict. RunCleaned seals the steps but
+// keeps the run open until MarkReturned (the un-reserve succeeded) or
+// CloseCleaned (it will not happen); it is refused (ErrNotClean) unless
 // every step's last attempt ended ok or skipped and no step is still
-// running. Finishing again with the same state is a no-op, so a caller
-// that crashed after FinishRun can repeat it; a different state is
-// ErrRunFinished.
+// running. Every other verdict seals the run at once: afterwards neither
+// the run nor its steps change. RunReturned is not a verdict: only
+// MarkReturned reaches it. Finishing again with the same state is a
+// no-op, so a caller that crashed after FinishRun can repeat it; a
+// different state is ErrRunFinished, except on a cleaned run still
+// waiting for its un-reserve (a resumed run superseded by a config
+// change): that run is closed as cleaned, not returned, with the summary.
 func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, summary string) error {
 	switch state {
-	case RunReturned, RunQuarantined, RunAborted, RunFailed:
+	case RunCleaned, RunQuarantined, RunAborted, RunFailed:
 	default:
-		return fmt.Errorf("claims: finish cleaning run %s: state %q is not a verdict (returned, quarantined, aborted, failed)", runID, state)
+		return fmt.Errorf("claims: finish cleaning run %s: state %q is not a verdict (cleaned, quarantined, aborted, failed; returned comes only from MarkReturned after the un-reserve)", runID, state)
 	}
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		run, err := s.lockRun(ctx, tx, runID)
@@ -181,17 +198,23 @@ func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, sum
 			return err
 		}
 		if run.Finished() {
-			if run.State == state {
+			switch {
+			case run.State == state:
 				return nil
+			case run.AwaitingReturn():
+				return s.closeCleaned(ctx, tx, run, summary)
 			}
-			return fmt.Errorf("%w as %s at %s", ErrRunFinished, run.State, run.EndedAt.Format(tsLayout))
+			return fmt.Errorf("%w as %s", ErrRunFinished, run.State)
 		}
-		if state == RunReturned {
+		now := s.stamp()
+		if state == RunCleaned {
 			if err := s.checkClean(ctx, tx, runID); err != nil {
 				return err
 			}
+			_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'cleaned', summary = ?, cleaned_at = ? WHERE id = ?`),
+				boundOutput(summary), now, runID)
+			return err
 		}
-		now := s.stamp()
 		if _, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?`),
 			string(state), boundOutput(summary), now, runID); err != nil {
 			return err

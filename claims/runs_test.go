@@ -98,11 +98,20 @@ func TestRunCheckpointResume(t *testing.T) {
 				t.Errorf("step %d = %+v, want %+v", i, st, w)
 			}
 		}
-		if err := s.FinishRun(ctx, run.ID, RunReturned, "all steps passed"); err != nil {
+		if err := s.FinishRun(ctx, run.ID, RunReturned, "all steps passed"); err == nil {
+			t.Fatal("FinishRun(returned) accepted: only MarkReturned, after the un-reserve, may say returned")
+		}
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "all steps passed"); err != nil {
 			t.Fatalf("FinishRun: %v", err)
 		}
-		if err := s.FinishRun(ctx, run.ID, RunReturned, "again"); err != nil {
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "again"); err != nil {
 			t.Fatalf("repeating FinishRun with the same verdict: %v", err)
+		}
+		if err := s.MarkReturned(ctx, run.ID, ""); err != nil {
+			t.Fatalf("MarkReturned: %v", err)
+		}
+		if err := s.MarkReturned(ctx, run.ID, "again"); err != nil {
+			t.Fatalf("repeating MarkReturned: %v", err)
 		}
 		// Sealed: no more steps, no other verdict.
 		if _, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "late"}); !errors.Is(err, ErrRunFinished) {
@@ -173,9 +182,9 @@ func TestFinishRunReturnedNeedsCleanSteps(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.steps(run.ID)
-			err = s.FinishRun(ctx, run.ID, RunReturned, "")
+			err = s.FinishRun(ctx, run.ID, RunCleaned, "")
 			if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
-				t.Errorf("case %d %s: FinishRun(returned) = %v", i, c.name, err)
+				t.Errorf("case %d %s: FinishRun(cleaned) = %v", i, c.name, err)
 			}
 			if !c.ok { // a failed cleaning can always be quarantined
 				if err := s.FinishRun(ctx, run.ID, RunQuarantined, "sanitize failed"); err != nil {
@@ -272,7 +281,7 @@ func TestRecordExportRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishRun(ctx, run.ID, RunReturned, "clean"); err != nil {
+		if err := finish(ctx, s, run.ID, RunReturned, "clean"); err != nil {
 			t.Fatal(err)
 		}
 		rec, err := s.Record(ctx, run.ID)
@@ -348,7 +357,7 @@ func TestPurgeKeepsUnfinishedAndRecent(t *testing.T) {
 			return r
 		}
 		old := open("rp-old")
-		if err := s.FinishRun(ctx, old.ID, RunReturned, ""); err != nil {
+		if err := finish(ctx, s, old.ID, RunReturned, ""); err != nil {
 			t.Fatal(err)
 		}
 		stuck := open("rp-stuck") // never finished: must survive any age
@@ -400,7 +409,10 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 		if _, err := s.w.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET summary = ? WHERE id = ?`), "in progress", run.ID); err != nil {
 			t.Fatalf("update of a running run: %v", err)
 		}
-		if err := s.FinishRun(ctx, run.ID, RunReturned, "clean"); err != nil {
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReturned(ctx, run.ID, "clean"); err != nil {
 			t.Fatal(err)
 		}
 		for name, q := range map[string]string{
@@ -449,7 +461,7 @@ func TestRunAttemptsCountSinceLastReturned(t *testing.T) {
 				t.Fatalf("run %d reopened = %+v", i, again)
 			}
 			runStep(t, s, run.ID, "sanitize", false, StepOK, "")
-			if err := s.FinishRun(ctx, run.ID, v.state, "verdict"); err != nil {
+			if err := finish(ctx, s, run.ID, v.state, "verdict"); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := s.GetRun(ctx, run.ID); got.Attempt != v.want || got.State != v.state {

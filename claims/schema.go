@@ -167,6 +167,27 @@ var migrations = []migration{
 		)`,
 		`CREATE UNIQUE INDEX quarantines_open ON quarantines (host, device_rp) WHERE released_at IS NULL`,
 	}},
+	// v3: a clean verdict no longer means returned. The run ends
+	// "cleaned" (cleaned_at) and stays open until the un-reserve
+	// succeeded, so a crash between the two resumes the same record
+	// instead of writing a second one.
+	{table: "cleaning_runs", version: 3, stmts: []string{
+		// Older returned runs keep cleaned_at NULL: they are sealed, and
+		// readers fall back to ended_at.
+		`ALTER TABLE cleaning_runs ADD COLUMN cleaned_at TEXT`,
+	}},
+	// v1 of device_holders: the last consumer Placement showed holding
+	// each device (from scans and burns), so a record names the real
+	// previous tenant even when no notification announced it.
+	{table: "device_holders", version: 1, stmts: []string{
+		`CREATE TABLE device_holders (
+			host TEXT NOT NULL,
+			device_rp TEXT NOT NULL,
+			consumer TEXT NOT NULL,
+			seen_at TEXT NOT NULL,
+			PRIMARY KEY (host, device_rp)
+		)`,
+	}},
 }
 
 // LatestVersions is the schema version of every managed table this binary

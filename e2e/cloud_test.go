@@ -291,6 +291,7 @@ func (h *Host) FaultFile(t *testing.T, addr, kind, op string) {
 // operator would.
 func (h *Host) Records(t *testing.T, addr string) []map[string]any {
 	t.Helper()
+	h.waitReturnsRecorded(t, addr)
 	out, err := exec.Command(filepath.Join(bins, "scourctl"), "records", "export", "--all",
 		"--state-path", filepath.Join(h.Dir, "state"), "--device", addr).CombinedOutput()
 	if err != nil {
@@ -316,6 +317,30 @@ func (h *Host) Records(t *testing.T, addr string) []map[string]any {
 		}
 	}
 	return recs
+}
+
+// waitReturnsRecorded waits (up to 10s) until no cleaned run of addr is
+// still open: scourd records "returned" just after the un-reserve that a
+// test sees in Placement first.
+func (h *Host) waitReturnsRecorded(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command(filepath.Join(bins, "scourctl"), "records", "list", "--state-path", filepath.Join(h.Dir, "state"),
+			"--device", addr, "--state", "cleaned", "-c", "ended", "-o", "json").CombinedOutput()
+		var rows []map[string]any
+		if err != nil || json.Unmarshal(out, &rows) != nil {
+			return // Records reports the store's problem
+		}
+		open := false
+		for _, r := range rows {
+			open = open || r["ended"] == "" || r["ended"] == nil
+		}
+		if !open || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Boot plays nova-compute booting inst on h with devs: allocation, burn,

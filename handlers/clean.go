@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -71,10 +72,10 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 	d := q.dev
 	log := r.log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address, "trigger", q.trigger)
 	req := CleanRequest{Device: d, Trigger: q.trigger}
-	if prev, ok, err := r.c.LastClaimForDevice(ctx, d.RPUUID); err != nil {
+	if prev, ok, err := r.c.PreviousTenant(ctx, d.RPUUID); err != nil {
 		log.Warn("previous tenant unknown: claims database unreadable; the record says unknown", "error", err)
 	} else if ok {
-		req.PreviousInstance, req.PreviousProject = prev.InstanceUUID, prev.ProjectID
+		req.PreviousInstance, req.PreviousProject = prev.Instance, prev.Project
 	}
 	log = log.With("previous_instance", req.PreviousInstance)
 	r.m.cleansStarted.Inc()
@@ -117,15 +118,26 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 }
 
 func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, res CleanResult) {
+	rr, recorder := r.cl.(ReturnRecorder)
+	notReturned := func(why string, final bool) {
+		if !recorder {
+			return
+		}
+		if err := rr.RecordNotReturned(ctx, res.RunID, d, why, final); err != nil {
+			log.Warn("the record does not say why the device was not returned", "error", err)
+		}
+	}
 	err := r.p.Unreserve(ctx, d)
 	switch {
 	case errors.Is(err, ErrAllocated):
 		r.m.unreserves.WithLabelValues("allocated").Inc()
 		log.Warn("cleaned device is allocated now; not un-reserved, left alone", "error", err)
+		notReturned(fmt.Sprintf("Placement showed an allocation on the device at the un-reserve: %v", err), true)
 		return
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()
 		log.Error("cleaned device could not be un-reserved; it stays reserved and is retried after a backoff (check Placement)", "error", err)
+		notReturned(fmt.Sprintf("the un-reserve failed (%v); retried after a backoff, continuing this record", err), false)
 		r.fail(d, gaugeBackoff)
 		return
 	}
@@ -134,9 +146,9 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 	delete(r.backoff, d.RPUUID)
 	r.mu.Unlock()
 	log.Info("device cleaned and returned to the pool")
-	if rr, ok := r.cl.(ReturnRecorder); ok {
+	if recorder {
 		if err := rr.RecordReturned(ctx, res.RunID, d); err != nil {
-			log.Warn("device returned but its record was not closed as returned", "error", err)
+			log.Error("device returned but its record still says cleaned; scourd's next start settles it from Placement", "error", err)
 		}
 	}
 }

@@ -45,6 +45,7 @@ type Reconciler struct {
 	// (the run may have just quarantined or returned it).
 	seq      uint64
 	finished map[string]uint64
+	holders  map[string]string // RP UUID → consumer last written with SawHolder
 }
 
 type queued struct {
@@ -63,7 +64,7 @@ func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler
 	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
 		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
-		backoff: map[string]backoff{}, finished: map[string]uint64{}}
+		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{}}
 }
 
 // Trigger asks for a scan soon. It never blocks; triggers that arrive

@@ -44,6 +44,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		}
 	}
 	var errs []error
+	r.sawHolders(ctx, devs)
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}
@@ -182,5 +183,30 @@ func (r *Reconciler) reportStuck(now time.Time) {
 		if r.onStuck != nil {
 			r.onStuck(q.dev, running)
 		}
+	}
+}
+
+// sawHolders records each allocated device's consumer, so that the record
+// of its next cleaning names the tenant Placement showed last even when no
+// notification announced it. Only changes are written.
+func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) {
+	for _, d := range devs {
+		if len(d.Consumers) != 1 {
+			continue // none, or several (a move in flight): no single tenant to name
+		}
+		consumer := d.Consumers[0]
+		r.mu.Lock()
+		known := r.holders[d.RPUUID] == consumer
+		r.mu.Unlock()
+		if known {
+			continue
+		}
+		if err := r.c.SawHolder(ctx, d.RPUUID, consumer); err != nil {
+			r.log.Warn("could not record the consumer holding a device; its next cleaning record may name an older tenant", "device", d.RPName, "consumer", consumer, "error", err)
+			continue
+		}
+		r.mu.Lock()
+		r.holders[d.RPUUID] = consumer
+		r.mu.Unlock()
 	}
 }

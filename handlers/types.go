@@ -183,9 +183,19 @@ type Claims interface {
 	// claim_expiry_time (the store's setting) whose instance backed says
 	// false for. Dormant claims are never orphans. It returns how many.
 	SweepOrphans(ctx context.Context, backed func(ctx context.Context, instance string) (bool, error)) (int, error)
-	// LastClaimForDevice returns the newest claim that held the device,
-	// in any state (the previous tenant, for the cleaning record).
-	LastClaimForDevice(ctx context.Context, rpUUID string) (Claim, bool, error)
+	// SawHolder records that Placement showed consumer holding the device
+	// (scans and burns); the last one seen may be the previous tenant.
+	SawHolder(ctx context.Context, rpUUID, consumer string) error
+	// PreviousTenant names the last consumer known to hold the device:
+	// the newer of the last holder seen and the newest claim (for the
+	// cleaning record and the plugins). ok false: unknown.
+	PreviousTenant(ctx context.Context, rpUUID string) (t Tenant, ok bool, err error)
+}
+
+// Tenant is who used a device before its cleaning.
+type Tenant struct {
+	Instance string
+	Project  string
 }
 
 // Verdict is how a cleaning run ended.
@@ -227,10 +237,15 @@ type Cleaner interface {
 	Clean(ctx context.Context, req CleanRequest) (CleanResult, error)
 }
 
-// ReturnRecorder is an optional Cleaner capability: told once a cleaned
-// device was un-reserved, it closes the run's record as "returned".
+// ReturnRecorder is an optional Cleaner capability. A clean verdict's
+// record says "cleaned"; told once the device was un-reserved, the
+// recorder makes it "returned". Told why the un-reserve did not happen, it
+// notes it: final (the device got allocated meanwhile) closes the record
+// as cleaned and not returned; otherwise the record stays open and the
+// next clean of the device resumes it and retries the un-reserve.
 type ReturnRecorder interface {
 	RecordReturned(ctx context.Context, runID string, d Device) error
+	RecordNotReturned(ctx context.Context, runID string, d Device, why string, final bool) error
 }
 
 // QuarantineRecorder is an optional Cleaner capability: told once the

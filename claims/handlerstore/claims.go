@@ -117,10 +117,17 @@ func (s *Claims) SweepOrphans(ctx context.Context, backed func(ctx context.Conte
 	return len(orphaned), err
 }
 
-func (s *Claims) LastClaimForDevice(ctx context.Context, rpUUID string) (handlers.Claim, bool, error) {
-	c, ok, err := s.Store.LastClaimForDevice(ctx, s.Host, rpUUID)
+func (s *Claims) SawHolder(ctx context.Context, rpUUID, consumer string) error {
+	return s.Store.SawHolder(ctx, s.Host, rpUUID, consumer)
+}
+
+func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Tenant, bool, error) {
+	t, ok, err := s.Store.PreviousTenant(ctx, s.Host, rpUUID)
 	if err != nil || !ok {
-		return handlers.Claim{}, false, err
+		return handlers.Tenant{}, false, err
 	}
-	return fromStore(c), true, nil
+	if t.Project == claims.UnknownTenant {
+		t.Project = "" // the handlers' word for unknown
+	}
+	return handlers.Tenant{Instance: t.Instance, Project: t.Project}, true, nil
 }

@@ -119,9 +119,27 @@ func TestMatchesHandlersFake(t *testing.T) {
 		{"volumes without claim", func(c handlers.Claims) (any, error) {
 			return nil, c.UpdateVolumes(ctx, "inst-none", func(v *handlers.Volumes) { v.RootDetached = true })
 		}},
-		{"last claim of rp-1", func(c handlers.Claims) (any, error) {
-			cl, ok, err := c.LastClaimForDevice(ctx, "rp-1")
-			return fmt.Sprint(ok, views([]handlers.Claim{cl})), err
+		{"previous tenant of rp-1: its newest claim", func(c handlers.Claims) (any, error) {
+			t, ok, err := c.PreviousTenant(ctx, "rp-1")
+			return fmt.Sprint(ok, t), err
+		}},
+		{"scan sees a consumer without a claim on rp-1", func(c handlers.Claims) (any, error) { return nil, c.SawHolder(ctx, "rp-1", "inst-silent") }},
+		{"same consumer seen again", func(c handlers.Claims) (any, error) { return nil, c.SawHolder(ctx, "rp-1", "inst-silent") }},
+		{"previous tenant of rp-1: the consumer seen last", func(c handlers.Claims) (any, error) {
+			t, ok, err := c.PreviousTenant(ctx, "rp-1")
+			return fmt.Sprint(ok, t), err
+		}},
+		{"a later claim on rp-1", func(c handlers.Claims) (any, error) {
+			return nil, c.RecordClaim(ctx, handlers.Claim{InstanceUUID: "inst-later", ProjectID: "p-later", MessageID: "l1",
+				Devices: []handlers.ClaimDevice{{RPUUID: "rp-1", Address: "0000:81:00.0"}}})
+		}},
+		{"previous tenant of rp-1: the later claim", func(c handlers.Claims) (any, error) {
+			t, ok, err := c.PreviousTenant(ctx, "rp-1")
+			return fmt.Sprint(ok, t), err
+		}},
+		{"previous tenant of a device nobody held", func(c handlers.Claims) (any, error) {
+			t, ok, err := c.PreviousTenant(ctx, "rp-none")
+			return fmt.Sprint(ok, t), err
 		}},
 	}
 	// The real store runs each step first so the clock moves before the fake's turn.

@@ -30,8 +30,11 @@ type Checkpoints struct {
 var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 
 // OpenRun resumes the device's unfinished run (with its latest attempt of
-// each step) or opens a new one, naming the device's previous tenant from
-// its newest claim.
+// each step) or opens a new one, naming the device's previous tenant: the
+// last consumer known to hold it (claims.Store.PreviousTenant). A cleaned
+// run waiting for its un-reserve is resumed too: its steps are all done,
+// so the engine reaches the clean verdict again without touching the
+// device, and the caller retries the un-reserve on the same record.
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
 		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger,
@@ -40,12 +43,12 @@ func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pip
 		rs.Trigger = "pipeline engine"
 	}
 	if rs.DeviceRP != "" {
-		prev, ok, err := c.Store.LastClaimForDevice(ctx, c.Host, rs.DeviceRP)
+		prev, ok, err := c.Store.PreviousTenant(ctx, c.Host, rs.DeviceRP)
 		if err != nil {
 			return pipeline.Run{}, nil, err
 		}
 		if ok {
-			rs.PrevInstance, rs.PrevProject = prev.InstanceUUID, prev.ProjectID
+			rs.PrevInstance, rs.PrevProject = prev.Instance, prev.Project
 		}
 	}
 	run, resumed, err := c.Store.OpenRun(ctx, rs)
@@ -172,12 +175,14 @@ func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeli
 		Code: rec.Code, Details: rec.Details, Stderr: rec.Stderr})
 }
 
-// FinishRun seals the run with the engine's verdict. Clean becomes
-// returned (refused by the store unless every required step succeeded);
-// retry-later becomes failed (a later run retries).
+// FinishRun gives the run the engine's verdict. Clean becomes cleaned
+// (refused by the store unless every required step succeeded), which
+// becomes returned only once the caller un-reserved the device
+// (claims.Store.MarkReturned); retry-later becomes failed (a later run
+// retries).
 func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.Result) error {
 	state, ok := map[pipeline.Verdict]claims.RunState{
-		pipeline.VerdictClean:      claims.RunReturned,
+		pipeline.VerdictClean:      claims.RunCleaned,
 		pipeline.VerdictQuarantine: claims.RunQuarantined,
 		pipeline.VerdictAborted:    claims.RunAborted,
 		pipeline.VerdictRetryLater: claims.RunFailed,

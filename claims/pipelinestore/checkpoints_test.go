@@ -117,8 +117,8 @@ func summary(steps []claims.Step) string {
 // TestEngineResumesFromStoreAfterShutdown runs the real engine on the real
 // store: a shutdown mid-step leaves the run open; a new engine on a
 // reopened store resumes it, does not repeat the finished step, re-runs the
-// interrupted one from its start, and seals a returned record naming the
-// previous tenant.
+// interrupted one from its start, and stores a cleaned record naming the
+// previous tenant (returned only comes with the un-reserve).
 func TestEngineResumesFromStoreAfterShutdown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config(step("sanitize", true), step("verify", true))
@@ -152,7 +152,7 @@ func TestEngineResumesFromStoreAfterShutdown(t *testing.T) {
 		t.Fatalf("steps = %s, want %s", got, want)
 	}
 	rec, err := s.Record(context.Background(), res.RunID)
-	if err != nil || rec.Result.State != "returned" || rec.PreviousTenant.InstanceUUID != "inst-1" || rec.Method.Profile != "nvme" ||
+	if err != nil || rec.Result.State != "cleaned" || rec.EndedAt != nil || rec.PreviousTenant.InstanceUUID != "inst-1" || rec.Method.Profile != "nvme" ||
 		!slices.Equal(rec.Method.PlannedSteps, []string{"sanitize", "verify"}) || rec.Method.PipelineVersion != "2" || rec.Attempt != 1 {
 		t.Fatalf("record = %+v, %v", rec, err)
 	}

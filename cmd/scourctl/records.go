@@ -37,7 +37,7 @@ func init() {
 		}
 		list.Flags().StringVar(&f.Host, "host", "", "only runs on this host")
 		list.Flags().StringVar(&f.Device, "device", "", "only runs of this device (resource provider uuid or PCI address)")
-		list.Flags().StringVar(&state, "state", "", "only runs in this state (running, returned, quarantined, aborted)")
+		list.Flags().StringVar(&state, "state", "", "only runs in this state (running, cleaned, returned, quarantined, aborted, failed)")
 		list.Flags().IntVar(&f.Limit, "limit", 100, "at most this many runs, newest first (0: all)")
 
 		show := &cobra.Command{
@@ -243,8 +243,8 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 	var recs []claims.Record
 	var running []string
 	for _, r := range runs {
-		if !r.Finished() {
-			running = append(running, r.ID)
+		if !r.Closed() {
+			running = append(running, fmt.Sprintf("%s (%s)", r.ID, r.State))
 			continue
 		}
 		rec, err := s.Record(ctx, r.ID)
@@ -259,7 +259,7 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 	if len(recs) == 0 {
 		msg := fmt.Sprintf("no finished cleaning record for device %s", device)
 		if len(running) > 0 {
-			msg += fmt.Sprintf(" (cleaning in progress: run %s; see scourctl records show)", strings.Join(running, ", "))
+			msg += fmt.Sprintf(" (still open: run %s; a cleaned run waits for its un-reserve; see scourctl records show)", strings.Join(running, ", "))
 		}
 		return errors.New(msg)
 	}

@@ -49,7 +49,10 @@ func seedRecordsStore(t *testing.T) (dir string, done string) {
 		}
 		step(run.ID, "sanitize", false)
 		step(run.ID, "verify-zero", true)
-		if err := s.FinishRun(ctx, run.ID, claims.RunReturned, "clean"); err != nil {
+		if err := s.FinishRun(ctx, run.ID, claims.RunCleaned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReturned(ctx, run.ID, "clean"); err != nil {
 			t.Fatal(err)
 		}
 		done = run.ID
@@ -117,7 +120,7 @@ func TestRecordsListShowAndErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"in progress only", []string{"export", "--state-path", dir, "--device", "rp-nvme-1"}, 1, "cleaning in progress: run"},
+		{"in progress only", []string{"export", "--state-path", dir, "--device", "rp-nvme-1"}, 1, "still open: run"},
 		{"unknown device", []string{"export", "--state-path", dir, "--device", "rp-none"}, 1, "no finished cleaning record for device rp-none"},
 		{"unknown run", []string{"show", "--state-path", dir, "nope"}, 1, "no such cleaning run"},
 		{"both selectors", []string{"export", "--state-path", dir, "--run", "x", "--device", "y"}, 2, "exactly one of --run or --device"},

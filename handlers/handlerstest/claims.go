@@ -24,14 +24,21 @@ type Claims struct {
 	Now    func() time.Time
 	Expiry time.Duration // claim_expiry_time; 0 means 300s
 
-	mu     sync.Mutex
-	claims []*entry
-	seq    int
+	mu      sync.Mutex
+	claims  []*entry
+	seq     int
+	holders map[string]holder
 }
 
 type entry struct {
 	handlers.Claim
 	since time.Time // creation or reactivation: the sweep's age
+	order int       // s.seq at creation: orders claims and holders seen
+}
+
+type holder struct {
+	consumer string
+	seq      int
 }
 
 var _ handlers.Claims = (*Claims)(nil)
@@ -102,7 +109,7 @@ func (s *Claims) RecordClaim(ctx context.Context, c handlers.Claim) error {
 	s.seq++
 	c = clone(c)
 	c.ID, c.State, c.CreatedAt, c.UpdatedAt = fmt.Sprint("claim-", s.seq), handlers.ClaimActive, now, now
-	s.claims = append(s.claims, &entry{Claim: c, since: now})
+	s.claims = append(s.claims, &entry{Claim: c, since: now, order: s.seq})
 	return nil
 }
 
@@ -223,15 +230,44 @@ func (s *Claims) SweepOrphans(ctx context.Context, backed func(context.Context, 
 	return n, nil
 }
 
-func (s *Claims) LastClaimForDevice(ctx context.Context, rp string) (handlers.Claim, bool, error) {
-	if err := s.fail("LastClaimForDevice"); err != nil {
-		return handlers.Claim{}, false, err
+// SawHolder remembers the consumer last seen holding the device.
+func (s *Claims) SawHolder(ctx context.Context, rp, consumer string) error {
+	if err := s.fail("SawHolder"); err != nil {
+		return err
 	}
-	all := s.All()
-	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].HasDevice(rp) {
-			return all[i], true, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders == nil {
+		s.holders = map[string]holder{}
+	}
+	if s.holders[rp].consumer != consumer {
+		s.seq++
+		s.holders[rp] = holder{consumer: consumer, seq: s.seq}
+	}
+	return nil
+}
+
+// PreviousTenant is the newer of the last holder seen and the newest claim
+// on the device, as claims.Store decides it.
+func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant, bool, error) {
+	if err := s.fail("PreviousTenant"); err != nil {
+		return handlers.Tenant{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, seen := s.holders[rp]
+	for i := len(s.claims) - 1; i >= 0; i-- {
+		e := s.claims[i]
+		if !e.HasDevice(rp) {
+			continue
 		}
+		if seen && h.consumer != e.InstanceUUID && h.seq > e.order {
+			break
+		}
+		return handlers.Tenant{Instance: e.InstanceUUID, Project: e.ProjectID}, true, nil
 	}
-	return handlers.Claim{}, false, nil
+	if seen {
+		return handlers.Tenant{Instance: h.consumer}, true, nil
+	}
+	return handlers.Tenant{}, false, nil
 }

@@ -21,6 +21,7 @@ type Cleaner struct {
 	cur, maxCur int
 	overlaps    int // runs started while the same device had one in flight
 	returned    []string
+	notReturned []string
 	quarantined []string
 }
 
@@ -65,6 +66,20 @@ func (c *Cleaner) RecordReturned(ctx context.Context, runID string, d handlers.D
 	defer c.mu.Unlock()
 	c.returned = append(c.returned, runID)
 	return nil
+}
+
+func (c *Cleaner) RecordNotReturned(ctx context.Context, runID string, d handlers.Device, why string, final bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notReturned = append(c.notReturned, fmt.Sprintf("%s final=%t: %s", runID, final, why))
+	return nil
+}
+
+// NotReturned lists the runs told why their device was not returned.
+func (c *Cleaner) NotReturned() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.notReturned...)
 }
 
 func (c *Cleaner) RecordQuarantined(ctx context.Context, runID string, d handlers.Device, reason string) error {

@@ -1,0 +1,97 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SawHolder records that Placement showed consumer holding the device (a
+// scan or a burn). Only a change of consumer is written, so the stored
+// time is when the consumer was first seen.
+func (s *Store) SawHolder(ctx context.Context, host, rpUUID, consumer string) error {
+	if consumer == "" {
+		return nil
+	}
+	_, err := s.exec(ctx, `INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at
+		WHERE device_holders.consumer <> excluded.consumer`, host, rpUUID, consumer, s.stamp())
+	if err != nil {
+		return fmt.Errorf("claims: record consumer %s holding device %s on host %s: %w", consumer, rpUUID, host, err)
+	}
+	return nil
+}
+
+// Tenant is a device's previous tenant, for a cleaning record.
+type Tenant struct {
+	Instance string
+	Project  string // UnknownTenant when no claim of the instance names it
+	// Since is when the tenant was first known to hold the device.
+	Since time.Time
+}
+
+// PreviousTenant names the last consumer known to hold the device: the
+// newer of the last one a scan or burn saw in Placement and the newest
+// claim on the device. ok is false when neither exists (a record then
+// says "unknown").
+func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
+	t, ok, err := s.previousTenant(ctx, s.r, host, rpUUID)
+	if err != nil {
+		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
+	}
+	return t, ok, nil
+}
+
+func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID string) (Tenant, bool, error) {
+	var held Tenant
+	var seen string
+	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT consumer, seen_at FROM device_holders WHERE host = ? AND device_rp = ?`),
+		host, rpUUID).Scan(&held.Instance, &seen)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return Tenant{}, false, err
+	default:
+		if held.Since, err = parseTS(seen); err != nil {
+			return Tenant{}, false, err
+		}
+		held.Project = UnknownTenant
+	}
+	c, claimed, err := s.claimForDevice(ctx, q, host, rpUUID, `1 = 1`)
+	if err != nil {
+		return Tenant{}, false, err
+	}
+	var fromClaim Tenant
+	if claimed {
+		fromClaim = Tenant{Instance: c.InstanceUUID, Project: c.ProjectID, Since: c.CreatedAt}
+		if c.ReactivatedAt != nil {
+			fromClaim.Since = *c.ReactivatedAt
+		}
+		if fromClaim.Project == "" {
+			fromClaim.Project = UnknownTenant
+		}
+	}
+	switch {
+	case held.Instance == "" && !claimed:
+		return Tenant{}, false, nil
+	case held.Instance == "":
+		return fromClaim, true, nil
+	case !claimed:
+		return held, true, nil
+	case held.Instance == fromClaim.Instance:
+		fromClaim.Since = minTime(fromClaim.Since, held.Since)
+		return fromClaim, true, nil
+	case held.Since.After(fromClaim.Since):
+		return held, true, nil
+	}
+	return fromClaim, true, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

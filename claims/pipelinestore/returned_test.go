@@ -1,0 +1,85 @@
+package pipelinestore
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+)
+
+// Regression (issue 16, repro 1): scourd stored a "returned" record at the
+// clean verdict, before the un-reserve. Killed between the two (Placement
+// frozen at the end of the run), it restarted, found the device still
+// dirty, cleaned it again and stored a second "returned" record for one
+// release. Now the verdict stores "cleaned"; the restarted engine resumes
+// that same run without re-running a step, and only the un-reserve's
+// MarkReturned says returned: one release, one record.
+func TestCrashBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config(step("sanitize", true), step("verify", true))
+	s := openStore(t, dir)
+	pr := &fakePlugins{}
+	first, err := engine(t, cfg, s, pr).Clean(ctx, target)
+	if err != nil || first.Verdict != pipeline.VerdictClean {
+		t.Fatalf("Clean = %+v, %v", first, err)
+	}
+	if run, _ := s.GetRun(ctx, first.RunID); run.State != claims.RunCleaned || run.Closed() {
+		t.Fatalf("after the verdict, before any un-reserve: run %+v; want cleaned and open (nothing was returned yet)", run)
+	}
+	s.Close() // kill -9 here: the un-reserve never happened
+
+	s = openStore(t, dir)
+	pr2 := &fakePlugins{}
+	again, err := engine(t, cfg, s, pr2).Clean(ctx, target)
+	if err != nil || again.Verdict != pipeline.VerdictClean || again.RunID != first.RunID {
+		t.Fatalf("Clean after the restart = %+v, %v; want the same run %s, clean", again, err, first.RunID)
+	}
+	if calls := pr2.Calls(); len(calls) != 0 {
+		t.Fatalf("resumed un-reserve re-ran steps %v; every step was done in that run", calls)
+	}
+	if err := s.MarkReturned(ctx, again.RunID, "un-reserved"); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.ListRuns(ctx, claims.RunFilter{Device: target.RPUUID})
+	if err != nil || len(runs) != 1 || runs[0].State != claims.RunReturned || !runs[0].Closed() {
+		t.Fatalf("records of the release = %+v, %v; want exactly one, returned", runs, err)
+	}
+	steps, _ := s.Steps(ctx, first.RunID)
+	if got, want := summary(steps), "0:sanitize#1=ok 1:verify#1=ok"; got != want {
+		t.Fatalf("steps = %s, want %s", got, want)
+	}
+}
+
+// A cleaned run whose device Placement showed held by a consumer after the
+// clean is not resumed into an un-reserve: that consumer's data may be on
+// it. The run is closed as cleaned, not returned, naming the consumer, and
+// a new run cleans the device again.
+func TestCleanedRunNotResumedAfterAnotherTenant(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(step("sanitize", true))
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	first, err := engine(t, cfg, s, &fakePlugins{}).Clean(ctx, target)
+	if err != nil || first.Verdict != pipeline.VerdictClean {
+		t.Fatalf("Clean = %+v, %v", first, err)
+	}
+	if err := s.SawHolder(ctx, "compute-1", target.RPUUID, "inst-meanwhile"); err != nil {
+		t.Fatal(err)
+	}
+	pr := &fakePlugins{}
+	second, err := engine(t, cfg, s, pr).Clean(ctx, target)
+	if err != nil || second.Verdict != pipeline.VerdictClean || second.RunID == first.RunID || len(pr.Calls()) != 1 {
+		t.Fatalf("Clean after another tenant = %+v, %v, calls %v; want a new run that cleans again", second, err, pr.Calls())
+	}
+	old, _ := s.GetRun(ctx, first.RunID)
+	if old.State != claims.RunCleaned || !old.Closed() || !strings.Contains(old.Summary, "inst-meanwhile") {
+		t.Fatalf("superseded cleaned run = %+v; want closed as cleaned, naming inst-meanwhile", old)
+	}
+	rec, _ := s.Record(ctx, second.RunID)
+	if rec.PreviousTenant.InstanceUUID != "inst-meanwhile" || rec.PreviousTenant.ProjectID != claims.UnknownTenant {
+		t.Fatalf("new record's previous tenant = %+v; want inst-meanwhile, project unknown", rec.PreviousTenant)
+	}
+}

@@ -1,0 +1,163 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cleanedRun opens a run on rp, runs one step and stores the clean verdict.
+func cleanedRun(t *testing.T, s *Store, rp string) Run {
+	t.Helper()
+	rs := nvmeRun()
+	rs.DeviceRP = rp
+	run, _, err := s.OpenRun(context.Background(), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+	if err := s.FinishRun(context.Background(), run.ID, RunCleaned, "clean"); err != nil {
+		t.Fatal(err)
+	}
+	run, _ = s.GetRun(context.Background(), run.ID)
+	return run
+}
+
+func TestCleanedRunWaitsForItsReturn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		run := cleanedRun(t, s, "rp-nvme-0")
+		if !run.AwaitingReturn() || run.CleanedAt == nil || run.Closed() {
+			t.Fatalf("cleaned run = %+v; want open, awaiting its return", run)
+		}
+		if _, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "late"}); !errors.Is(err, ErrRunFinished) {
+			t.Fatalf("step on a cleaned run: %v, want ErrRunFinished (its steps are sealed)", err)
+		}
+		if err := s.NoteReturnPending(ctx, run.ID, "Placement answered 503"); err != nil {
+			t.Fatal(err)
+		}
+		again, resumed, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil || !resumed || again.ID != run.ID || !strings.Contains(again.Summary, "503") {
+			t.Fatalf("OpenRun = %+v, %v, %v; want the cleaned run, resumed, saying why it is still reserved", again, resumed, err)
+		}
+		if rec, _ := s.Record(ctx, run.ID); rec.Result.State != "cleaned" || rec.EndedAt != nil {
+			t.Fatalf("record before the un-reserve = %+v", rec.Result)
+		}
+		if err := s.MarkReturned(ctx, run.ID, "un-reserved"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetRun(ctx, run.ID); got.State != RunReturned || !got.Closed() || got.Summary != "un-reserved" {
+			t.Fatalf("after MarkReturned: %+v", got)
+		}
+		// A failed run cannot be marked returned.
+		failed, _, _ := s.OpenRun(ctx, nvmeRun())
+		if err := s.FinishRun(ctx, failed.ID, RunFailed, "sanitize failed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReturned(ctx, failed.ID, ""); !errors.Is(err, ErrNotCleaned) {
+			t.Fatalf("MarkReturned of a failed run: %v, want ErrNotCleaned", err)
+		}
+		// A cleaned run superseded (the engine's FinishRun with another
+		// verdict) is closed as cleaned, not returned.
+		sup := cleanedRun(t, s, "rp-nvme-1")
+		if err := s.FinishRun(ctx, sup.ID, RunFailed, "superseded: config now says nvme v4"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetRun(ctx, sup.ID); got.State != RunCleaned || !got.Closed() || !strings.Contains(got.Summary, "not returned") {
+			t.Fatalf("superseded cleaned run = %+v", got)
+		}
+	})
+}
+
+func TestSettleReturns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		now := map[string]DeviceNow{
+			"rp-unreserved": {},
+			"rp-allocated":  {Allocated: true},
+			"rp-reserved":   {Reserved: true},
+		}
+		ids := map[string]string{}
+		for _, rp := range []string{"rp-unreserved", "rp-allocated", "rp-reserved", "rp-unreadable"} {
+			ids[rp] = cleanedRun(t, s, rp).ID
+		}
+		n, err := s.SettleReturns(ctx, "compute-1", func(_ context.Context, rp string) (DeviceNow, error) {
+			d, ok := now[rp]
+			if !ok {
+				return DeviceNow{}, errors.New("503")
+			}
+			return d, nil
+		})
+		if err != nil || n != 2 {
+			t.Fatalf("SettleReturns = %d, %v; want 2", n, err)
+		}
+		for rp, want := range map[string]struct {
+			state  RunState
+			closed bool
+		}{"rp-unreserved": {RunReturned, true}, "rp-allocated": {RunCleaned, true}, "rp-reserved": {RunCleaned, false}, "rp-unreadable": {RunCleaned, false}} {
+			if got, _ := s.GetRun(ctx, ids[rp]); got.State != want.state || got.Closed() != want.closed {
+				t.Errorf("%s: %s closed=%t (%s); want %s closed=%t", rp, got.State, got.Closed(), got.Summary, want.state, want.closed)
+			}
+		}
+	})
+}
+
+// The previous tenant is the last consumer known to hold the device: the
+// newer of the last one Placement showed (scans, burns) and the newest
+// claim; a consumer seen that also has a claim gets the claim's project.
+func TestPreviousTenant(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		prev := func() string {
+			t.Helper()
+			p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return "none"
+			}
+			return p.Instance + "/" + p.Project
+		}
+		claim := func(inst, project string) {
+			t.Helper()
+			clock.Advance(time.Minute)
+			if _, err := s.RecordClaim(ctx, Claim{Host: "compute-1", InstanceUUID: inst, ProjectID: project, PCI: []PCIDevice{{RPUUID: "rp-a"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		saw := func(consumer string) {
+			t.Helper()
+			clock.Advance(time.Minute)
+			if err := s.SawHolder(ctx, "compute-1", "rp-a", consumer); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			do   func()
+			want string
+		}{
+			{func() {}, "none"},
+			{func() { claim("inst-1", "proj-1") }, "inst-1/proj-1"},
+			{func() { saw("inst-1") }, "inst-1/proj-1"},
+			{func() { saw("inst-silent") }, "inst-silent/unknown"}, // repro 2: allocated without a notification
+			{func() { saw("inst-silent") }, "inst-silent/unknown"},
+			{func() { claim("inst-2", "proj-2") }, "inst-2/proj-2"},
+		}
+		for i, st := range steps {
+			st.do()
+			if got := prev(); got != st.want {
+				t.Fatalf("step %d: previous tenant %s, want %s", i, got, st.want)
+			}
+		}
+		if p, ok, _ := s.PreviousTenant(ctx, "compute-2", "rp-a"); ok {
+			t.Fatalf("another host's device: %+v", p)
+		}
+	})
+}

@@ -1,0 +1,62 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/handlers"
+)
+
+// Regression (issue 16, repro 2): a device allocated with no notification
+// (scourd's scan burns it for the new consumer) and then freed was cleaned
+// in the name of the instance of the claim before, long gone. The scan
+// now records the consumer it sees holding the device, and the cleaning
+// names it.
+func TestPreviousTenantIsTheConsumerSeenLast(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate("vm-old", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-old"))
+	e.w.Free("vm-old")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-old"))
+	e.reconcile() // cleaned and returned, naming vm-old
+
+	e.w.Allocate("vm-silent", false, rp(1)) // no notification at all
+	e.reconcile()                           // the scan burns it for vm-silent
+	e.w.Free("vm-silent")
+	e.reconcile()
+
+	calls := e.cl.Calls()
+	if len(calls) != 2 || calls[0].PreviousInstance != "vm-old" || calls[1].PreviousInstance != "vm-silent" || calls[1].PreviousProject != "" {
+		t.Fatalf("clean requests = %+v; want vm-old, then vm-silent with its project unknown", calls)
+	}
+	e.wantDevice(1, handlers.StateAvailable, 2, 2)
+}
+
+// A failed un-reserve keeps the record open, saying why; an allocation
+// found at the un-reserve closes it as cleaned, not returned.
+func TestNotReturnedIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	for i := 1; i <= 2; i++ {
+		e.w.Allocate("vm", true, rp(i))
+	}
+	e.w.Free("vm")
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		if d.RPUUID == rp(1) {
+			return errors.New("placement 503")
+		}
+		return handlers.ErrAllocated
+	}
+	e.reconcile()
+	got := strings.Join(e.cl.NotReturned(), "\n")
+	if !strings.Contains(got, "final=false: the un-reserve failed (placement 503)") || !strings.Contains(got, "final=true: Placement showed an allocation") {
+		t.Fatalf("not-returned notes:\n%s", got)
+	}
+	if r := e.cl.Returned(); len(r) != 0 {
+		t.Fatalf("returned records %v without an un-reserve", r)
+	}
+}
