@@ -91,6 +91,17 @@ func (b *fakeBackend) Status(context.Context) ([]DeviceStatus, error) {
 	return []DeviceStatus{{Address: "0000:81:00.0", Step: "sanitize", Percent: &p}}, nil
 }
 
+func (b *fakeBackend) Clean(_ context.Context, device, by string) (string, error) {
+	if device == "busy" {
+		return "", &OperatorError{"device busy is allocated to vm-1"}
+	}
+	return "cleaning " + device + " for " + by, nil
+}
+
+func (b *fakeBackend) Retire(_ context.Context, device, by, reason string) (string, error) {
+	return "retired " + device + " by " + by + ": " + reason, nil
+}
+
 func (b *fakeBackend) Rescan(reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -127,6 +138,18 @@ func TestSocketPermissionsAndCalls(t *testing.T) {
 	}
 	if err := c.Rescan(context.Background(), "unquarantine of rp-1"); err != nil {
 		t.Fatal(err)
+	}
+	if msg, err := c.Clean(context.Background(), "0000:81:00.0", "alice"); err != nil || msg != "cleaning 0000:81:00.0 for alice" {
+		t.Errorf("Clean: %q, %v", msg, err)
+	}
+	if _, err := c.Clean(context.Background(), "busy", "alice"); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "allocated to vm-1") {
+		t.Errorf("Clean of a busy device: %v; want the backend's refusal with 409", err)
+	}
+	if msg, err := c.Retire(context.Background(), "0000:81:00.0", "alice", "RMA & co"); err != nil || msg != "retired 0000:81:00.0 by alice: RMA & co" {
+		t.Errorf("Retire: %q, %v", msg, err)
+	}
+	if _, err := c.Retire(context.Background(), "0000:81:00.0", "alice", " "); err == nil || !strings.Contains(err.Error(), "needs a reason") {
+		t.Errorf("Retire without a reason: %v", err)
 	}
 	b.mu.Lock()
 	if len(b.rescans) != 1 || b.rescans[0] != "operator: unquarantine of rp-1" {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -44,6 +45,26 @@ func (c *Client) Rescan(ctx context.Context, reason string) error {
 	return c.call(ctx, http.MethodPost, "/v1/rescan?reason="+url.QueryEscape(reason), nil)
 }
 
+// Clean asks scourd to clean device now; it returns scourd's account.
+func (c *Client) Clean(ctx context.Context, device, by string) (string, error) {
+	return c.text(ctx, "/v1/clean?"+url.Values{"device": {device}, "by": {by}}.Encode())
+}
+
+// Retire asks scourd to keep device reserved with reason.
+func (c *Client) Retire(ctx context.Context, device, by, reason string) (string, error) {
+	return c.text(ctx, "/v1/retire?"+url.Values{"device": {device}, "by": {by}, "reason": {reason}}.Encode())
+}
+
+func (c *Client) text(ctx context.Context, path string) (string, error) {
+	var msg string
+	err := c.call(ctx, http.MethodPost, path, func(b io.Reader) error {
+		raw, err := io.ReadAll(b)
+		msg = string(raw)
+		return err
+	})
+	return msg, err
+}
+
 func (c *Client) call(ctx context.Context, method, path string, read func(io.Reader) error) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://scourd"+path, nil)
 	if err != nil {
@@ -61,7 +82,7 @@ func (c *Client) call(ctx context.Context, method, path string, read func(io.Rea
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("scourd: %s: %s", resp.Status, msg)
+		return fmt.Errorf("scourd refused (%s): %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	if read == nil {
 		return nil

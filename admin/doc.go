@@ -7,6 +7,10 @@
 //	                 state, last verdict, the open run with its step,
 //	                 percent and ETA (DeviceStatus)
 //	POST /v1/rescan  scan Placement now (after an unquarantine, a fix)
+//	POST /v1/clean   ?device=&by= reserve the device (unless allocated)
+//	                 and clean it now
+//	POST /v1/retire  ?device=&by=&reason= keep the device reserved and
+//	                 out of cleaning, recorded with the reason
 //
 // Status is also what scourctl computes itself, from Placement and the
 // store, when scourd's socket is not there.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,7 +22,18 @@ import (
 type Backend interface {
 	Status(ctx context.Context) ([]DeviceStatus, error)
 	Rescan(reason string)
+	// Clean has device (PCI address or resource provider UUID) cleaned
+	// now; Retire keeps it reserved with reason. Both return what was
+	// done, for the operator; an *OperatorError is the operator's to fix.
+	Clean(ctx context.Context, device, by string) (string, error)
+	Retire(ctx context.Context, device, by, reason string) (string, error)
 }
+
+// OperatorError is a refused operation (allocated device, unknown device,
+// missing reason): HTTP 409, its text shown as is.
+type OperatorError struct{ Msg string }
+
+func (e *OperatorError) Error() string { return e.Msg }
 
 // SocketMode is the socket's permission: root and the group read and write.
 const SocketMode = 0o660
@@ -69,6 +82,33 @@ func Listen(cfg Config, b Backend, log *slog.Logger) (*Server, error) {
 		b.Rescan(reason)
 		w.WriteHeader(http.StatusAccepted)
 	})
+	act := func(do func(r *http.Request) (string, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			msg, err := do(r)
+			var oe *OperatorError
+			switch {
+			case errors.As(err, &oe):
+				http.Error(w, oe.Msg, http.StatusConflict)
+			case err != nil:
+				http.Error(w, err.Error(), http.StatusBadGateway)
+			default:
+				_, _ = io.WriteString(w, msg)
+			}
+		}
+	}
+	mux.HandleFunc("POST /v1/clean", act(func(r *http.Request) (string, error) {
+		q := r.URL.Query()
+		log.Info("clean asked on the admin socket", "device", q.Get("device"), "by", q.Get("by"))
+		return b.Clean(r.Context(), q.Get("device"), q.Get("by"))
+	}))
+	mux.HandleFunc("POST /v1/retire", act(func(r *http.Request) (string, error) {
+		q := r.URL.Query()
+		if strings.TrimSpace(q.Get("reason")) == "" {
+			return "", &OperatorError{"retire needs a reason (--reason): it is recorded with the device"}
+		}
+		log.Info("retire asked on the admin socket", "device", q.Get("device"), "by", q.Get("by"), "reason", q.Get("reason"))
+		return b.Retire(r.Context(), q.Get("device"), q.Get("by"), q.Get("reason"))
+	}))
 	return &Server{path: cfg.Socket, ln: ln, log: log,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
 }

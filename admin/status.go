@@ -3,9 +3,11 @@ package admin
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/placement"
 )
 
@@ -85,4 +87,16 @@ func currentStep(ctx context.Context, runs Runs, runID string, now time.Time, st
 		return nil
 	}
 	return nil
+}
+
+// FindDevice picks one device of a scan by resource provider UUID or PCI
+// address (any accepted spelling).
+func FindDevice(devs []placement.Device, target string) (placement.Device, error) {
+	addr, addrErr := hardware.ParseAddress(target)
+	for _, d := range devs {
+		if strings.EqualFold(d.UUID, target) || (addrErr == nil && d.Address == addr) {
+			return d, nil
+		}
+	}
+	return placement.Device{}, &OperatorError{fmt.Sprintf("no one-time-use device %q on this host's compute node in Placement (see scourctl placement scan)", target)}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,4 +206,69 @@ func (l *lifecycle) settleReturns(ctx context.Context) {
 	} else if n > 0 {
 		l.log.Info("cleaned records settled from Placement", "runs", n)
 	}
+}
+
+// Clean has an operator's device cleaned now: a device nobody holds is
+// reserved (so Nova cannot schedule it meanwhile) and the reconciler scans
+// at once and cleans it as any dirty device, with the full pipeline and
+// its allocation checks. A device in use or quarantined is refused.
+func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error) {
+	d, err := l.operatorDevice(ctx, device)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(d.Consumers) > 0:
+		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is allocated to %s: refusing to clean a device in use (it is cleaned when its instance releases it)",
+			d.Address, strings.Join(d.Consumers, ","))}
+	case d.Quarantined:
+		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined: release it first (scourctl placement unquarantine %s), which cleans it", d.Address, d.Address)}
+	}
+	if q, held, err := l.store.ActiveQuarantine(ctx, l.host, d.UUID); err != nil {
+		return "", err
+	} else if held {
+		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined in the store (%s): release it first (scourctl placement unquarantine %s)", d.Address, q.Reason, d.Address)}
+	}
+	if err := l.placement.Reserve(ctx, d.Ref); err != nil {
+		return "", err
+	}
+	l.log.Info("operator asked to clean the device; reserved, cleaning at the next scan (now)", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by)
+	l.reconciler.Trigger("operator clean by " + by)
+	return fmt.Sprintf("device %s (%s) is reserved and scourd cleans it now; it returns to the pool after a clean run (follow it: scourctl status)\n", d.Address, d.UUID), nil
+}
+
+// Retire keeps an operator's device reserved and out of cleaning, with
+// the reason recorded in the store (the authority) and the quarantine
+// trait in Placement, until scourctl placement unquarantine.
+func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (string, error) {
+	d, err := l.operatorDevice(ctx, device)
+	if err != nil {
+		return "", err
+	}
+	created, err := l.store.Retire(ctx, l.host, d.UUID, string(d.Address), by, reason)
+	if err != nil {
+		return "", err
+	}
+	if err := l.placement.Quarantine(ctx, d.Ref, "retired by "+by+": "+reason); err != nil {
+		return "", fmt.Errorf("recorded the retirement, but Placement was not updated (scourd sets the trait again at its next scan): %w", err)
+	}
+	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by, "reason", reason)
+	l.reconciler.Trigger("operator retire by " + by)
+	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never cleaned or returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
+	if !created {
+		msg = fmt.Sprintf("device %s (%s) was already quarantined or retired; that reason stands\n", d.Address, d.UUID)
+	}
+	if len(d.Consumers) > 0 {
+		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
+	}
+	return msg, nil
+}
+
+// operatorDevice finds the device an operator named, in a fresh scan.
+func (l *lifecycle) operatorDevice(ctx context.Context, device string) (placement.Device, error) {
+	res, err := l.placement.Scan(ctx)
+	if err != nil {
+		return placement.Device{}, fmt.Errorf("scanning this host in Placement: %w", err)
+	}
+	return admin.FindDevice(res.Devices, device)
 }

@@ -48,3 +48,52 @@ func TestScourctlStatusThroughAdminSocket(t *testing.T) {
 		return strings.Contains(h.Logs(), "rescan asked on the admin socket"), tail(h.Logs(), 20)
 	})
 }
+
+// scourctl retire keeps a device reserved and uncleaned with its reason
+// recorded, clean refuses it, unquarantine releases it; scourctl clean
+// reserves an available device and scourd cleans it (logging who asked)
+// and returns it.
+func TestScourctlRetireAndClean(t *testing.T) {
+	t.Parallel()
+	const retired, cleaned = "0000:81:00.0", "0000:82:00.0"
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: retired}, {Address: cleaned}})
+	rd, cd := h.Device(retired), h.Device(cleaned)
+	c.WaitAvailable(t, h, retired, 30*time.Second)
+
+	out, err := scourctl(t, "retire", retired, "--reason", "RMA ticket 42", "--config", h.config)
+	if err != nil || !strings.Contains(out, "is retired") {
+		t.Fatalf("scourctl retire: %v\n%s", err, out)
+	}
+	if !c.Quarantined(t, rd) || c.Reserved(t, rd) != 1 {
+		t.Fatal("the retired device is not reserved with the quarantine trait")
+	}
+	if out, err := scourctl(t, "clean", retired, "--config", h.config); err == nil || !strings.Contains(out, "quarantined") {
+		t.Errorf("clean of a retired device: %v\n%s", err, out)
+	}
+	if out, err := scourctl(t, "retire", cleaned, "--config", h.config); err == nil || !strings.Contains(out, `"reason" not set`) {
+		t.Errorf("retire without --reason: %v\n%s", err, out)
+	}
+
+	out, err = scourctl(t, "clean", cleaned, "--config", h.config)
+	if err != nil || !strings.Contains(out, "scourd cleans it now") {
+		t.Fatalf("scourctl clean: %v\n%s", err, out)
+	}
+	Eventually(t, 60*time.Second, "the cleaned device has a clean record and is back", func() (bool, string) {
+		recs := h.Records(t, cleaned)
+		return len(recs) == 1 && c.Reserved(t, cd) == 0, tail(h.Logs(), 20)
+	})
+	if !strings.Contains(h.Logs(), "operator asked to clean the device") {
+		t.Error("scourd did not log the operator's clean request")
+	}
+	// Scans went by: the retired device was never cleaned.
+	if recs := h.Records(t, retired); len(recs) != 0 || c.Reserved(t, rd) != 1 {
+		t.Fatalf("the retired device was cleaned (%d records) or released", len(recs))
+	}
+
+	out, err = scourctl(t, "placement", "unquarantine", retired, "--config", h.config)
+	if err != nil || !strings.Contains(out, "retired by") || !strings.Contains(out, "RMA ticket 42") {
+		t.Fatalf("unquarantine of the retired device: %v\n%s", err, out)
+	}
+	c.WaitAvailable(t, h, retired, 60*time.Second)
+}

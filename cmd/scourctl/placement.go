@@ -13,7 +13,6 @@ import (
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
-	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/placement"
 )
 
@@ -108,24 +107,12 @@ func placementClient(ctx context.Context, cfg *config.Config) (*placement.Client
 	return pc, nil
 }
 
-// findDevice picks one device of the scan by resource provider UUID or PCI
-// address (any accepted spelling).
-func findDevice(devs []placement.Device, target string) (placement.Device, error) {
-	addr, addrErr := hardware.ParseAddress(target)
-	for _, d := range devs {
-		if strings.EqualFold(d.UUID, target) || (addrErr == nil && d.Address == addr) {
-			return d, nil
-		}
-	}
-	return placement.Device{}, fmt.Errorf("no one-time-use device %q on this host's compute node in Placement (see scourctl placement scan)", target)
-}
-
 func placementUnquarantine(ctx context.Context, pc *placement.Client, cfg *config.Config, target string, w io.Writer) error {
 	res, err := pc.Scan(ctx)
 	if err != nil {
 		return err
 	}
-	d, err := findDevice(res.Devices, target)
+	d, err := admin.FindDevice(res.Devices, target)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/placement"
 )
@@ -93,12 +94,12 @@ func TestFindDevice(t *testing.T) {
 		{"0000:82:00.0", "0000:82:00.0"},
 		{"81:00.0", "0000:81:00.0"},
 	} {
-		d, err := findDevice(devs, tc.target)
+		d, err := admin.FindDevice(devs, tc.target)
 		if err != nil || string(d.Address) != tc.want {
 			t.Errorf("findDevice(%q) = %s, %v; want %s", tc.target, d.Address, err, tc.want)
 		}
 	}
-	if _, err := findDevice(devs, "0000:83:00.0"); err == nil || !strings.Contains(err.Error(), "scourctl placement scan") {
+	if _, err := admin.FindDevice(devs, "0000:83:00.0"); err == nil || !strings.Contains(err.Error(), "scourctl placement scan") {
 		t.Errorf("findDevice of an absent device: %v; want an error pointing at scan", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/scour-project/scour/admin"
 )
 
+// The commands that act through scourd's admin socket.
 func init() {
 	register(func(c *cli) *cobra.Command {
 		return &cobra.Command{
@@ -18,16 +19,76 @@ next lifecycle.reconcile_interval: after fixing a device's problem, after an
 unquarantine, after a Placement change.`,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				cfg, err := c.loadConfig(false)
+				cl, host, err := c.adminClient()
 				if err != nil {
 					return err
 				}
-				if err := admin.NewClient(adminSocket(cfg)).Rescan(cmd.Context(), "scourctl rescan by "+operatorName()); err != nil {
+				if err := cl.Rescan(cmd.Context(), "scourctl rescan by "+operatorName()); err != nil {
 					return err
 				}
-				fmt.Fprintf(c.stdout, "scourd on %s scans now; follow it with: scourctl status\n", cfg.Host)
+				fmt.Fprintf(c.stdout, "scourd on %s scans now; follow it with: scourctl status\n", host)
 				return nil
 			},
 		}
 	})
+	register(func(c *cli) *cobra.Command {
+		return &cobra.Command{
+			Use:   "clean DEVICE",
+			Short: "have scourd clean a device now (PCI address or resource provider UUID)",
+			Long: `Asks scourd, over its admin socket, to clean DEVICE now: a device nobody
+holds is reserved in Placement (so Nova cannot schedule it meanwhile) and
+cleaned with its full pipeline; it returns to the pool only after a clean
+run. A device in use by an instance, or quarantined, is refused.`,
+			Args: exactArgs(1, "one DEVICE (PCI address or resource provider UUID)"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, _, err := c.adminClient()
+				if err != nil {
+					return err
+				}
+				msg, err := cl.Clean(cmd.Context(), args[0], operatorName())
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(c.stdout, msg)
+				return nil
+			},
+		}
+	})
+	register(func(c *cli) *cobra.Command {
+		var reason string
+		cmd := &cobra.Command{
+			Use:   "retire DEVICE --reason TEXT",
+			Short: "keep a device out of the pool, recorded with a reason (undo: placement unquarantine)",
+			Long: `Asks scourd, over its admin socket, to retire DEVICE: it is reserved in
+Placement with the quarantine trait, and the claims store records who
+retired it and why; scourd never cleans or returns it until an operator
+releases it with scourctl placement unquarantine DEVICE. A device in use
+leaves the pool when its instance releases it.`,
+			Args: exactArgs(1, "one DEVICE (PCI address or resource provider UUID)"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, _, err := c.adminClient()
+				if err != nil {
+					return err
+				}
+				msg, err := cl.Retire(cmd.Context(), args[0], operatorName(), reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(c.stdout, msg)
+				return nil
+			},
+		}
+		cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the device; required)")
+		_ = cmd.MarkFlagRequired("reason")
+		return cmd
+	})
+}
+
+// adminClient reads scourd's config for its admin socket and host.
+func (c *cli) adminClient() (*admin.Client, string, error) {
+	cfg, err := c.loadConfig(false)
+	if err != nil {
+		return nil, "", err
+	}
+	return admin.NewClient(adminSocket(cfg)), cfg.Host, nil
 }

@@ -1,0 +1,40 @@
+package claims
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// A retired device holds an open quarantine with who and why, until it is
+// released; a second retire keeps the first reason.
+func TestRetire(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, Config{StatePath: t.TempDir()}, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA: firmware bug")
+	if err != nil || !created {
+		t.Fatalf("Retire: %v, %v", created, err)
+	}
+	q, ok, err := s.ActiveQuarantine(ctx, "cmp1", "rp-1")
+	if err != nil || !ok || q.Reason != "retired by alice: RMA: firmware bug" || q.RunID != "" || q.Address != "0000:81:00.0" {
+		t.Fatalf("ActiveQuarantine = %+v, %v, %v", q, ok, err)
+	}
+	if created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other"); err != nil || created {
+		t.Fatalf("second Retire: %v, %v; want the first to stand", created, err)
+	}
+	if released, err := s.ReleaseQuarantine(ctx, "cmp1", "rp-1", "carol", "back from RMA"); err != nil || !released {
+		t.Fatalf("ReleaseQuarantine: %v, %v", released, err)
+	}
+	if _, ok, _ := s.ActiveQuarantine(ctx, "cmp1", "rp-1"); ok {
+		t.Error("still quarantined after the release")
+	}
+	if _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10)); err != nil {
+		t.Errorf("retire after a release: %v", err)
+	}
+}
