@@ -49,12 +49,23 @@ type lifecycle struct {
 func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*lifecycle, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log))
+	signer, created, err := claims.LoadOrCreateKey(cfg.Claims.SigningKeyPath())
+	if err != nil {
+		return nil, nil, fmt.Errorf("claims store: %w (claims.signing_key)", err)
+	}
+	if created {
+		log.Info("record signing key created; keep it private and back it up with the records", "path", cfg.Claims.SigningKeyPath(),
+			"public_key", cfg.Claims.SigningKeyPath()+".pub", "key_id", claims.KeyID(signer.PublicKey()))
+	}
+	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer))
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims store: %w", err)
 	}
 	cleanup := func() { _ = store.Close() }
 	fail := func(err error) (*lifecycle, func(), error) { cleanup(); return nil, nil, err }
+	if err := store.RegisterKey(ctx, cfg.Host); err != nil {
+		return fail(err)
+	}
 
 	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(log), placement.WithRegisterer(reg))
 	if err != nil {

@@ -18,6 +18,7 @@ const (
 	DefaultStatePath   = "/var/lib/scour"
 	DefaultClaimDB     = "claims.sqlite"
 	DefaultClaimExpiry = 300 * time.Second
+	DefaultSigningKey  = "record-signing.key"
 )
 
 // Config selects and tunes the store. The YAML keys are the ones operators
@@ -38,6 +39,13 @@ type Config struct {
 	// RecordRetention is how long finished cleaning records are kept; zero
 	// keeps them forever (the default: they are the proof of sanitization).
 	RecordRetention time.Duration `yaml:"record_retention"`
+	// PurgeUnexported lets retention delete records that were never
+	// exported (scourctl records export); by default it keeps them.
+	PurgeUnexported bool `yaml:"purge_unexported"`
+	// SigningKey is the host's record-signing key (Ed25519, PEM), created
+	// by scourd at first start; default <state_path>/record-signing.key.
+	// Its public key is written next to it as <signing_key>.pub.
+	SigningKey string `yaml:"signing_key"`
 }
 
 // SetDefaults fills every unset field (the config package calls it on the
@@ -57,6 +65,17 @@ func (c *Config) setDefaults() {
 	if c.ClaimExpiry == 0 {
 		c.ClaimExpiry = DefaultClaimExpiry
 	}
+	if c.SigningKey == "" {
+		c.SigningKey = DefaultSigningKey
+	}
+}
+
+// SigningKeyPath is the signing key file the configuration names.
+func (c Config) SigningKeyPath() string {
+	if filepath.IsAbs(c.SigningKey) {
+		return c.SigningKey
+	}
+	return filepath.Join(c.StatePath, c.SigningKey)
 }
 
 // Validate reports every problem in the configuration, not just the first.

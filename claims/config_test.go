@@ -112,7 +112,7 @@ func TestConfigFromYAML(t *testing.T) {
 	}
 	c.SetDefaults()
 	want := Config{Driver: DriverPostgres, DSN: "postgres://scour@db:5432/scour", StatePath: DefaultStatePath, ClaimDB: DefaultClaimDB,
-		ClaimExpiry: 10 * time.Minute, RecordRetention: 365 * 24 * time.Hour}
+		ClaimExpiry: 10 * time.Minute, RecordRetention: 365 * 24 * time.Hour, SigningKey: DefaultSigningKey}
 	if c != want {
 		t.Fatalf("YAML config = %+v, want %+v", c, want)
 	}

@@ -28,7 +28,32 @@ type Record struct {
 	TriggeredBy    string         `json:"triggered_by"`
 	StartedAt      time.Time      `json:"started_at"`
 	EndedAt        *time.Time     `json:"ended_at"`
-	GeneratedAt    time.Time      `json:"generated_at"`
+	// Chain links a closed, signed record to the host's previous one.
+	Chain *RecordChain `json:"chain,omitempty"`
+	// Signature, GeneratedAt and SchemaVersions are not signed: the first
+	// is the seal itself, the others describe this export.
+	Signature   *RecordSignature `json:"signature,omitempty"`
+	GeneratedAt time.Time        `json:"generated_at"`
+}
+
+// RecordChain places a record in its host's chain: the host's records are
+// numbered from 1 as they close, and each carries the SHA-256 of the one
+// before ("" for the first), so a deleted or altered record breaks the
+// chain after it.
+type RecordChain struct {
+	HostSeq          int    `json:"host_seq"`
+	PrevRecordSHA256 string `json:"prev_record_sha256"`
+}
+
+// RecordSignature seals a record: Ed25519 over the record's canonical JSON
+// (every field but signature, generated_at and schema_versions; see
+// CanonicalRecord), whose SHA-256 is RecordSHA256.
+type RecordSignature struct {
+	Algorithm    string `json:"algorithm"` // "ed25519"
+	KeyID        string `json:"key_id"`    // KeyID of PublicKey
+	PublicKey    string `json:"public_key"`
+	RecordSHA256 string `json:"record_sha256"`
+	Value        string `json:"value"` // base64
 }
 
 // RecordDevice is the device's identity as scour knew it.
@@ -80,23 +105,54 @@ type RecordResult struct {
 }
 
 // Record builds the cleaning record of one run (finished or not: an
-// unfinished run's record says "running").
+// unfinished run's record says "running"). A signed record is the document
+// as signed, with its signature.
 func (s *Store) Record(ctx context.Context, runID string) (Record, error) {
-	run, err := s.GetRun(ctx, runID)
+	raw, err := s.ExportJSON(ctx, runID)
 	if err != nil {
 		return Record{}, err
+	}
+	var rec Record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return Record{}, fmt.Errorf("claims: record of run %s: %w", runID, err)
+	}
+	return rec, nil
+}
+
+// ExportJSON returns the record of one run as one JSON document: for a
+// signed record, exactly the signed fields with its signature (so the
+// export verifies whatever version of scour reads it), else built from the
+// run's rows.
+func (s *Store) ExportJSON(ctx context.Context, runID string) (json.RawMessage, error) {
+	versions, err := s.SchemaVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claims: record of run %s: %w", runID, err)
+	}
+	generated := s.now().UTC().Truncate(time.Microsecond)
+	seal, err := s.seal(ctx, s.r, runID)
+	if err != nil {
+		return nil, fmt.Errorf("claims: record of run %s: %w", runID, err)
+	}
+	if seal.Signed != "" {
+		return seal.document(versions, generated)
+	}
+	run, err := s.GetRun(ctx, runID)
+	if err != nil {
+		return nil, err
 	}
 	steps, err := s.Steps(ctx, runID)
 	if err != nil {
-		return Record{}, err
+		return nil, err
 	}
-	versions, err := s.SchemaVersions(ctx)
-	if err != nil {
-		return Record{}, fmt.Errorf("claims: record of run %s: %w", runID, err)
-	}
+	rec := buildRecord(run, steps)
+	rec.SchemaVersions, rec.GeneratedAt = versions, generated
+	return json.Marshal(rec)
+}
+
+// buildRecord makes the record of a run from its rows.
+func buildRecord(run Run, steps []Step) Record {
 	rec := Record{
 		Format:         RecordFormat,
-		SchemaVersions: versions,
 		RunID:          run.ID,
 		Attempt:        run.Attempt,
 		Host:           run.Host,
@@ -109,7 +165,6 @@ func (s *Store) Record(ctx context.Context, runID string) (Record, error) {
 		TriggeredBy:  run.Trigger,
 		StartedAt:    run.StartedAt,
 		EndedAt:      run.EndedAt,
-		GeneratedAt:  s.now().UTC().Truncate(time.Microsecond),
 	}
 	for _, st := range steps {
 		rs := RecordStep{Seq: st.Seq, Index: st.Index, Name: st.Name, Attempt: st.Attempt, Optional: st.Optional, Verification: st.Verification,
@@ -123,7 +178,7 @@ func (s *Store) Record(ctx context.Context, runID string) (Record, error) {
 			rec.Verification = append(rec.Verification, rs)
 		}
 	}
-	return rec, nil
+	return rec
 }
 
 // WriteJSON writes the record as one indented JSON document.

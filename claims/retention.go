@@ -6,23 +6,29 @@ import (
 	"fmt"
 )
 
-// Purge deletes finished cleaning runs (with their steps) and ended claims
+// Purge deletes closed cleaning runs (with their steps) and ended claims
 // older than record_retention; it is the only deletion the store makes.
 // With retention 0 (the default) it deletes nothing. Unfinished runs and
-// live claims are never purged, whatever their age.
+// live claims are never purged, whatever their age, and neither is a
+// record that was never exported (scourctl records export), unless
+// purge_unexported says so.
 func (s *Store) Purge(ctx context.Context) (runs, claims int, err error) {
 	if s.cfg.RecordRetention <= 0 {
 		return 0, 0, nil
 	}
 	cutoff := formatTS(s.now().Add(-s.cfg.RecordRetention))
+	old := `ended_at IS NOT NULL AND ended_at < ?`
+	if !s.cfg.PurgeUnexported {
+		old += ` AND id IN (SELECT run_id FROM record_exports)`
+	}
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		// Steps first: the foreign key's ON DELETE CASCADE would do it, but
 		// only where foreign keys are enforced.
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_steps WHERE run_id IN
-			(SELECT id FROM cleaning_runs WHERE ended_at IS NOT NULL AND ended_at < ?)`), cutoff); err != nil {
+			(SELECT id FROM cleaning_runs WHERE `+old+`)`), cutoff); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE ended_at IS NOT NULL AND ended_at < ?`), cutoff)
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE `+old), cutoff)
 		if err != nil {
 			return err
 		}
@@ -40,4 +46,23 @@ func (s *Store) Purge(ctx context.Context) (runs, claims int, err error) {
 		return 0, 0, fmt.Errorf("claims: purge records older than %s: %w", s.cfg.RecordRetention, err)
 	}
 	return runs, claims, nil
+}
+
+// MarkExported records that the runs' records left the store, so that
+// retention may purge them.
+func (s *Store) MarkExported(ctx context.Context, runIDs ...string) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		now := s.stamp()
+		for _, id := range runIDs {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO record_exports (run_id, exported_at) VALUES (?, ?)
+				ON CONFLICT (run_id) DO NOTHING`), id, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claims: mark records exported: %w", err)
+	}
+	return nil
 }

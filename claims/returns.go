@@ -31,9 +31,7 @@ func (s *Store) MarkReturned(ctx context.Context, runID, note string) error {
 		if note != "" {
 			summary = note
 		}
-		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'returned', summary = ?, ended_at = ? WHERE id = ?`),
-			boundOutput(summary), s.stamp(), runID)
-		return err
+		return s.closeRun(ctx, tx, run, RunReturned, summary, s.stamp())
 	})
 	if err != nil {
 		return fmt.Errorf("claims: mark cleaning run %s returned: %w", runID, err)
@@ -74,9 +72,7 @@ func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 }
 
 func (s *Store) closeCleaned(ctx context.Context, tx *sql.Tx, run Run, why string) error {
-	_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'cleaned', summary = ?, ended_at = ? WHERE id = ?`),
-		boundOutput("cleaned; not returned to the pool by scour: "+why), s.stamp(), run.ID)
-	return err
+	return s.closeRun(ctx, tx, run, RunCleaned, "cleaned; not returned to the pool by scour: "+why, s.stamp())
 }
 
 // usedSinceCleaned says who held the device after the open cleaned run's

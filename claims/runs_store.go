@@ -215,8 +215,7 @@ func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, sum
 				boundOutput(summary), now, runID)
 			return err
 		}
-		if _, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ? WHERE id = ?`),
-			string(state), boundOutput(summary), now, runID); err != nil {
+		if err := s.closeRun(ctx, tx, run, state, summary, now); err != nil {
 			return err
 		}
 		if state == RunQuarantined {

@@ -373,9 +373,17 @@ func TestPurgeKeepsUnfinishedAndRecent(t *testing.T) {
 		if err := s.FinishRun(ctx, recent.ID, RunQuarantined, ""); err != nil {
 			t.Fatal(err)
 		}
+		// Never exported: kept, however old (the proof must leave the
+		// store before retention may drop it).
+		if runs, claims, err := s.Purge(ctx); err != nil || runs != 0 || claims != 1 {
+			t.Fatalf("Purge before any export = %d runs, %d claims, %v; want 0, 1", runs, claims, err)
+		}
+		if err := s.MarkExported(ctx, old.ID, recent.ID); err != nil {
+			t.Fatal(err)
+		}
 		runs, claims, err := s.Purge(ctx)
-		if err != nil || runs != 1 || claims != 1 {
-			t.Fatalf("Purge = %d runs, %d claims, %v; want 1, 1", runs, claims, err)
+		if err != nil || runs != 1 || claims != 0 {
+			t.Fatalf("Purge = %d runs, %d claims, %v; want 1, 0", runs, claims, err)
 		}
 		if _, err := s.GetRun(ctx, old.ID); !errors.Is(err, ErrNoRun) {
 			t.Fatalf("old run still there: %v", err)
@@ -429,6 +437,9 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 			t.Fatalf("sealed record changed: %+v", rec)
 		}
 		clock.Advance(2 * time.Hour)
+		if err := s.MarkExported(ctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
 		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
 			t.Fatalf("purge of a sealed run = %d, %v", runs, err)
 		}

@@ -188,6 +188,38 @@ var migrations = []migration{
 			PRIMARY KEY (host, device_rp)
 		)`,
 	}},
+	// v4: tamper evidence. A closed record is signed with the host's
+	// Ed25519 key and chained to the host's previous record
+	// (record_seq, and the previous record_hash inside signed_record, the
+	// canonical document as signed).
+	{table: "cleaning_runs", version: 4, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN record_seq INTEGER`,
+		`ALTER TABLE cleaning_runs ADD COLUMN record_hash TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN signed_record TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN signature TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN key_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN public_key TEXT NOT NULL DEFAULT ''`,
+		`CREATE UNIQUE INDEX cleaning_runs_chain ON cleaning_runs (host, record_seq) WHERE record_seq IS NOT NULL`,
+	}},
+	// v1 of record_keys: each host's record-signing public keys, which
+	// verifiers reading the store trust.
+	{table: "record_keys", version: 1, stmts: []string{
+		`CREATE TABLE record_keys (
+			host TEXT NOT NULL,
+			key_id TEXT NOT NULL,
+			public_key TEXT NOT NULL,
+			created_at TEXT NOT NULL,
+			PRIMARY KEY (host, key_id)
+		)`,
+	}},
+	// v1 of record_exports: which records left the store (scourctl
+	// records export); retention purges only those unless told otherwise.
+	{table: "record_exports", version: 1, stmts: []string{
+		`CREATE TABLE record_exports (
+			run_id TEXT PRIMARY KEY,
+			exported_at TEXT NOT NULL
+		)`,
+	}},
 }
 
 // LatestVersions is the schema version of every managed table this binary

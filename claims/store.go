@@ -24,6 +24,7 @@ type Store struct {
 
 	upgrade bool
 	target  map[string]int // schema versions to create or upgrade to
+	signer  *Signer        // signs closed records (scourd); nil: unsigned
 }
 
 // Option adjusts Open.

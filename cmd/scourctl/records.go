@@ -75,7 +75,8 @@ device, or with --all a JSON array of all of them.`,
 		export.Flags().StringVar(&ef.host, "host", "", "with --device: only runs on this host (PCI addresses repeat across hosts)")
 		export.Flags().BoolVar(&ef.all, "all", false, "with --device: every finished run, as a JSON array")
 
-		g := group("records", "list, show and export cleaning records (certificates of sanitization)", recordsHelp, list, show, export)
+		g := group("records", "list, show, export and verify cleaning records (certificates of sanitization)", recordsHelp, list, show, export,
+			newRecordsVerify(&sf, c.stdout), newRecordsPubkey(&sf, c.stdout))
 		sf.register(g)
 		return g
 	})
@@ -222,53 +223,68 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 		return err
 	}
 	defer s.Close()
+	var ids []string
 	if runID != "" {
-		rec, err := s.Record(ctx, runID)
+		ids = []string{runID}
+	} else if ids, err = exportRunIDs(ctx, s, device, host, all); err != nil {
+		return err
+	}
+	docs := make([]json.RawMessage, 0, len(ids))
+	for _, id := range ids {
+		doc, err := s.ExportJSON(ctx, id)
 		if err != nil {
 			return err
 		}
-		return rec.WriteJSON(stdout)
+		docs = append(docs, doc)
 	}
+	var out any = docs[0]
+	if all {
+		out = docs
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	// Only now may retention purge them (unless purge_unexported).
+	if err := s.MarkExported(ctx, ids...); err != nil {
+		return fmt.Errorf("records written, but not marked exported (retention keeps them): %w", err)
+	}
+	return nil
+}
+
+// exportRunIDs picks the device's newest closed run, or all of them.
+func exportRunIDs(ctx context.Context, s *claims.Store, device, host string, all bool) ([]string, error) {
 	runs, err := s.ListRuns(ctx, claims.RunFilter{Host: host, Device: device})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hosts := map[string]bool{}
 	for _, r := range runs {
 		hosts[r.Host] = true
 	}
 	if len(hosts) > 1 {
-		return usagef("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))
+		return nil, usagef("device %s matches runs on %d hosts; add --host (PCI addresses repeat across hosts)", device, len(hosts))
 	}
-	var recs []claims.Record
-	var running []string
+	var ids, open []string
 	for _, r := range runs {
 		if !r.Closed() {
-			running = append(running, fmt.Sprintf("%s (%s)", r.ID, r.State))
+			open = append(open, fmt.Sprintf("%s (%s)", r.ID, r.State))
 			continue
 		}
-		rec, err := s.Record(ctx, r.ID)
-		if err != nil {
-			return err
-		}
-		recs = append(recs, rec)
+		ids = append(ids, r.ID)
 		if !all {
 			break
 		}
 	}
-	if len(recs) == 0 {
+	if len(ids) == 0 {
 		msg := fmt.Sprintf("no finished cleaning record for device %s", device)
-		if len(running) > 0 {
-			msg += fmt.Sprintf(" (still open: run %s; a cleaned run waits for its un-reserve; see scourctl records show)", strings.Join(running, ", "))
+		if len(open) > 0 {
+			msg += fmt.Sprintf(" (still open: run %s; a cleaned run waits for its un-reserve; see scourctl records show)", strings.Join(open, ", "))
 		}
-		return errors.New(msg)
+		return nil, errors.New(msg)
 	}
-	if !all {
-		return recs[0].WriteJSON(stdout)
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(recs)
+	return ids, nil
 }
 
 func recordsDash(s string) string {

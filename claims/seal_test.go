@@ -1,0 +1,209 @@
+package claims
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testSigner(t *testing.T) *Signer {
+	t.Helper()
+	s, _, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "keys", "record-signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSigningKeyCreatedOnceWithMode0600(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "record-signing.key")
+	a, created, err := LoadOrCreateKey(path)
+	if err != nil || !created {
+		t.Fatalf("first start: created %v, %v", created, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+	b, created, err := LoadOrCreateKey(path)
+	if err != nil || created || !a.PublicKey().Equal(b.PublicKey()) {
+		t.Fatalf("second start: created %v, %v; want the same key loaded", created, err)
+	}
+	pubPEM, err := os.ReadFile(path + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs, err := ParsePublicKeyPEM(pubPEM)
+	if err != nil || len(pubs) != 1 || !pubs[0].Equal(a.PublicKey()) {
+		t.Fatalf("exported public key = %v, %v", pubs, err)
+	}
+	os.Chmod(path, 0o644)
+	if _, _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable key accepted: %v", err)
+	}
+}
+
+// closeThree closes three records of compute-1: quarantined, returned, and
+// cleaned but not returned.
+func closeThree(t *testing.T, s *Store) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for i, state := range []RunState{RunQuarantined, RunReturned, RunCleaned} {
+		rs := nvmeRun()
+		rs.DeviceRP = "rp-" + string(rune('a'+i))
+		run, _, err := s.OpenRun(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "done")
+		switch state {
+		case RunCleaned:
+			err = s.FinishRun(ctx, run.ID, RunCleaned, "clean")
+			if err == nil {
+				err = s.CloseCleaned(ctx, run.ID, "Placement showed an allocation")
+			}
+		default:
+			err = finish(ctx, s, run.ID, state, "verdict")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, run.ID)
+	}
+	return ids
+}
+
+func TestSignedChainVerifies(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		sg := testSigner(t)
+		s := mustOpen(t, cfg, WithSigner(sg))
+		if err := s.RegisterKey(ctx, "compute-1"); err != nil {
+			t.Fatal(err)
+		}
+		ids := closeThree(t, s)
+		rep, err := s.VerifyHost(ctx, "compute-1", nil)
+		if err != nil || rep.Records != 3 || rep.FirstSeq["compute-1"] != 1 {
+			t.Fatalf("VerifyHost = %+v, %v", rep, err)
+		}
+		if rep, err := s.VerifyDevice(ctx, "rp-b", nil); err != nil || rep.Records != 3 {
+			t.Fatalf("VerifyDevice = %+v, %v", rep, err)
+		}
+		rec, err := s.Record(ctx, ids[1])
+		if err != nil || rec.Signature == nil || rec.Chain == nil || rec.Chain.HostSeq != 2 || rec.Result.State != "returned" ||
+			rec.Signature.KeyID != KeyID(sg.PublicKey()) {
+			t.Fatalf("record 2 = %+v, %v", rec, err)
+		}
+		first, _ := s.Record(ctx, ids[0])
+		if first.Chain.PrevRecordSHA256 != "" || rec.Chain.PrevRecordSHA256 != first.Signature.RecordSHA256 {
+			t.Fatalf("chain links: first %+v, second %+v", first.Chain, rec.Chain)
+		}
+
+		// An export verifies on its own; one byte changed does not.
+		doc, err := s.ExportJSON(ctx, ids[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		trusted := []ed25519.PublicKey{sg.PublicKey()}
+		if _, err := VerifyDocument(doc, trusted); err != nil {
+			t.Fatalf("exported record: %v", err)
+		}
+		changed := bytes.Replace(doc, []byte(`"returned"`), []byte(`"returnee"`), 1)
+		if _, err := VerifyDocument(changed, trusted); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "changed after it was signed") {
+			t.Fatalf("one byte changed: %v", err)
+		}
+		// Re-indenting or re-ordering does not matter: the canonical form does.
+		var pretty bytes.Buffer
+		json.Indent(&pretty, doc, "", "    ")
+		if _, err := VerifyDocument(pretty.Bytes(), trusted); err != nil {
+			t.Fatalf("re-indented export: %v", err)
+		}
+		// A file of the three, in any order, verifies with its links.
+		var all []json.RawMessage
+		for _, id := range []string{ids[2], ids[0], ids[1]} {
+			d, _ := s.ExportJSON(ctx, id)
+			all = append(all, d)
+		}
+		if rep, err := VerifyDocuments(all, func(string) ([]ed25519.PublicKey, error) { return trusted, nil }); err != nil || rep.Records != 3 {
+			t.Fatalf("VerifyDocuments = %+v, %v", rep, err)
+		}
+	})
+}
+
+func TestChainBreaksAreNamed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg, WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		ids := closeThree(t, s)
+
+		// A deleted record: the chain has a gap after record 1.
+		if _, err := s.w.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE id = ?`), ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.VerifyHost(ctx, "compute-1", nil)
+		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "broken after record 1") || !strings.Contains(err.Error(), "records 2..2 were deleted") {
+			t.Fatalf("deleted record: %v", err)
+		}
+	})
+}
+
+func TestForeignKeyAndUnsignedRecordsFail(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg, WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		closeThree(t, s)
+		s.Close()
+
+		// Someone with another key writes a record of compute-1.
+		foreign := mustOpen(t, cfg, WithSigner(testSigner(t)))
+		rs := nvmeRun()
+		rs.DeviceRP = "rp-forged"
+		run, _, _ := foreign.OpenRun(ctx, rs)
+		if err := foreign.FinishRun(ctx, run.ID, RunQuarantined, "forged"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := foreign.VerifyHost(ctx, "compute-1", nil)
+		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "record 4 of host compute-1") || !strings.Contains(err.Error(), "not a trusted key") {
+			t.Fatalf("foreign key: %v", err)
+		}
+		foreign.Close()
+
+		// And a record closed without any signature after signing began.
+		unsigned := mustOpen(t, cfg)
+		if _, err := unsigned.w.ExecContext(ctx, unsigned.d.rebind(`DELETE FROM cleaning_runs WHERE id = ?`), run.ID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+		rs.DeviceRP = "rp-unsigned"
+		run, _, _ = unsigned.OpenRun(ctx, rs)
+		unsigned.FinishRun(ctx, run.ID, RunAborted, "")
+		if _, err := unsigned.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "without a signature") {
+			t.Fatalf("unsigned record after signing began: %v", err)
+		}
+	})
+}
+
+func TestRetentionPurgesUnexportedOnlyWhenTold(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		cfg.RecordRetention, cfg.PurgeUnexported = time.Hour, true
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		run, _, _ := s.OpenRun(ctx, nvmeRun())
+		s.FinishRun(ctx, run.ID, RunFailed, "")
+		clock.Advance(2 * time.Hour)
+		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
+			t.Fatalf("purge_unexported: Purge = %d, %v; want the unexported record purged", runs, err)
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package claims
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Signer is a host's record-signing key (Ed25519). Every record scourd
+// closes is signed with it and carries the hash of the host's previous
+// record, so a changed, dropped or re-signed record is detectable
+// (scourctl records verify).
+type Signer struct {
+	priv ed25519.PrivateKey
+	pub  ed25519.PublicKey
+}
+
+// PublicKey returns the verifying half.
+func (s *Signer) PublicKey() ed25519.PublicKey { return s.pub }
+
+// KeyID names a public key: "sha256:" and the hex SHA-256 of its bytes.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// LoadOrCreateKey reads the host's signing key from path (PEM, PKCS #8),
+// creating it (mode 0600, directory 0700) on first start; created says
+// so. It also writes the public key to path+".pub" (mode 0644) when that
+// file is missing. A key file readable by group or others is refused.
+func LoadOrCreateKey(path string) (s *Signer, created bool, err error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s, err = createKey(path)
+		created = true
+	case err != nil:
+		return nil, false, fmt.Errorf("record signing key %s: %w", path, err)
+	default:
+		s, err = loadKey(path, data)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	pubPath := path + ".pub"
+	if _, err := os.Stat(pubPath); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(pubPath, PublicKeyPEM(s.pub), 0o644); err != nil {
+			return nil, false, fmt.Errorf("record signing key: writing public key %s: %w", pubPath, err)
+		}
+	}
+	return s, created, nil
+}
+
+func createKey(path string) (*Signer, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("record signing key: directory of %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("record signing key: creating %s: %w", path, err)
+	}
+	err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("record signing key: writing %s: %w", path, err)
+	}
+	return &Signer{priv: priv, pub: pub}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func loadKey(path string, data []byte) (*Signer, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("record signing key %s has mode %04o: anyone who reads it can forge records; chmod 600 it (and consider it compromised)", path, fi.Mode().Perm())
+	}
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("record signing key %s: not a PEM \"PRIVATE KEY\" block", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("record signing key %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("record signing key %s: a %T, want Ed25519", path, k)
+	}
+	return &Signer{priv: priv, pub: priv.Public().(ed25519.PublicKey)}, nil
+}
+
+// PublicKeyPEM encodes a public key as PEM (PKIX "PUBLIC KEY").
+func PublicKeyPEM(pub ed25519.PublicKey) []byte {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// ParsePublicKeyPEM reads the Ed25519 keys in PEM data (one or more
+// "PUBLIC KEY" blocks).
+func ParsePublicKeyPEM(data []byte) ([]ed25519.PublicKey, error) {
+	var out []ed25519.PublicKey
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "PUBLIC KEY" {
+			continue
+		}
+		k, err := x509.ParsePKIXPublicKey(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		pub, ok := k.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("a %T public key, want Ed25519", k)
+		}
+		out = append(out, pub)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM \"PUBLIC KEY\" block")
+	}
+	return out, nil
+}

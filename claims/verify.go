@@ -1,0 +1,261 @@
+package claims
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// ErrTampered means a record or the chain of records fails verification;
+// the error names the first break.
+var ErrTampered = errors.New("records fail verification")
+
+// Verified is one record that passed its own checks.
+type Verified struct {
+	RunID, Host, Device, KeyID string
+	Seq                        int
+	Prev, Hash                 string
+}
+
+// VerifyDocument checks one exported record: its canonical form hashes to
+// the signed hash, the signature verifies, and the signing key is one of
+// trusted (a record re-signed with another key fails even though its own
+// embedded key verifies it).
+func VerifyDocument(doc []byte, trusted []ed25519.PublicKey) (Verified, error) {
+	var head struct {
+		RunID  string           `json:"run_id"`
+		Host   string           `json:"host"`
+		Device RecordDevice     `json:"device"`
+		Chain  *RecordChain     `json:"chain"`
+		Sig    *RecordSignature `json:"signature"`
+	}
+	if err := json.Unmarshal(doc, &head); err != nil {
+		return Verified{}, fmt.Errorf("%w: not a cleaning record: %v", ErrTampered, err)
+	}
+	v := Verified{RunID: head.RunID, Host: head.Host, Device: head.Device.PCIAddress}
+	where := fmt.Sprintf("record of run %s (host %s, device %s)", head.RunID, head.Host, head.Device.PCIAddress)
+	sig := head.Sig
+	if sig == nil || head.Chain == nil {
+		return v, fmt.Errorf("%w: %s is not signed", ErrTampered, where)
+	}
+	v.Seq, v.Prev, v.KeyID = head.Chain.HostSeq, head.Chain.PrevRecordSHA256, sig.KeyID
+	where = fmt.Sprintf("record %d of host %s (run %s, device %s)", v.Seq, v.Host, v.RunID, v.Device)
+	canon, err := CanonicalRecord(doc)
+	if err != nil {
+		return v, fmt.Errorf("%w: %s: %v", ErrTampered, where, err)
+	}
+	v.Hash = sha256Hex(canon)
+	if v.Hash != sig.RecordSHA256 {
+		return v, fmt.Errorf("%w: %s was changed after it was signed: its content hashes to %s, the signature covers %s", ErrTampered, where, v.Hash, sig.RecordSHA256)
+	}
+	pub, _ := base64.StdEncoding.DecodeString(sig.PublicKey)
+	if len(pub) != ed25519.PublicKeySize || KeyID(pub) != sig.KeyID {
+		return v, fmt.Errorf("%w: %s: its public key does not match key id %s", ErrTampered, where, sig.KeyID)
+	}
+	if !slices.ContainsFunc(trusted, func(k ed25519.PublicKey) bool { return k.Equal(ed25519.PublicKey(pub)) }) {
+		return v, fmt.Errorf("%w: %s is signed by key %s, which is not a trusted key of host %s (give its key with --pubkey, or check who signed it)", ErrTampered, where, sig.KeyID, v.Host)
+	}
+	value, err := base64.StdEncoding.DecodeString(sig.Value)
+	if err != nil || !ed25519.Verify(pub, canon, value) {
+		return v, fmt.Errorf("%w: %s: the signature does not verify", ErrTampered, where)
+	}
+	return v, nil
+}
+
+// checkLinks checks that each record links to the one before it in its
+// host's chain (sorted by host and seq). contiguous requires every seq in
+// between to be present: a gap is a deleted record.
+func checkLinks(vs []Verified, contiguous bool) error {
+	sort.Slice(vs, func(i, j int) bool {
+		if vs[i].Host != vs[j].Host {
+			return vs[i].Host < vs[j].Host
+		}
+		return vs[i].Seq < vs[j].Seq
+	})
+	for i := 1; i < len(vs); i++ {
+		prev, cur := vs[i-1], vs[i]
+		switch {
+		case prev.Host != cur.Host:
+		case cur.Seq == prev.Seq:
+			return fmt.Errorf("%w: host %s has two records numbered %d (runs %s and %s)", ErrTampered, cur.Host, cur.Seq, prev.RunID, cur.RunID)
+		case cur.Seq == prev.Seq+1 && cur.Prev != prev.Hash:
+			return fmt.Errorf("%w: chain of host %s broken at record %d (run %s): it links to %s, but record %d (run %s) hashes to %s",
+				ErrTampered, cur.Host, cur.Seq, cur.RunID, cur.Prev, prev.Seq, prev.RunID, prev.Hash)
+		case cur.Seq != prev.Seq+1 && contiguous:
+			return fmt.Errorf("%w: chain of host %s broken after record %d (run %s): the next record is %d (run %s); records %d..%d were deleted",
+				ErrTampered, cur.Host, prev.Seq, prev.RunID, cur.Seq, cur.RunID, prev.Seq+1, cur.Seq-1)
+		}
+	}
+	return nil
+}
+
+// VerifyReport is what a verification covered.
+type VerifyReport struct {
+	Records  int // signed records verified
+	Unsigned int // closed records from before signing began
+	Hosts    []string
+	// FirstSeq of each host: earlier records were purged by retention
+	// (exported first) or predate signing.
+	FirstSeq map[string]int
+}
+
+// VerifyDocuments checks records read from an export (a file): each one's
+// signature against trusted(host), and the links between consecutive
+// records of a host that the file holds.
+func VerifyDocuments(docs []json.RawMessage, trusted func(host string) ([]ed25519.PublicKey, error)) (VerifyReport, error) {
+	rep := VerifyReport{FirstSeq: map[string]int{}}
+	var vs []Verified
+	for _, d := range docs {
+		var h struct {
+			Host string `json:"host"`
+		}
+		_ = json.Unmarshal(d, &h)
+		keys, err := trusted(h.Host)
+		if err != nil {
+			return rep, err
+		}
+		v, err := VerifyDocument(d, keys)
+		if err != nil {
+			return rep, err
+		}
+		vs = append(vs, v)
+	}
+	if err := checkLinks(vs, false); err != nil {
+		return rep, err
+	}
+	return summarize(rep, vs), nil
+}
+
+func summarize(rep VerifyReport, vs []Verified) VerifyReport {
+	rep.Records = len(vs)
+	for _, v := range vs {
+		if first, ok := rep.FirstSeq[v.Host]; !ok || v.Seq < first {
+			rep.FirstSeq[v.Host] = v.Seq
+		}
+		if !slices.Contains(rep.Hosts, v.Host) {
+			rep.Hosts = append(rep.Hosts, v.Host)
+		}
+	}
+	return rep
+}
+
+// VerifyHost checks every closed record of host in the store: each signed
+// one as VerifyDocument does (against trusted, or the host's registered
+// keys when trusted is nil), the chain without gaps from its first
+// record, and that no record closed unsigned after signing began.
+func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.PublicKey) (VerifyReport, error) {
+	rep := VerifyReport{FirstSeq: map[string]int{}}
+	if trusted == nil {
+		keys, err := s.HostKeys(ctx, host)
+		if err != nil {
+			return rep, err
+		}
+		trusted = keys[host]
+	}
+	runs, err := s.queryRuns(ctx, s.r, `host = ? AND ended_at IS NOT NULL ORDER BY ended_at, id`, host)
+	if err != nil {
+		return rep, fmt.Errorf("claims: verify records of host %s: %w", host, err)
+	}
+	var vs []Verified
+	var firstSigned *time.Time
+	var unsigned []Run
+	for _, r := range runs {
+		seal, err := s.seal(ctx, s.r, r.ID)
+		if err != nil {
+			return rep, err
+		}
+		if seal.Signed == "" {
+			unsigned = append(unsigned, r)
+			continue
+		}
+		if firstSigned == nil {
+			firstSigned = r.EndedAt
+		}
+		doc, err := seal.document(nil, time.Time{})
+		if err != nil {
+			return rep, err
+		}
+		v, err := VerifyDocument(doc, trusted)
+		if err != nil {
+			return rep, err
+		}
+		if v.RunID != r.ID || v.Seq != seal.Seq {
+			return rep, fmt.Errorf("%w: run %s of host %s holds the signed record of run %s, number %d (stored as %d)", ErrTampered, r.ID, host, v.RunID, v.Seq, seal.Seq)
+		}
+		vs = append(vs, v)
+	}
+	for _, r := range unsigned {
+		if firstSigned != nil && r.EndedAt.After(*firstSigned) {
+			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after signing began", ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339))
+		}
+		rep.Unsigned++
+	}
+	if err := checkLinks(vs, true); err != nil {
+		return rep, err
+	}
+	return summarize(rep, vs), nil
+}
+
+// VerifyDevice verifies the chains of every host that holds a record of
+// the device (resource provider uuid or PCI address).
+func (s *Store) VerifyDevice(ctx context.Context, device string, trusted []ed25519.PublicKey) (VerifyReport, error) {
+	runs, err := s.ListRuns(ctx, RunFilter{Device: device})
+	if err != nil {
+		return VerifyReport{}, err
+	}
+	total := VerifyReport{FirstSeq: map[string]int{}}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if seen[r.Host] {
+			continue
+		}
+		seen[r.Host] = true
+		rep, err := s.VerifyHost(ctx, r.Host, trusted)
+		if err != nil {
+			return total, err
+		}
+		total.Records += rep.Records
+		total.Unsigned += rep.Unsigned
+		total.Hosts = append(total.Hosts, r.Host)
+		for h, n := range rep.FirstSeq {
+			total.FirstSeq[h] = n
+		}
+	}
+	if len(seen) == 0 {
+		return total, fmt.Errorf("claims: no cleaning record of device %s", device)
+	}
+	return total, nil
+}
+
+// SplitDocuments reads one record, a JSON array of records, or a stream of
+// records (what scourctl records export writes).
+func SplitDocuments(data []byte) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("not JSON records: %w", err)
+		}
+		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
+			var arr []json.RawMessage
+			if err := json.Unmarshal(raw, &arr); err != nil {
+				return nil, err
+			}
+			out = append(out, arr...)
+			continue
+		}
+		out = append(out, raw)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no record in the input")
+	}
+	return out, nil
+}
