@@ -90,7 +90,7 @@ func TestListingFormatsAndColumns(t *testing.T) {
 	if code != 0 || yaml.Unmarshal([]byte(out), &yrows) != nil || len(yrows) != 3 || len(yrows[0]) != 2 || yrows[0]["state"] == "" {
 		t.Fatalf("-o yaml -c run,state: exit %d\n%s", code, out)
 	}
-	code, out, _ = list("-o", "value", "-c", "state", "-c", "address", "--state", "running")
+	code, out, _ = list("-f", "value", "-c", "state", "-c", "address", "--state", "running") // -f: the openstack CLI's name
 	if code != 0 || out != "running 0000:82:00.0\n" {
 		t.Fatalf("-o value -c state -c address: exit %d, %q", code, out)
 	}

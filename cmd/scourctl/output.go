@@ -35,10 +35,15 @@ type outputFlags struct {
 func (o *outputFlags) register(root *cobra.Command) {
 	pf := root.PersistentFlags()
 	pf.StringVarP(&o.format, "output", "o", "", "output format of listings: "+strings.Join(formats, ", ")+" (default table)")
+	// The openstack CLI's spelling of the same choice (a command with a
+	// --format of its own, e.g. an export's document format, shadows it).
+	pf.StringVarP(&o.format, "format", "f", "", "same as -o (the openstack CLI's name)")
 	pf.StringSliceVarP(&o.columns, "column", "c", nil, "show only this column of a listing (repeat, or separate with commas)")
-	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return formats, cobra.ShellCompDirectiveNoFileComp
-	})
+	for _, name := range []string{"output", "format"} {
+		_ = root.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return formats, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
 }
 
 func (o *outputFlags) validate() error {
