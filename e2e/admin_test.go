@@ -91,7 +91,7 @@ func TestScourctlRetireAndClean(t *testing.T) {
 		t.Fatalf("the retired device was cleaned (%d records) or released", len(recs))
 	}
 
-	out, err = scourctl(t, "placement", "unquarantine", retired, "--config", h.config)
+	out, err = scourctl(t, "unquarantine", retired, "--config", h.config) // the top-level spelling
 	if err != nil || !strings.Contains(out, "retired by") || !strings.Contains(out, "RMA ticket 42") {
 		t.Fatalf("unquarantine of the retired device: %v\n%s", err, out)
 	}

@@ -61,9 +61,11 @@ func TestHelpExitsZeroEverywhere(t *testing.T) {
 func TestFlagsAfterArguments(t *testing.T) {
 	t.Setenv(configEnv, "")
 	missing := filepath.Join(t.TempDir(), "absent.yaml")
-	code, _, errs := recordsCLI("placement", "unquarantine", "0000:81:00.0", "--config", missing)
-	if code != 1 || !strings.Contains(errs, "absent.yaml") {
-		t.Fatalf("flag after the address: exit %d, stderr %q; want the config to be read (exit 1 naming it)", code, errs)
+	for _, cmd := range [][]string{{"placement", "unquarantine"}, {"unquarantine"}} {
+		code, _, errs := recordsCLI(append(cmd, "0000:81:00.0", "--config", missing)...)
+		if code != 1 || !strings.Contains(errs, "absent.yaml") {
+			t.Fatalf("%v ADDRESS --config: exit %d, stderr %q; want the config to be read (exit 1 naming it)", cmd, code, errs)
+		}
 	}
 	dir, newest := seedRecordsStore(t)
 	code, out, errs := recordsCLI("records", "show", newest, "--state-path", dir, "-o", "json")

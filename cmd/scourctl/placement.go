@@ -41,23 +41,28 @@ Columns: ` + joinKeys(placementColumns),
 				return c.out.write(c.stdout, placementListing(res.Devices))
 			},
 		}
-		unq := &cobra.Command{
-			Use:   "unquarantine RP-UUID|ADDRESS",
-			Short: "remove the quarantine from one device of this host (refused unless it is quarantined)",
-			Long:  unquarantineHelp,
-			Args:  exactArgs(1, "one RP-UUID or PCI address"),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				cfg, pc, err := c.placement(cmd.Context())
-				if err != nil {
-					return err
-				}
-				return placementUnquarantine(cmd.Context(), pc, cfg, args[0], c.stdout)
-			},
-		}
 		return group("placement", "this host's one-time-use devices in Placement (scan), and releasing a quarantined one (unquarantine)",
 			"Placement, the host's compute node and the traits come from scourd's\nconfiguration (--config, default /etc/scour/scour.yaml, env SCOUR_CONFIG).\n\n"+unquarantineHelp,
-			scan, unq)
+			scan, unquarantineCmd(c))
 	})
+	// Also at the top, beside retire and clean.
+	register(unquarantineCmd)
+}
+
+func unquarantineCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unquarantine RP-UUID|ADDRESS",
+		Short: "remove the quarantine or retirement from one device of this host (refused unless it has one)",
+		Long:  unquarantineHelp,
+		Args:  exactArgs(1, "one RP-UUID or PCI address"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, pc, err := c.placement(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return placementUnquarantine(cmd.Context(), pc, cfg, args[0], c.stdout)
+		},
+	}
 }
 
 const unquarantineHelp = `Unquarantine is the operator's explicit action once the cause is fixed
