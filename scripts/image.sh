@@ -209,10 +209,13 @@ verify() {
 	check "scourctl version" "$VERSION" "${run[@]}" --entrypoint /usr/local/bin/scourctl "$latest" version
 	# The baked /etc/scour/scour.yaml (scourd's default --config; arguments
 	# replace CMD), validated by scourd: SCOUR_HOST is not needed, host
-	# defaults to the short hostname.
+	# defaults to the short hostname. Cleaning needs Placement credentials,
+	# checked offline: an openrc's variables (never contacted here).
 	check "scourd --check-config (baked /etc/scour/scour.yaml)" "# configuration is valid" \
-		"${run[@]}" "$latest" --check-config
+		"${run[@]}" -e OS_AUTH_URL=https://keystone.invalid/v3 -e OS_USERNAME=scour -e OS_PASSWORD=x \
+		-e OS_PROJECT_NAME=service "$latest" --check-config
 	check "nvme-cli" "nvme version" "${run[@]}" --entrypoint nvme "$latest" version
+	check "iproute2 (devlink)" "devlink utility" "${run[@]}" --entrypoint devlink "$latest" -V
 	check "pciutils" "lspci version" "${run[@]}" --entrypoint lspci "$latest" --version
 	check "ca-certificates" "/etc/ssl/certs/ca-certificates.crt" \
 		"${run[@]}" --entrypoint ls "$latest" /etc/ssl/certs/ca-certificates.crt
