@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/scour-project/scour/plugins"
 )
 
 // RecordFormat names the JSON document Record produces; it changes only
@@ -15,19 +17,19 @@ const RecordFormat = "scour.cleaning-record/v1"
 // Record is one cleaning as an operator or auditor reads it: a certificate
 // of sanitization for one device.
 type Record struct {
-	Format         string         `json:"format"`
-	SchemaVersions map[string]int `json:"schema_versions"`
-	RunID          string         `json:"run_id"`
-	Attempt        int            `json:"attempt"`
-	Host           string         `json:"host"`
-	Device         RecordDevice   `json:"device"`
-	PreviousTenant RecordTenant   `json:"previous_tenant"`
-	Method         RecordMethod   `json:"method"`
-	Verification   []RecordStep   `json:"verification"`
-	Result         RecordResult   `json:"result"`
-	TriggeredBy    string         `json:"triggered_by"`
-	StartedAt      time.Time      `json:"started_at"`
-	EndedAt        *time.Time     `json:"ended_at"`
+	Format         string               `json:"format"`
+	SchemaVersions map[string]int       `json:"schema_versions"`
+	RunID          string               `json:"run_id"`
+	Attempt        int                  `json:"attempt"`
+	Host           string               `json:"host"`
+	Device         RecordDevice         `json:"device"`
+	PreviousTenant RecordTenant         `json:"previous_tenant"`
+	Method         RecordMethod         `json:"method"`
+	Verification   []RecordVerification `json:"verification"`
+	Result         RecordResult         `json:"result"`
+	TriggeredBy    string               `json:"triggered_by"`
+	StartedAt      time.Time            `json:"started_at"`
+	EndedAt        *time.Time           `json:"ended_at"`
 	// Chain links a closed, signed record to the host's previous one.
 	Chain *RecordChain `json:"chain,omitempty"`
 	// Signature, GeneratedAt and SchemaVersions are not signed: the first
@@ -98,6 +100,34 @@ type RecordStep struct {
 	EndedAt      *time.Time     `json:"ended_at"`
 }
 
+// RecordVerification is one attempt of a step that checked the cleaning's
+// result, with what it checked: the step's details "verification" in the
+// plugin protocol's shape (how, how much it read, what it expected, and
+// whether it passed).
+type RecordVerification struct {
+	Seq     int    `json:"seq"`
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Outcome string `json:"outcome"`
+	plugins.Verification
+	EndedAt *time.Time `json:"ended_at"`
+}
+
+// verificationOf reads a verifying step's details.
+func verificationOf(st Step, outcome string) RecordVerification {
+	v := RecordVerification{Seq: st.Seq, Name: st.Name, Attempt: st.Attempt, Outcome: outcome, EndedAt: st.EndedAt}
+	if raw, err := json.Marshal(st.Details[plugins.VerificationKey]); err == nil {
+		_ = json.Unmarshal(raw, &v.Verification)
+	}
+	switch {
+	case v.Result == "":
+		v.Result = "not reported"
+	case outcome != string(StepOK) && v.Result == "passed":
+		v.Result = "failed" // the step's outcome decides, not its own word
+	}
+	return v
+}
+
 // RecordResult is the verdict.
 type RecordResult struct {
 	State   string `json:"state"`
@@ -160,7 +190,7 @@ func buildRecord(run Run, steps []Step) Record {
 		PreviousTenant: RecordTenant{InstanceUUID: run.PrevInstance, ProjectID: run.PrevProject},
 		Method: RecordMethod{Profile: run.Profile, Pipeline: run.Pipeline, PipelineVersion: run.PipelineVersion,
 			PlannedSteps: run.PlannedSteps, Steps: []RecordStep{}},
-		Verification: []RecordStep{},
+		Verification: []RecordVerification{},
 		Result:       RecordResult{State: string(run.State), Summary: run.Summary},
 		TriggeredBy:  run.Trigger,
 		StartedAt:    run.StartedAt,
@@ -175,7 +205,7 @@ func buildRecord(run Run, steps []Step) Record {
 		}
 		rec.Method.Steps = append(rec.Method.Steps, rs)
 		if st.Verification {
-			rec.Verification = append(rec.Verification, rs)
+			rec.Verification = append(rec.Verification, verificationOf(st, rs.Outcome))
 		}
 	}
 	return rec

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+
+	"github.com/scour-project/scour/plugins"
 )
 
 const stepCols = `run_id, seq, name, step_index, attempt, optional, verification, started_at, ended_at, outcome, output,
@@ -126,7 +128,13 @@ func (s *Store) StepFinished(ctx context.Context, runID string, seq int, r StepR
 	if r.Outcome == StepOK {
 		progress = "100"
 	}
-	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = `+progress,
+	// A step that reports what it verified is a verification, whatever
+	// its type: the record lists it under "verification".
+	verifies := ""
+	if _, ok := r.Details[plugins.VerificationKey]; ok {
+		verifies = ", verification = 1"
+	}
+	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = `+progress+verifies,
 		s.stamp(), string(r.Outcome), boundOutput(r.Output), r.Code, boundDetails(r.Details), boundOutput(r.Stderr))
 	if err != nil {
 		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, r.Outcome, err)

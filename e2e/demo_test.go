@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/e2e/harness"
 )
 
@@ -277,6 +279,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("scourctl records export: %v\n%s", err, out)
 	}
 	n.block("scourctl records export --device "+nvme0+" (the certificate of sanitization)", out)
+	demoRecordIsProof(t, n, h, nvme0, out)
 	if out, err := scourctl(t, "placement", "scan", "--config", h.config); err == nil {
 		n.block("scourctl placement scan (after)", out)
 	}
@@ -371,5 +374,47 @@ func TestScourctlPlacementUnquarantine(t *testing.T) {
 	}
 	if res, _ := recs[0]["result"].(map[string]any); res["state"] != "returned" {
 		t.Errorf("newest record after unquarantine: %v, want returned", recs[0]["result"])
+	}
+}
+
+// demoRecordIsProof checks what makes the demo's record a certificate: a
+// filled verification, its signature and chain link; scourctl records
+// verify passes on it and fails on the export with one byte changed.
+func demoRecordIsProof(t *testing.T, n *narrator, h *Host, addr, exported string) {
+	t.Helper()
+	var rec claims.Record
+	if err := json.Unmarshal([]byte(exported), &rec); err != nil {
+		t.Fatalf("exported record: %v", err)
+	}
+	if len(rec.Verification) == 0 {
+		t.Fatalf("record has no verification: %s", exported)
+	}
+	v := rec.Verification[0]
+	if v.Result != "passed" || v.BytesRead <= 0 || v.Method == "" || v.Expected != "every byte 0x00" {
+		t.Errorf("record verification = %+v; want passed, with bytes read, method and expected pattern", v)
+	}
+	if rec.Signature == nil || rec.Chain == nil || rec.Chain.HostSeq < 1 || rec.Signature.KeyID == "" {
+		t.Fatalf("record is not signed and chained: signature %+v, chain %+v", rec.Signature, rec.Chain)
+	}
+	n.say("record: verification %s (%s, %d bytes read, expected %s); record %d of host %s, signed by %s",
+		v.Result, v.Method, v.BytesRead, v.Expected, rec.Chain.HostSeq, rec.Host, rec.Signature.KeyID)
+	state := filepath.Join(h.Dir, "state")
+	out, err := scourctl(t, "records", "verify", "--state-path", state, "--device", addr)
+	if err != nil || !strings.Contains(out, "OK: ") {
+		t.Fatalf("scourctl records verify --device %s: %v\n%s", addr, err, out)
+	}
+	n.block("scourctl records verify --device "+addr, out)
+	file := filepath.Join(t.TempDir(), "record.json")
+	if err := os.WriteFile(file, []byte(exported), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := scourctl(t, "records", "verify", "--state-path", state, "--file", file, "--pubkey", filepath.Join(state, "record-signing.key.pub")); err != nil {
+		t.Fatalf("verify of the exported file: %v\n%s", err, out)
+	}
+	changed := strings.Replace(exported, `"returned"`, `"returnee"`, 1)
+	os.WriteFile(file, []byte(changed), 0o600)
+	out, err = scourctl(t, "records", "verify", "--state-path", state, "--file", file)
+	if err == nil || !strings.Contains(out, "changed after it was signed") {
+		t.Errorf("verify of the export with one byte changed: %v\n%s; want it refused", err, out)
 	}
 }

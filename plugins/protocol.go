@@ -118,3 +118,36 @@ func Negotiate(ours, theirs []string) (string, error) {
 	return "", &Error{Code: CodeIncompatibleVersion,
 		Msg: fmt.Sprintf("no common protocol version: scour speaks %v, plugin speaks %v", ours, theirs)}
 }
+
+// VerificationKey is the details key under which a step that checks the
+// result of cleaning (read-back, pattern compare, crypto-erase check)
+// reports what it checked; the cleaning record lists such steps under
+// "verification", and a purge pipeline needs one that passed.
+const VerificationKey = "verification"
+
+// Verification is what a verifying step checked, as the record shows it.
+type Verification struct {
+	// Method says how: "read-back O_DIRECT, 64 sampled blocks of 4 MiB
+	// (first and last included)", "read-back O_DIRECT, every block".
+	Method string `json:"method"`
+	// BytesRead and Samples are how much was read (Samples 0: all).
+	BytesRead int64 `json:"bytes_read"`
+	Samples   int   `json:"samples,omitempty"`
+	// Expected is what the media had to hold: "every byte 0x00".
+	Expected string `json:"expected"`
+	// Result is "passed" or "failed"; Mismatch says where it failed.
+	Result   string `json:"result"`
+	Mismatch string `json:"mismatch,omitempty"`
+}
+
+// Map is the verification as a details value.
+func (v Verification) Map() map[string]any {
+	m := map[string]any{"method": v.Method, "bytes_read": v.BytesRead, "expected": v.Expected, "result": v.Result}
+	if v.Samples > 0 {
+		m["samples"] = v.Samples
+	}
+	if v.Mismatch != "" {
+		m["mismatch"] = v.Mismatch
+	}
+	return m
+}

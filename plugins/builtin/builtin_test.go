@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -263,8 +264,15 @@ func TestOverwriteThenVerify(t *testing.T) {
 			if p, ok := tc.args["pattern"]; ok {
 				vargs["pattern"] = p
 			}
-			if _, err := run(t, "verify", be, nil, vargs); err != nil {
+			vres, err := run(t, "verify", be, nil, vargs)
+			if err != nil {
 				t.Fatalf("verify after overwrite: %v", err)
+			}
+			// The record shows what was read and what was expected.
+			v, _ := vres.Details[plugins.VerificationKey].(map[string]any)
+			if v["result"] != "passed" || v["bytes_read"] != int64(tc.size) || v["expected"] != fmt.Sprintf("every byte 0x%02x", tc.pattern) ||
+				!strings.Contains(fmt.Sprint(v["method"]), "every block") {
+				t.Fatalf("verification details = %v", vres.Details)
 			}
 			// Corrupt one byte near the end: a full verify finds it.
 			f, _ := os.OpenFile(m.Path, os.O_WRONLY, 0)
@@ -273,6 +281,9 @@ func TestOverwriteThenVerify(t *testing.T) {
 			_, err = run(t, "verify", be, nil, vargs)
 			if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "offset") {
 				t.Fatalf("verify of corrupted media: %v", err)
+			}
+			if v, _ := plugins.AsError(err).Details[plugins.VerificationKey].(map[string]any); v["result"] != "failed" || !strings.Contains(fmt.Sprint(v["mismatch"]), "offset") {
+				t.Fatalf("failed verification details = %v", plugins.AsError(err).Details)
 			}
 			// Sampling always includes the last block.
 			vargs["mode"], vargs["samples"] = "sample", 2

@@ -123,14 +123,48 @@ func onMedia(ctx context.Context, be hardware.Backend, t *Target, verify bool, f
 	for i, m := range media {
 		st, err := f(ctx, m, o, func(x float64) { t.progress((float64(i) + x) / float64(len(media))) })
 		if err != nil {
-			return nil, err
+			return nil, withVerification(err, verify, o, total.Bytes, len(media))
 		}
 		total.Bytes += st.Bytes
 		total.Elapsed += st.Elapsed
 		total.Direct = st.Direct
 		perMedia = append(perMedia, map[string]any{"path": m.Path, "bytes": st.Bytes, "direct": st.Direct, "mib_per_s": st.MiBps()})
 	}
-	return plugins.OK(map[string]any{"media": perMedia, "bytes": total.Bytes, "mib_per_s": total.MiBps()}), nil
+	details := map[string]any{"media": perMedia, "bytes": total.Bytes, "mib_per_s": total.MiBps()}
+	if verify {
+		v := verification(o, total.Bytes, len(media))
+		v.Result = "passed"
+		details[plugins.VerificationKey] = v.Map()
+	}
+	return plugins.OK(details), nil
+}
+
+// verification describes what a verify step reads and expects.
+func verification(o MediaOptions, read int64, media int) plugins.Verification {
+	v := plugins.Verification{BytesRead: read, Expected: fmt.Sprintf("every byte 0x%02x", o.Pattern)}
+	if o.All {
+		v.Method = fmt.Sprintf("read-back with O_DIRECT of every block of %d media", media)
+	} else {
+		v.Samples = o.Samples
+		v.Method = fmt.Sprintf("read-back with O_DIRECT of %d sampled blocks of %d KiB per media (first and last included), %d media", o.Samples, o.BlockSize>>10, media)
+	}
+	return v
+}
+
+// withVerification adds the failed verification to a verify mismatch, so
+// the record says what was read and where it differed.
+func withVerification(err error, verify bool, o MediaOptions, read int64, media int) error {
+	var pe *plugins.Error
+	if !verify || !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
+		return err
+	}
+	v := verification(o, read, media)
+	v.Result, v.Mismatch = "failed", pe.Msg
+	if pe.Details == nil {
+		pe.Details = map[string]any{}
+	}
+	pe.Details[plugins.VerificationKey] = v.Map()
+	return pe
 }
 
 // Stats reports what Overwrite or Verify did.
