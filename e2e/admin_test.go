@@ -97,3 +97,37 @@ func TestScourctlRetireAndClean(t *testing.T) {
 	}
 	c.WaitAvailable(t, h, retired, 60*time.Second)
 }
+
+// SIGTERM during a step is routine (an upgrade, a reboot): scourd logs
+// INFO "run interrupted, will resume" and no ERROR, and the next scourd
+// resumes the run to a clean device.
+func TestSIGTERMDuringAStepIsNotAnError(t *testing.T) {
+	t.Parallel()
+	const addr = "0000:81:00.0"
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: addr}})
+	h.FaultFile(t, addr, "hang", "sanitize")
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, addr)
+	c.Delete(t, h, inst, harness.Versioned)
+	Eventually(t, 60*time.Second, "the sanitize step runs", func() (bool, string) {
+		out, err := scourctl(t, "status", "--config", h.config, "-o", "value", "-c", "step")
+		return err == nil && strings.TrimSpace(out) == "sanitize", out
+	})
+	before := len(h.Logs())
+	h.Stop(t)
+	stopLogs := h.Logs()[before:]
+	if !strings.Contains(stopLogs, "run interrupted, will resume") {
+		t.Errorf("no INFO 'run interrupted' at SIGTERM:\n%s", stopLogs)
+	}
+	for _, l := range strings.Split(stopLogs, "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			t.Errorf("SIGTERM during a step logged an ERROR: %s", l)
+		}
+	}
+	if err := os.Remove(filepath.Join(h.Dir, "sim", addr, "hang-sanitize")); err != nil {
+		t.Fatal(err)
+	}
+	h.Start(t)
+	c.WaitAvailable(t, h, addr, 60*time.Second)
+}
