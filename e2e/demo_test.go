@@ -411,6 +411,17 @@ func demoRecordIsProof(t *testing.T, n *narrator, h *Host, addr, exported string
 	if out, err := scourctl(t, "records", "verify", "--state-path", state, "--file", file, "--pubkey", filepath.Join(state, "record-signing.key.pub")); err != nil {
 		t.Fatalf("verify of the exported file: %v\n%s", err, out)
 	}
+	html, err := scourctl(t, "records", "export", "--state-path", state, "--device", addr, "--format", "html")
+	if err != nil {
+		t.Fatalf("scourctl records export --format html: %v\n%s", err, html)
+	}
+	for _, want := range []string{"Certificate of sanitization", addr, rec.PreviousTenant.InstanceUUID, "RETURNED",
+		"sanitize", v.Method, "PASSED", v.Expected, rec.Signature.KeyID, fmt.Sprintf("number %d of host %s", rec.Chain.HostSeq, rec.Host)} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML certificate lacks %q", want)
+		}
+	}
+	n.say("scourctl records export --format html: a one-page certificate (%d bytes)", len(html))
 	changed := strings.Replace(exported, `"returned"`, `"returnee"`, 1)
 	os.WriteFile(file, []byte(changed), 0o600)
 	out, err = scourctl(t, "records", "verify", "--state-path", state, "--file", file)

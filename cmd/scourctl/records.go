@@ -62,7 +62,7 @@ func init() {
 		var ef recordsExportFlags
 		export := &cobra.Command{
 			Use:   "export (--run RUN-ID | --device RP-OR-ADDRESS [--host H] [--all])",
-			Short: "the record (certificate of sanitization) of a cleaning, as JSON",
+			Short: "the record (certificate of sanitization) of a cleaning, as JSON or printable HTML",
 			Long: `Prints one JSON document per cleaning: the newest finished one for the
 device, or with --all a JSON array of all of them.`,
 			Args: noArgs,
@@ -73,7 +73,8 @@ device, or with --all a JSON array of all of them.`,
 		export.Flags().StringVar(&ef.runID, "run", "", "export this run")
 		export.Flags().StringVar(&ef.device, "device", "", "export the newest finished run of this device (resource provider uuid or PCI address)")
 		export.Flags().StringVar(&ef.host, "host", "", "with --device: only runs on this host (PCI addresses repeat across hosts)")
-		export.Flags().BoolVar(&ef.all, "all", false, "with --device: every finished run, as a JSON array")
+		export.Flags().BoolVar(&ef.all, "all", false, "with --device: every finished run, as a JSON array (html: one page each)")
+		export.Flags().StringVar(&ef.format, "format", "json", "json (the signed machine format) or html (a printable certificate)")
 
 		g := group("records", "list, show, export and verify cleaning records (certificates of sanitization)", recordsHelp, list, show, export,
 			newRecordsVerify(&sf, c.stdout), newRecordsPubkey(&sf, c.stdout))
@@ -211,12 +212,16 @@ func writeRecordText(w io.Writer, rec claims.Record) {
 type recordsExportFlags struct {
 	runID, device, host string
 	all                 bool
+	format              string
 }
 
 func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFlags, stdout io.Writer) error {
 	runID, device, host, all := f.runID, f.device, f.host, f.all
 	if (runID == "") == (device == "") {
 		return usagef("export needs exactly one of --run or --device")
+	}
+	if f.format != "json" && f.format != "html" {
+		return usagef("--format %q: want json or html", f.format)
 	}
 	s, err := sf.open(ctx)
 	if err != nil {
@@ -237,13 +242,7 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 		}
 		docs = append(docs, doc)
 	}
-	var out any = docs[0]
-	if all {
-		out = docs
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if err := writeExport(stdout, f.format, docs, all); err != nil {
 		return err
 	}
 	// Only now may retention purge them (unless purge_unexported).
@@ -251,6 +250,27 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 		return fmt.Errorf("records written, but not marked exported (retention keeps them): %w", err)
 	}
 	return nil
+}
+
+// writeExport writes the documents as JSON (one, or an array with all) or
+// as an HTML certificate.
+func writeExport(w io.Writer, format string, docs []json.RawMessage, all bool) error {
+	if format == "html" {
+		recs := make([]claims.Record, len(docs))
+		for i, d := range docs {
+			if err := json.Unmarshal(d, &recs[i]); err != nil {
+				return err
+			}
+		}
+		return writeCertificateHTML(w, recs)
+	}
+	var out any = docs[0]
+	if all {
+		out = docs
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // exportRunIDs picks the device's newest closed run, or all of them.

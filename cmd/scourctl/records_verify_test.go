@@ -104,3 +104,25 @@ func TestRecordsVerify(t *testing.T) {
 		t.Fatalf("deleted record: exit %d, %q", code, errs)
 	}
 }
+
+func TestRecordsExportHTML(t *testing.T) {
+	dir, runs := seedSignedStore(t)
+	code, out, errs := recordsCLI("records", "export", "--state-path", dir, "--run", runs[1], "--format", "html")
+	if code != 0 {
+		t.Fatalf("export --format html: exit %d: %s", code, errs)
+	}
+	_, js, _ := recordsCLI("records", "export", "--state-path", dir, "--run", runs[1])
+	rec, err := claims.ParseRecord([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", "Certificate of sanitization", "0000:81:00.0", "QUARANTINED", "sanitize failed on rp-1",
+		"number 2 of host compute-1", rec.Signature.KeyID, "sha256:" + rec.Chain.PrevRecordSHA256, "No verifying step ran"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("HTML certificate lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := recordsCLI("records", "export", "--state-path", dir, "--run", runs[1], "--format", "pdf"); code != 2 || !strings.Contains(errs, "want json or html") {
+		t.Errorf("--format pdf: exit %d %q", code, errs)
+	}
+}
