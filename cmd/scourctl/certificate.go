@@ -26,7 +26,7 @@ var certificateTmpl = template.Must(template.New("certificate").Funcs(template.F
 		return "-"
 	},
 	"upper": strings.ToUpper,
-	"dash": recordsDash,
+	"dash":  recordsDash,
 }).Parse(certificateHTML))
 
 // writeCertificateHTML renders records as one printable page each: the
