@@ -34,6 +34,13 @@ func (f fakeRuns) ListRuns(_ context.Context, flt claims.RunFilter) ([]claims.Ru
 	return out, nil
 }
 
+func (f fakeRuns) ActiveQuarantine(_ context.Context, host, rp string) (claims.Quarantine, bool, error) {
+	if rp == "rp-2" {
+		return claims.Quarantine{Reason: "retired by alice: RMA 42"}, true, nil
+	}
+	return claims.Quarantine{}, false, nil
+}
+
 func (f fakeRuns) Steps(_ context.Context, runID string) ([]claims.Step, error) {
 	return f.steps[runID], nil
 }
@@ -75,6 +82,9 @@ func TestStatusStepPercentETA(t *testing.T) {
 	// 25% in 10 minutes: 30 more minutes.
 	if d.ETA == nil || !d.ETA.Equal(now.Add(30*time.Minute)) {
 		t.Errorf("ETA %v, want %v", d.ETA, now.Add(30*time.Minute))
+	}
+	if d.Held != "" || st[1].Held != "retired by alice: RMA 42" {
+		t.Errorf("held: %q, %q", d.Held, st[1].Held)
 	}
 	if st[1].Step != "sanitize" || *st[1].Percent != 0 || st[1].ETA != nil {
 		t.Errorf("a step without progress yet: %+v (no ETA expected)", st[1])

@@ -25,6 +25,7 @@ type DeviceStatus struct {
 	Ended       *time.Time `json:"ended,omitempty"`
 	OpenRun     string     `json:"open_run,omitempty"`
 	OpenSince   *time.Time `json:"open_since,omitempty"`
+	Held        string     `json:"held,omitempty"`    // the store's open quarantine or retirement: its reason
 	Step        string     `json:"step,omitempty"`    // the open run's current step
 	Percent     *int       `json:"percent,omitempty"` // its progress
 	ETA         *time.Time `json:"eta,omitempty"`     // when it ends at the pace so far
@@ -34,6 +35,7 @@ type DeviceStatus struct {
 type Runs interface {
 	ListRuns(ctx context.Context, f claims.RunFilter) ([]claims.Run, error)
 	Steps(ctx context.Context, runID string) ([]claims.Step, error)
+	ActiveQuarantine(ctx context.Context, host, deviceRP string) (claims.Quarantine, bool, error)
 }
 
 // Status joins a Placement scan of host with its cleaning runs.
@@ -44,6 +46,13 @@ func Status(ctx context.Context, devs []placement.Device, runs Runs, host string
 			Reserved: d.Inventory.Reserved, Total: d.Inventory.Total, Quarantined: d.Quarantined}
 		if d.Why != "" {
 			st.State += " (" + d.Why + ")"
+		}
+		q, held, err := runs.ActiveQuarantine(ctx, host, d.UUID)
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			st.Held = q.Reason
 		}
 		rs, err := runs.ListRuns(ctx, claims.RunFilter{Host: host, Device: d.UUID, Limit: 20})
 		if err != nil {

@@ -68,6 +68,10 @@ func TestScourctlRetireAndClean(t *testing.T) {
 	if !c.Quarantined(t, rd) || c.Reserved(t, rd) != 1 {
 		t.Fatal("the retired device is not reserved with the quarantine trait")
 	}
+	if out, err := scourctl(t, "status", "--config", h.config, "-o", "json", "-c", "address,held"); err != nil ||
+		!strings.Contains(out, `"held": "retired by `) || !strings.Contains(out, "RMA ticket 42") {
+		t.Errorf("status does not show the retirement's reason: %v\n%s", err, out)
+	}
 	if out, err := scourctl(t, "clean", retired, "--config", h.config); err == nil || !strings.Contains(out, "quarantined") {
 		t.Errorf("clean of a retired device: %v\n%s", err, out)
 	}

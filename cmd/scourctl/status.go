@@ -21,7 +21,8 @@ func init() {
 			Long: `For each one-time-use device of this host: its Placement state and
 reserved/total, the verdict of its last finished cleaning run, and the run
 open now with its current step, the step's progress and when it should end
-at its pace so far.
+at its pace so far; held: why the store keeps the device out of the pool
+(a quarantine verdict, or an operator's retirement with its reason).
 
 scourctl asks scourd over its admin socket (admin.socket, default
 /run/scour/scourd.sock; root or admin.group), so no Keystone credentials
@@ -57,7 +58,7 @@ func adminSocket(cfg *config.Config) string {
 	return admin.DefaultSocket
 }
 
-var statusColumns = []string{"address", "state", "reserved", "last_run", "verdict", "ended", "open_run", "step", "percent", "eta"}
+var statusColumns = []string{"address", "state", "reserved", "last_run", "verdict", "ended", "open_run", "step", "percent", "eta", "held"}
 
 func statusListing(st []admin.DeviceStatus) *listing {
 	l := newListing(statusColumns...)
@@ -71,7 +72,7 @@ func statusListing(st []admin.DeviceStatus) *listing {
 			percent = fmt.Sprintf("%d%%", *d.Percent)
 		}
 		l.add(d.Address, d.State, fmt.Sprintf("%d/%d", d.Reserved, d.Total), d.LastRun, d.Verdict, timeText(d.Ended),
-			open, d.Step, percent, timeText(d.ETA))
+			open, d.Step, percent, timeText(d.ETA), d.Held)
 	}
 	return l
 }
