@@ -1,0 +1,230 @@
+// Package kernellane boots Debian's kernel in QEMU with emulated NVMe
+// controllers, bound to vfio-pci as on a passthrough host, and runs scour's
+// real hardware backend inside it (the "real kernel" lane, docs/e2e.md).
+//
+// scripts/kernel-lane.sh builds the kernel and initramfs (`make
+// test-kernel`); the host tests here find them through SCOUR_KERNEL_LANE,
+// boot guests, read the guest's report from its second serial port and fail
+// on anything but a clean PASS. The tests that run inside the guest are in
+// kernellane/guest (build tag kernelguest).
+package kernellane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EnvAssets names the folder holding vmlinuz and initramfs.cpio.
+const EnvAssets = "SCOUR_KERNEL_LANE"
+
+// Report lines /init writes to the guest's ttyS1.
+const (
+	markBooted = "SCOUR-GUEST-BOOTED "
+	markExit   = "SCOUR-GUEST-EXIT "
+	markFail   = "SCOUR-GUEST-FAIL "
+	markProbe  = "SCOUR-GUEST-PROBE ok"
+)
+
+// Disk is one emulated NVMe controller of the guest.
+type Disk struct {
+	Addr      string // guest PCI address, 0000:00:XX.0
+	Serial    string
+	BlockSize int   // logical block size: 512 or 4096
+	SizesMiB  []int // one per namespace
+	Warning   int   // smart_critical_warning, 0 for a healthy drive
+	images    []string
+}
+
+// Machine is the guest hardware every lane test boots: four controllers
+// with different serials, 512 B and 4 KiB logical blocks, one with two
+// namespaces, one with a critical warning set.
+func Machine() []Disk {
+	return []Disk{
+		{Addr: "0000:00:10.0", Serial: "SCOUR512", BlockSize: 512, SizesMiB: []int{64}},
+		{Addr: "0000:00:11.0", Serial: "SCOUR4K", BlockSize: 4096, SizesMiB: []int{64}},
+		{Addr: "0000:00:12.0", Serial: "SCOURTWONS", BlockSize: 512, SizesMiB: []int{32, 32}},
+		{Addr: "0000:00:13.0", Serial: "SCOURWORN", BlockSize: 512, SizesMiB: []int{32}, Warning: 0x04},
+	}
+}
+
+// Boot describes one guest run.
+type Boot struct {
+	Assets  string // folder with vmlinuz and initramfs.cpio
+	Dir     string // scratch folder: disk images, logs
+	Disks   []Disk
+	Cmdline []string // appended to the kernel command line (scour.run=...)
+	Extra   string   // optional extra cpio archive appended to the initramfs
+	QEMU    []string // extra QEMU arguments (networking)
+	Timeout time.Duration
+}
+
+// Result is what came back from a guest.
+type Result struct {
+	Accel    string
+	Booted   time.Duration // guest uptime when /init had bound the devices
+	Wall     time.Duration // QEMU start to exit
+	Report   string        // everything the guest wrote to ttyS1
+	Console  string        // the kernel console (ttyS0)
+	ExitCode int           // of the guest's workload; -1 when it never reported
+}
+
+var (
+	accelOnce sync.Once
+	accel     string
+)
+
+// Accel returns "kvm" when a KVM guest boots and powers off here within a
+// minute (nested KVM may fail at start on these machines), else "tcg".
+func Accel(assets, dir string) string {
+	accelOnce.Do(func() {
+		accel = "tcg"
+		if os.Getenv("SCOUR_KERNEL_ACCEL") == "tcg" {
+			return
+		}
+		f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+		if err != nil {
+			return
+		}
+		f.Close()
+		r, err := run(context.Background(), Boot{Assets: assets, Dir: filepath.Join(dir, "probe"), Cmdline: []string{"scour.run=probe"}, Timeout: time.Minute}, "kvm")
+		if err == nil && strings.Contains(r.Report, markProbe) {
+			accel = "kvm"
+		}
+	})
+	return accel
+}
+
+// Run boots b and waits for the guest to power off (or b.Timeout).
+func Run(ctx context.Context, b Boot) (*Result, error) {
+	return run(ctx, b, Accel(b.Assets, b.Dir))
+}
+
+func run(ctx context.Context, b Boot, accel string) (*Result, error) {
+	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	initrd := filepath.Join(b.Assets, "initramfs.cpio")
+	if b.Extra != "" {
+		initrd = filepath.Join(b.Dir, "initramfs.cpio")
+		if err := concat(initrd, filepath.Join(b.Assets, "initramfs.cpio"), b.Extra); err != nil {
+			return nil, err
+		}
+	}
+	console, report := filepath.Join(b.Dir, "console.log"), filepath.Join(b.Dir, "report.log")
+	args := []string{
+		"-M", "q35", "-accel", accel, "-m", "1024", "-smp", "1",
+		"-nodefaults", "-display", "none", "-no-reboot",
+		"-serial", "file:" + console, "-serial", "file:" + report,
+		"-kernel", filepath.Join(b.Assets, "vmlinuz"), "-initrd", initrd,
+		"-append", strings.Join(append([]string{"console=ttyS0", "intel_iommu=on", "iommu=pt", "panic=-1", "quiet"}, b.Cmdline...), " "),
+		// An IOMMU, so that vfio-pci can take the controllers as on a
+		// passthrough host (Debian's kernel has no vfio no-IOMMU mode).
+		"-device", "intel-iommu,intremap=off",
+	}
+	if accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	} else {
+		args = append(args, "-cpu", "max")
+	}
+	for i, d := range b.Disks {
+		dev := fmt.Sprintf("nvme,id=nvme%d,serial=%s,addr=%s", i, d.Serial, strings.TrimPrefix(d.Addr, "0000:00:"))
+		if d.Warning != 0 {
+			dev += fmt.Sprintf(",smart_critical_warning=%d", d.Warning)
+		}
+		args = append(args, "-device", dev)
+		for j, mib := range d.SizesMiB {
+			img := filepath.Join(b.Dir, fmt.Sprintf("%s-n%d.img", d.Serial, j+1))
+			if err := sparse(img, int64(mib)<<20); err != nil {
+				return nil, err
+			}
+			id := fmt.Sprintf("d%dn%d", i, j+1)
+			args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw,cache=unsafe", img, id),
+				"-device", fmt.Sprintf("nvme-ns,drive=%s,bus=nvme%d,nsid=%d,logical_block_size=%d,physical_block_size=%d", id, i, j+1, d.BlockSize, d.BlockSize))
+		}
+	}
+	args = append(args, b.QEMU...)
+	timeout := b.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	res := &Result{Accel: accel, Wall: time.Since(start), ExitCode: -1}
+	c, _ := os.ReadFile(console)
+	r, _ := os.ReadFile(report)
+	res.Console, res.Report = string(c), string(r)
+	parse(res)
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("guest did not power off within %s (console %s, report %s)", timeout, console, report)
+	}
+	if err != nil {
+		return res, fmt.Errorf("qemu-system-x86_64 %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return res, nil
+}
+
+func parse(res *Result) {
+	sc := bufio.NewScanner(strings.NewReader(res.Report))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if v, ok := strings.CutPrefix(l, markBooted); ok {
+			if s, err := strconv.ParseFloat(v, 64); err == nil {
+				res.Booted = time.Duration(s * float64(time.Second))
+			}
+		}
+		if v, ok := strings.CutPrefix(l, markExit); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				res.ExitCode = n
+			}
+		}
+	}
+}
+
+// Failure is the guest's own failure line, "" when it reported none.
+func (r *Result) Failure() string {
+	for _, l := range strings.Split(r.Report, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), markFail); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func sparse(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func concat(dst string, srcs ...string) error {
+	var all []byte
+	for _, s := range srcs {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			return err
+		}
+		all = append(all, b...)
+	}
+	return os.WriteFile(dst, all, 0o644)
+}
