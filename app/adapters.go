@@ -99,6 +99,17 @@ func (g placementGate) InstanceAllocations(ctx context.Context, instance string)
 	return out, nil
 }
 
+func (g placementGate) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Device, error) {
+	full, err := g.c.Device(ctx, ref(d))
+	if errors.Is(err, placement.ErrNotFound) {
+		return d, fmt.Errorf("%w: %w", handlers.ErrGone, err)
+	}
+	if err != nil {
+		return d, gateErr(err)
+	}
+	return toHandlerDevice(full), nil
+}
+
 func (g placementGate) Burn(ctx context.Context, d handlers.Device) error {
 	return gateErr(g.c.Burn(ctx, ref(d)))
 }

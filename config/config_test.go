@@ -136,3 +136,25 @@ func TestExampleConfigSections(t *testing.T) {
 		t.Errorf("Redacted leaks: token %q dsn %q", r.Placement.Token, r.Claims.DSN)
 	}
 }
+
+// scan_debounce 0 means no debounce; it does not silently become the
+// default (1s), whether it comes from the file or the environment.
+func TestZeroScanDebounceIsKept(t *testing.T) {
+	t.Parallel()
+	for _, env := range [][]string{
+		{"SCOUR_HOST=cmp1", "SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_LIFECYCLE_SCAN_DEBOUNCE=0s"},
+		{"SCOUR_HOST=cmp1", "SCOUR_LIFECYCLE_ENABLED=false"},
+	} {
+		c, err := Load("testdata/does-not-exist.yaml", false, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := time.Second
+		if len(env) == 3 {
+			want = 0
+		}
+		if d := c.Lifecycle.ScanDebounce; d == nil || *d != want {
+			t.Errorf("env %v: scan_debounce = %v, want %v", env, d, want)
+		}
+	}
+}

@@ -18,7 +18,7 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 	const n, limit = 100, 4
 	e := newEnv(t, n, func(c *handlers.Config) {
 		c.MaxConcurrentCleans = limit
-		c.ScanDebounce = 20 * time.Millisecond
+		c.ScanDebounce = ptr(20 * time.Millisecond)
 	})
 	for i := 1; i <= n; i++ {
 		vm := fmt.Sprintf("vm-%d", i)

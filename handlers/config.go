@@ -18,9 +18,13 @@ type Config struct {
 	// jittered by ReconcileJitter (a fraction, default 0.1 = ±10%).
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
 	ReconcileJitter   float64       `yaml:"reconcile_jitter"`
-	// ScanDebounce is how long a triggered scan waits for more triggers,
-	// so a burst of releases costs one scan (default 1s).
-	ScanDebounce time.Duration `yaml:"scan_debounce"`
+	// ScanDebounce merges a burst of scan triggers: the first trigger
+	// scans at once; one arriving less than ScanDebounce after a
+	// triggered scan waits for the window's end, together with all that
+	// arrive meanwhile (default 1s; 0: no debounce, every trigger scans
+	// at once). Releases with a recorded claim do not wait for a scan at
+	// all: their devices are read and queued directly.
+	ScanDebounce *time.Duration `yaml:"scan_debounce"`
 	// FollowUpDelay schedules one more scan after a triggered one, for
 	// allocations Nova removes shortly after its notification (a move's
 	// migration allocation). Default 30s; negative disables.
@@ -47,7 +51,10 @@ func (c *Config) setDefaults() {
 		}
 	}
 	def(&c.ReconcileInterval, 5*time.Minute)
-	def(&c.ScanDebounce, time.Second)
+	if c.ScanDebounce == nil {
+		d := time.Second
+		c.ScanDebounce = &d
+	}
 	def(&c.FollowUpDelay, 30*time.Second)
 	def(&c.BackoffBase, time.Minute)
 	def(&c.BackoffMax, 30*time.Minute)
@@ -67,7 +74,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("host is required"))
 	}
 	for name, d := range map[string]time.Duration{
-		"reconcile_interval": c.ReconcileInterval, "scan_debounce": c.ScanDebounce,
+		"reconcile_interval": c.ReconcileInterval, "scan_debounce": deref(c.ScanDebounce),
 		"backoff_base": c.BackoffBase,
 		"backoff_max":  c.BackoffMax, "stuck_after": c.StuckAfter,
 	} {
@@ -88,6 +95,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("lifecycle config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+func deref(d *time.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return *d
 }
 
 // SetDefaults fills every unset field (config.Section).

@@ -76,7 +76,7 @@ func newEnv(t *testing.T, n int, cfg func(*handlers.Config)) *env {
 // as a restarted scourd would.
 func (e *env) build(cfg func(*handlers.Config)) {
 	e.t.Helper()
-	c := handlers.Config{Host: e.host, ScanDebounce: time.Millisecond, FollowUpDelay: -1}
+	c := handlers.Config{Host: e.host, ScanDebounce: ptr(time.Millisecond), FollowUpDelay: -1}
 	if cfg != nil {
 		cfg(&c)
 	}
@@ -148,3 +148,5 @@ func (e *env) logOut() io.Writer {
 	}
 	return e.logs
 }
+
+func ptr[T any](v T) *T { return &v }

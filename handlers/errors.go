@@ -23,6 +23,9 @@ var (
 	// shape scour does not handle (not one inventory of total 1): the
 	// device is skipped with a warning, never retried as a failure.
 	ErrUnmanaged = errors.New("device shape not managed by scour")
+	// ErrGone is what a Placement adapter wraps when ReadDevice found no
+	// such resource provider: the device left this host's tree.
+	ErrGone = errors.New("device is not in this host's tree")
 )
 
 // Adapters wrap with ErrPermanent the errors retrying cannot fix (a

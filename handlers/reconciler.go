@@ -11,8 +11,8 @@ import (
 // Reconciler is level-triggered and the source of truth: it reads this
 // host's Placement tree and drives every device toward its end state,
 // whatever notifications were missed, duplicated or reordered. It scans on
-// start, after triggers (coalesced: a burst of releases costs about one
-// scan), once more FollowUpDelay after a triggered scan, and every
+// start, after triggers (at once; a burst within ScanDebounce of a
+// triggered scan is merged into one more scan), once more FollowUpDelay after a triggered scan, and every
 // ReconcileInterval (jittered), earlier when a device's backoff ends.
 //
 // Cleaning runs asynchronously, at most MaxConcurrentCleans at a time and
@@ -31,6 +31,7 @@ type Reconciler struct {
 
 	trigger chan string   // capacity 1: a full channel is the "dirty" flag
 	rearm   chan struct{} // capacity 1: a backoff changed, recompute the timer
+	kick    chan struct{} // capacity 1: devices were queued outside a scan
 	scanMu  sync.Mutex    // one scan at a time
 	wg      sync.WaitGroup
 
@@ -63,7 +64,7 @@ type backoff struct {
 func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler {
 	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
-		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
+		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), kick: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
 		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{}}
 }
 
@@ -85,19 +86,25 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	periodic := time.NewTimer(r.nextDelay())
 	defer periodic.Stop()
 	var followUp <-chan time.Time
+	var lastTriggered time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-r.kick:
+			r.dispatch(ctx)
 		case reason := <-r.trigger:
-			if !sleep(ctx, r.cfg.ScanDebounce) {
-				return nil
-			}
-			select { // merge triggers that arrived while debouncing
-			case <-r.trigger:
-			default:
+			if wait := r.debounce(lastTriggered); wait > 0 {
+				if !sleep(ctx, wait) {
+					return nil
+				}
+				select { // merge triggers that arrived while debouncing
+				case <-r.trigger:
+				default:
+				}
 			}
 			r.scan(ctx, reason)
+			lastTriggered = time.Now()
 			if r.cfg.FollowUpDelay > 0 && followUp == nil {
 				followUp = time.After(r.cfg.FollowUpDelay)
 			}
@@ -131,7 +138,7 @@ func (r *Reconciler) nextDelay() time.Duration {
 			d = w
 		}
 	}
-	return max(d, r.cfg.ScanDebounce, time.Millisecond)
+	return max(d, time.Millisecond)
 }
 
 // WaitIdle waits until no clean is queued or running (tests, scourctl).

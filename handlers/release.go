@@ -16,18 +16,27 @@ import (
 // forged or early delete for a running instance releases nothing, the
 // revert broadcast releases only where the instance left, a same-host
 // resize releases just the side it left, and the host keeping the instance
-// (revert) re-records its claim. The host is then reconciled: Placement,
-// not the command, decides which device is dirty.
+// (revert) re-records its claim. Placement, not the command, decides
+// which device is dirty: the devices of the
+// claims it ended are read and the dirty ones queued at once (no scan).
 //
-// A broadcast (revert, or a delete nova-api sent with no host) triggers a
-// scan only on hosts that hold a claim or an allocation of the instance,
-// so one broadcast does not cost a scan on every host; the periodic scan
-// covers a host whose claim was never recorded.
+// A host-scoped release for an instance with no live claim here scans the
+// host (its claim may never have been recorded), and so does a release
+// whose instance still holds devices here. A broadcast (revert, or a
+// delete nova-api sent with no host) acts only on hosts that hold a claim
+// or an allocation of the instance, so one broadcast does not cost a scan
+// on every host; the periodic scan covers a host whose claim was never
+// recorded.
 func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Command) error {
 	scan := c.Scope == command.ScopeHost
+	var freed []Device
 	defer func() {
+		reason := fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID)
+		if len(freed) > 0 && h.rec.CheckDevices(ctx, freed, reason) {
+			scan = true
+		}
 		if scan {
-			h.rec.Trigger(fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID))
+			h.rec.Trigger(reason)
 		}
 	}()
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
@@ -47,11 +56,14 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 		if !cl.Live() {
 			continue
 		}
-		scan = true
+		scan = false // the claim says what the instance held here
 		if backedBy(cl, held) {
 			continue
 		}
 		errs = append(errs, h.end(ctx, log, c, cl))
+		for _, d := range cl.Devices {
+			freed = append(freed, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
+		}
 	}
 	if len(alloc.Devices) > 0 {
 		scan = true

@@ -66,40 +66,11 @@ func (r *Reconciler) classify(devs []Device, snapshot uint64, now time.Time, cou
 	seen := map[string]bool{}
 	for _, d := range devs {
 		seen[d.RPUUID] = true
-		_, running := r.running[d.RPUUID]
-		b, backingOff := r.backoff[d.RPUUID]
-		switch {
-		case d.State == StateUnmanaged:
-			r.unqueueLocked(d.RPUUID)
-			counts[string(StateUnmanaged)]++
-		case d.InUse():
-			r.unqueueLocked(d.RPUUID)
-			if d.NeedsBurn() {
-				toBurn = append(toBurn, d)
-				counts[string(StateInUse)]++
-			} else {
-				counts[string(StateBurnedInUse)]++
-			}
-		case d.Quarantined:
-			r.unqueueLocked(d.RPUUID)
-			counts[string(StateQuarantined)]++
-		case !d.Dirty():
-			r.unqueueLocked(d.RPUUID)
-			delete(r.backoff, d.RPUUID)
-			counts[string(StateAvailable)]++
-		case running:
-			counts[gaugeCleaning]++
-		case r.finished[d.RPUUID] > snapshot:
-			// A run ended after this scan read Placement: the snapshot
-			// predates its verdict (quarantine trait, un-reserve). The
-			// next scan, triggered by that end, decides.
-			r.unqueueLocked(d.RPUUID)
-			counts[gaugeCleaning]++
-		case backingOff && now.Before(b.until):
-			r.unqueueLocked(d.RPUUID)
-			counts[b.why]++
-		default:
+		switch r.classifyLocked(d, snapshot, now, counts) {
+		case actClean:
 			candidates = append(candidates, d)
+		case actBurn:
+			toBurn = append(toBurn, d)
 		}
 	}
 	for rp := range r.pending {
@@ -108,6 +79,55 @@ func (r *Reconciler) classify(devs []Device, snapshot uint64, now time.Time, cou
 		}
 	}
 	return candidates, toBurn
+}
+
+type action int
+
+const (
+	actNone action = iota
+	actClean
+	actBurn
+)
+
+// classifyLocked decides what one freshly read device needs, dropping it
+// from the queue unless it is dirty and free to clean. counts gets the
+// device's gauge state (dirty ones are counted by the caller once queued).
+func (r *Reconciler) classifyLocked(d Device, snapshot uint64, now time.Time, counts map[string]int) action {
+	_, running := r.running[d.RPUUID]
+	b, backingOff := r.backoff[d.RPUUID]
+	switch {
+	case d.State == StateUnmanaged:
+		r.unqueueLocked(d.RPUUID)
+		counts[string(StateUnmanaged)]++
+	case d.InUse():
+		r.unqueueLocked(d.RPUUID)
+		if d.NeedsBurn() {
+			counts[string(StateInUse)]++
+			return actBurn
+		}
+		counts[string(StateBurnedInUse)]++
+	case d.Quarantined:
+		r.unqueueLocked(d.RPUUID)
+		counts[string(StateQuarantined)]++
+	case !d.Dirty():
+		r.unqueueLocked(d.RPUUID)
+		delete(r.backoff, d.RPUUID)
+		counts[string(StateAvailable)]++
+	case running:
+		counts[gaugeCleaning]++
+	case r.finished[d.RPUUID] > snapshot:
+		// A run ended after this read of Placement: the read predates its
+		// verdict (quarantine trait, un-reserve). The next scan, triggered
+		// by that end, decides.
+		r.unqueueLocked(d.RPUUID)
+		counts[gaugeCleaning]++
+	case backingOff && now.Before(b.until):
+		r.unqueueLocked(d.RPUUID)
+		counts[b.why]++
+	default:
+		return actClean
+	}
+	return actNone
 }
 
 // present is safety rule 3's local half: a dirty device in Placement that

@@ -81,6 +81,10 @@ type Placement interface {
 	// InstanceAllocations reads one instance's allocations; devices are
 	// those of this host's tree that carry the one-time-use trait.
 	InstanceAllocations(ctx context.Context, instance string) (InstanceAllocation, error)
+	// ReadDevice reads one device of this host's tree afresh (d names it:
+	// RPUUID, RPName, Address). It wraps ErrGone when the device is no
+	// longer in the tree.
+	ReadDevice(ctx context.Context, d Device) (Device, error)
 	// Burn sets reserved=total on an allocated device. Idempotent. It
 	// wraps ErrNotAllocated when nobody holds the device any more.
 	Burn(ctx context.Context, d Device) error

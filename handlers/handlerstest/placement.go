@@ -11,6 +11,7 @@ type Placement struct {
 	W                    *World
 	ScanHostF            func(ctx context.Context) ([]handlers.Device, error)
 	InstanceAllocationsF func(ctx context.Context, instance string) (handlers.InstanceAllocation, error)
+	ReadDeviceF          func(ctx context.Context, d handlers.Device) (handlers.Device, error)
 	BurnF                func(ctx context.Context, d handlers.Device) error
 	UnreserveF           func(ctx context.Context, d handlers.Device) error
 	QuarantineF          func(ctx context.Context, d handlers.Device, reason string) error
@@ -30,6 +31,13 @@ func (p *Placement) InstanceAllocations(ctx context.Context, instance string) (h
 		return p.InstanceAllocationsF(ctx, instance)
 	}
 	return p.W.InstanceAllocations(ctx, instance)
+}
+
+func (p *Placement) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Device, error) {
+	if p.ReadDeviceF != nil {
+		return p.ReadDeviceF(ctx, d)
+	}
+	return p.W.ReadDevice(ctx, d)
 }
 
 func (p *Placement) Burn(ctx context.Context, d handlers.Device) error {

@@ -87,7 +87,7 @@ func (w *World) Device(rp string) handlers.Device {
 	return snapshot(w.devs[rp])
 }
 
-// Count returns how often op ("scan", "burn", "unreserve", "quarantine")
+// Count returns how often op ("scan", "read", "burn", "unreserve", "quarantine")
 // was called, for rp ("" for scans).
 func (w *World) Count(op, rp string) int {
 	w.mu.Lock()
@@ -145,6 +145,18 @@ func (w *World) InstanceAllocations(ctx context.Context, instance string) (handl
 		a.VCPU, a.MemoryMB, a.DiskGB = r[0], r[1], r[2]
 	}
 	return a, nil
+}
+
+// ReadDevice implements handlers.Placement: one device afresh.
+func (w *World) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Device, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts["read/"+d.RPUUID]++
+	dev, ok := w.devs[d.RPUUID]
+	if !ok {
+		return d, fmt.Errorf("device %s: %w", d.RPName, handlers.ErrGone)
+	}
+	return snapshot(dev), nil
 }
 
 // Burn implements handlers.Placement.

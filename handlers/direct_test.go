@@ -1,0 +1,93 @@
+package handlers_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/handlers"
+)
+
+// A delete reaches exactly the devices its claim held: they are read one
+// by one and cleaned without a scan, so no debounce (set to an hour here)
+// and no whole-tree read stands between the release and the clean. Another
+// dirty device of the host waits for a scan (the safety net).
+func TestReleaseCleansClaimedDevicesWithoutScan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3, func(c *handlers.Config) {
+		c.ScanDebounce = ptr(time.Hour)
+		c.ReconcileInterval = time.Hour
+	})
+	e.w.Allocate("vm-1", true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // start
+	e.w.Allocate("vm-2", true, rp(3))
+	e.w.Free("vm-2") // rp-3 dirty, no notification
+	e.w.Free("vm-1")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+	waitFor(t, func() bool {
+		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+	})
+	if got := e.w.Count("scan", ""); got != 1 {
+		t.Errorf("scans = %d, want 1 (the start scan only)", got)
+	}
+	for i, want := range []int{1, 1, 0} {
+		if got := e.w.Count("read", rp(i+1)); got != want {
+			t.Errorf("%s read %d times, want %d", rp(i+1), got, want)
+		}
+	}
+	if e.state(3) != handlers.StateDirty || e.cl.CallsFor(rp(3)) != 0 {
+		t.Errorf("rp-3 (no claim) = %s with %d runs; want dirty, left to the scan", e.state(3), e.cl.CallsFor(rp(3)))
+	}
+}
+
+// A delete for an instance this host never recorded scans the host at
+// once: its claim may have been lost, and only the tree says what it held.
+func TestReleaseWithoutClaimScansAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) {
+		c.ScanDebounce = ptr(time.Hour) // only merges a burst: the first trigger scans at once
+		c.ReconcileInterval = time.Hour
+	})
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 })
+	e.w.Allocate("vm-1", true, rp(1))
+	e.w.Free("vm-1")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	if got := e.w.Count("scan", ""); got != 2 {
+		t.Errorf("scans = %d, want 2 (start, the release's)", got)
+	}
+}
+
+// scan_debounce 0 means none: every trigger scans at once.
+func TestZeroDebounceScansEveryTrigger(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) {
+		c.ScanDebounce = ptr(time.Duration(0))
+		c.ReconcileInterval = time.Hour
+	})
+	stop := e.run()
+	defer stop()
+	for want := 1; want <= 4; want++ {
+		waitFor(t, func() bool { return e.w.Count("scan", "") == want })
+		e.r.Trigger("test")
+	}
+}
+
+func TestScanDebounceDefaultsOnlyWhenUnset(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		set  *time.Duration
+		want time.Duration
+	}{{nil, time.Second}, {ptr(time.Duration(0)), 0}, {ptr(5 * time.Millisecond), 5 * time.Millisecond}} {
+		c := handlers.Config{Host: "h", ScanDebounce: tc.set}
+		c.SetDefaults()
+		if c.ScanDebounce == nil || *c.ScanDebounce != tc.want {
+			t.Errorf("scan_debounce %v after defaults = %v, want %v", tc.set, c.ScanDebounce, tc.want)
+		}
+	}
+}
