@@ -83,10 +83,11 @@ fi
 mkdir -p "$out"
 s=$(mktemp -d)
 trap 'rm -rf "$s"' EXIT
-mkdir -p "$s/scour" "$s/tests"
+mkdir -p "$s/scour/etc" "$s/tests" "$s/usr/libexec/scour/plugins"
+cp "$root/deploy/scour.yaml" "$s/scour/etc/deploy-scour.yaml"
 (cd "$root" && CGO_ENABLED=0 $GO build -trimpath -o "$s/scour/" ./cmd/...)
 (cd "$root" && CGO_ENABLED=0 $GO test -c -tags kernelguest -o "$s/tests/guest.test" ./kernellane/guest)
-(cd "$s" && find scour tests | cpio -o -H newc --quiet) >"$s/scour.cpio"
+(cd "$s" && find scour tests usr | cpio -o -H newc --quiet) >"$s/scour.cpio"
 cp "$cache/vmlinuz" "$out/vmlinuz"
 cat "$cache/base.cpio" "$s/scour.cpio" >"$out/initramfs.cpio"
 echo "kernel-lane: $out/vmlinuz $out/initramfs.cpio ($(du -h "$out/initramfs.cpio" | cut -f1))"

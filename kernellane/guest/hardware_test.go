@@ -1,0 +1,124 @@
+//go:build kernelguest
+
+package guest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/hardwaretest"
+	"github.com/scour-project/scour/kernellane"
+)
+
+// TestConformance runs the suite every Backend passes (hardwaretest) on
+// the real backend against the real kernel: one controller bound to nvme,
+// one still on vfio-pci; the guest has no GPU or NIC.
+func TestConformance(t *testing.T) {
+	nv, vf := disk(t, "SCOUR512"), disk(t, "SCOUR4K")
+	bind(t, nv, "nvme")
+	defer bind(t, nv, "vfio-pci")
+	hardwaretest.Run(t, real(t), hardwaretest.Layout{NVMe: hardware.Address(nv.Addr), VFIO: hardware.Address(vf.Addr), Missing: "0000:99:00.0"})
+}
+
+// TestDiscovery: what discovery says of each controller, vfio-bound as
+// at boot and bound to nvme: address, class, driver, IOMMU group, serial
+// and model as QEMU reports them, namespaces, QEMU's capability bits and
+// smart log.
+func TestDiscovery(t *testing.T) {
+	r := real(t)
+	addrs, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range kernellane.Machine() {
+		t.Run(d.Serial, func(t *testing.T) {
+			if !slices.Contains(addrs, hardware.Address(d.Addr)) {
+				t.Fatalf("List lacks %s: %v", d.Addr, addrs)
+			}
+			for _, drv := range []string{"vfio-pci", "nvme"} {
+				bind(t, d, drv)
+				dev, err := r.Discover(ctx, hardware.Address(d.Addr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dev.Kind != hardware.KindNVMe || dev.Class != "0x010802" || dev.Driver != drv || dev.VendorID != "0x1b36" || dev.DeviceID != "0x0010" {
+					t.Errorf("%s: kind %s class %s driver %s id %s:%s", drv, dev.Kind, dev.Class, dev.Driver, dev.VendorID, dev.DeviceID)
+				}
+				if dev.IOMMUGroup == nil {
+					t.Errorf("%s: no IOMMU group", drv)
+				}
+				if dev.Serial != d.Serial || dev.Model != "QEMU NVMe Ctrl" {
+					t.Errorf("%s: serial %q model %q, want %q and QEMU NVMe Ctrl", drv, dev.Serial, dev.Model, d.Serial)
+				}
+				if dev.NVMe == nil {
+					t.Fatalf("%s: no NVMe facts", drv)
+				}
+				if drv == "vfio-pci" {
+					if !dev.NVMe.BoundToVFIO || dev.Absent["nvme.sanitize"] == "" {
+						t.Errorf("vfio-pci: BoundToVFIO %v absent %v", dev.NVMe.BoundToVFIO, dev.Absent)
+					}
+					continue
+				}
+				if len(dev.NVMe.Namespaces) != len(d.SizesMiB) || dev.NVMe.OACS&2 == 0 || dev.NVMe.SANICAP != 0 {
+					t.Errorf("nvme: namespaces %v oacs %#x sanicap %#x", dev.NVMe.Namespaces, dev.NVMe.OACS, dev.NVMe.SANICAP)
+				}
+				if dev.NVMe.Smart == nil || dev.NVMe.Smart.CriticalWarning != d.Warning {
+					t.Errorf("nvme: smart log %+v, want critical warning %#x", dev.NVMe.Smart, d.Warning)
+				}
+				for i, ns := range dev.NVMe.Namespaces {
+					lbs, _ := os.ReadFile(filepath.Join("/sys/block", filepath.Base(ns), "queue/logical_block_size"))
+					if strings.TrimSpace(string(lbs)) != strconv.Itoa(d.BlockSize) {
+						t.Errorf("%s (namespace %d): logical block size %s, want %d", ns, i+1, lbs, d.BlockSize)
+					}
+				}
+			}
+			bind(t, d, "vfio-pci")
+		})
+	}
+}
+
+// TestRebind: vfio-pci -> nvme -> vfio-pci through BindDriver, with the
+// namespaces' block devices appearing and going away.
+func TestRebind(t *testing.T) {
+	d := disk(t, "SCOURTWONS")
+	r := real(t)
+	for _, step := range []struct{ to, prev string }{{"nvme", "vfio-pci"}, {"vfio-pci", "nvme"}} {
+		prev, err := r.BindDriver(ctx, hardware.Address(d.Addr), step.to)
+		if err != nil || prev != step.prev || driver(d.Addr) != step.to {
+			t.Fatalf("bind to %s: previous %q err %v, now %q", step.to, prev, err, driver(d.Addr))
+		}
+		if step.to == "nvme" {
+			waitNamespaces(t, d)
+		} else if ns := namespaces(d.Addr); len(ns) != 0 {
+			t.Errorf("namespaces %v still there on vfio-pci", ns)
+		}
+	}
+}
+
+// TestFLR: QEMU's NVMe reports reset_method flr; ResetFunction resets it
+// through sysfs while bound to vfio-pci and to nvme, and the controller
+// answers afterwards.
+func TestFLR(t *testing.T) {
+	d := disk(t, "SCOUR4K")
+	m, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", d.Addr, "reset_method"))
+	if err != nil || !strings.Contains(string(m), "flr") {
+		t.Fatalf("reset_method %q, %v: want flr", m, err)
+	}
+	r := real(t)
+	if err := r.ResetFunction(ctx, hardware.Address(d.Addr)); err != nil {
+		t.Fatalf("reset while on vfio-pci: %v", err)
+	}
+	bind(t, d, "nvme")
+	defer bind(t, d, "vfio-pci")
+	if err := r.ResetFunction(ctx, hardware.Address(d.Addr)); err != nil {
+		t.Fatalf("reset while on nvme: %v", err)
+	}
+	if _, err := r.SmartLog(ctx, hardware.Address(d.Addr)); err != nil {
+		t.Errorf("controller does not answer after the reset: %v", err)
+	}
+}
