@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/scour-project/scour/plugins"
@@ -12,7 +13,11 @@ import (
 
 // RecordFormat names the JSON document Record produces; it changes only
 // when the document's meaning changes.
-const RecordFormat = "scour.cleaning-record/v1"
+const RecordFormat = "scour.cleaning-record/v2"
+
+// recordFormats are the formats ParseRecord reads: v1 lacks performed_by,
+// the media fields and sanitization.
+var recordFormats = []string{"scour.cleaning-record/v1", RecordFormat}
 
 // Record is one cleaning as an operator or auditor reads it: a certificate
 // of sanitization for one device.
@@ -22,9 +27,11 @@ type Record struct {
 	RunID          string               `json:"run_id"`
 	Attempt        int                  `json:"attempt"`
 	Host           string               `json:"host"`
+	PerformedBy    RecordPerformer      `json:"performed_by"`
 	Device         RecordDevice         `json:"device"`
 	PreviousTenant RecordTenant         `json:"previous_tenant"`
 	Method         RecordMethod         `json:"method"`
+	Sanitization   RecordSanitization   `json:"sanitization"`
 	Verification   []RecordVerification `json:"verification"`
 	Result         RecordResult         `json:"result"`
 	TriggeredBy    string               `json:"triggered_by"`
@@ -64,6 +71,41 @@ type RecordDevice struct {
 	PCIAddress       string `json:"pci_address"`
 	Serial           string `json:"serial,omitempty"`
 	Model            string `json:"model,omitempty"`
+	Media
+}
+
+// RecordPerformer is who performed the sanitization.
+type RecordPerformer struct {
+	Service      string `json:"service"` // "scourd"
+	Host         string `json:"host"`
+	ScourVersion string `json:"scour_version"`
+}
+
+// RecordSanitization is what the cleaning claims and did, in NIST SP
+// 800-88 / IEEE 2883 terms (docs/claims.md maps every field).
+type RecordSanitization struct {
+	// Category is what the pipeline claims ("clear", "purge", or "" for
+	// none); a purge record is never cleaned without a passed
+	// verification.
+	Category   string            `json:"category"`
+	Techniques []RecordTechnique `json:"techniques"`
+	Tools      []RecordTool      `json:"tools"`
+}
+
+// RecordTechnique is a technique a step applied, in its own words.
+type RecordTechnique struct {
+	Step      string `json:"step"`
+	Technique string `json:"technique"`
+	Outcome   string `json:"outcome"`
+}
+
+// RecordTool is the tool a step ran.
+type RecordTool struct {
+	Step    string `json:"step"`
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
 }
 
 // RecordTenant is who used the device before ("unknown" when it was found
@@ -111,6 +153,22 @@ type RecordVerification struct {
 	Outcome string `json:"outcome"`
 	plugins.Verification
 	EndedAt *time.Time `json:"ended_at"`
+}
+
+// add takes the technique and the tool a step attempt reports.
+func (z *RecordSanitization) add(st Step, outcome string) {
+	if t, ok := st.Details[plugins.TechniqueKey].(string); ok && t != "" {
+		z.Techniques = append(z.Techniques, RecordTechnique{Step: st.Name, Technique: t, Outcome: outcome})
+	}
+	tool, ok := st.Details["tool"].(map[string]any)
+	if !ok {
+		return
+	}
+	str := func(k string) string { v, _ := tool[k].(string); return v }
+	t := RecordTool{Step: st.Name, Name: str("name"), Version: str("version"), Path: str("path"), SHA256: str("sha256")}
+	if !slices.Contains(z.Tools, t) {
+		z.Tools = append(z.Tools, t)
+	}
 }
 
 // verificationOf reads a verifying step's details.
@@ -186,7 +244,9 @@ func buildRecord(run Run, steps []Step) Record {
 		RunID:          run.ID,
 		Attempt:        run.Attempt,
 		Host:           run.Host,
-		Device:         RecordDevice{ResourceProvider: run.DeviceRP, PCIAddress: run.Address, Serial: run.Serial, Model: run.Model},
+		PerformedBy:    RecordPerformer{Service: "scourd", Host: run.Host, ScourVersion: run.ScourVersion},
+		Device:         RecordDevice{ResourceProvider: run.DeviceRP, PCIAddress: run.Address, Serial: run.Serial, Model: run.Model, Media: run.Media},
+		Sanitization:   RecordSanitization{Category: run.Category, Techniques: []RecordTechnique{}, Tools: []RecordTool{}},
 		PreviousTenant: RecordTenant{InstanceUUID: run.PrevInstance, ProjectID: run.PrevProject},
 		Method: RecordMethod{Profile: run.Profile, Pipeline: run.Pipeline, PipelineVersion: run.PipelineVersion,
 			PlannedSteps: run.PlannedSteps, Steps: []RecordStep{}},
@@ -204,6 +264,7 @@ func buildRecord(run Run, steps []Step) Record {
 			rs.Outcome = "running"
 		}
 		rec.Method.Steps = append(rec.Method.Steps, rs)
+		rec.Sanitization.add(st, rs.Outcome)
 		if st.Verification {
 			rec.Verification = append(rec.Verification, verificationOf(st, rs.Outcome))
 		}
@@ -224,8 +285,8 @@ func ParseRecord(data []byte) (Record, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return Record{}, fmt.Errorf("claims: parse cleaning record: %w", err)
 	}
-	if r.Format != RecordFormat {
-		return Record{}, fmt.Errorf("claims: parse cleaning record: format %q, want %q", r.Format, RecordFormat)
+	if !slices.Contains(recordFormats, r.Format) {
+		return Record{}, fmt.Errorf("claims: parse cleaning record: format %q, want one of %v", r.Format, recordFormats)
 	}
 	return r, nil
 }

@@ -56,6 +56,21 @@ type RunStart struct {
 	PipelineVersion string
 	PlannedSteps    []string // the pipeline's step names, in order, when the run opened
 	Trigger         string   // who or what started it: "instance.delete.end msg 42", "scourctl clean --device ..."
+	Media           Media    // what discovery knew of the device's media
+	// Category is the sanitization category the pipeline claims: "clear",
+	// "purge" or "". A purge run is refused a clean verdict unless a
+	// verification step passed in it.
+	Category string
+	// ScourVersion is the version of the scour that opened the run.
+	ScourVersion string
+}
+
+// Media is what a record names about the device's media.
+type Media struct {
+	Make          string `json:"make,omitempty"` // PCI vendor id, "0x144d"
+	Firmware      string `json:"firmware,omitempty"`
+	Type          string `json:"media_type,omitempty"` // nvme, gpu, nic, generic
+	CapacityBytes int64  `json:"capacity_bytes,omitempty"`
 }
 
 // Run is one cleaning of one device.

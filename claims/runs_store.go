@@ -11,16 +11,20 @@ import (
 )
 
 const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, profile, pipeline, pipeline_version,
-	planned_steps, triggered_by, state, summary, started_at, ended_at, cleaned_at`
+	planned_steps, triggered_by, state, summary, started_at, ended_at, cleaned_at, media, category, scour_version`
 
 func scanRun(sc scanner) (Run, error) {
 	var r Run
-	var started, planned string
+	var started, planned, media string
 	var ended, cleaned sql.NullString
 	err := sc.Scan(&r.ID, &r.Host, &r.DeviceRP, &r.Address, &r.Serial, &r.Model, &r.PrevInstance, &r.PrevProject,
-		&r.Profile, &r.Pipeline, &r.PipelineVersion, &planned, &r.Trigger, &r.State, &r.Summary, &started, &ended, &cleaned)
+		&r.Profile, &r.Pipeline, &r.PipelineVersion, &planned, &r.Trigger, &r.State, &r.Summary, &started, &ended, &cleaned,
+		&media, &r.Category, &r.ScourVersion)
 	if err != nil {
 		return r, err
+	}
+	if err := json.Unmarshal([]byte(media), &r.Media); err != nil {
+		return r, fmt.Errorf("run %s: media column: %w", r.ID, err)
 	}
 	if err := json.Unmarshal([]byte(planned), &r.PlannedSteps); err != nil {
 		return r, fmt.Errorf("run %s: planned_steps column: %w", r.ID, err)
@@ -87,10 +91,12 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 		}
 		resumed = false
 		planned, _ := json.Marshal(run.PlannedSteps)
+		media, _ := json.Marshal(rs.Media)
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL, NULL)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL, NULL, ?, ?, ?)`),
 			run.ID, rs.Host, rs.DeviceRP, rs.Address, rs.Serial, rs.Model, rs.PrevInstance, rs.PrevProject,
-			rs.Profile, rs.Pipeline, rs.PipelineVersion, string(planned), rs.Trigger, formatTS(run.StartedAt))
+			rs.Profile, rs.Pipeline, rs.PipelineVersion, string(planned), rs.Trigger, formatTS(run.StartedAt),
+			string(media), rs.Category, rs.ScourVersion)
 		if err != nil {
 			return err
 		}
@@ -208,7 +214,7 @@ func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, sum
 		}
 		now := s.stamp()
 		if state == RunCleaned {
-			if err := s.checkClean(ctx, tx, runID); err != nil {
+			if err := s.checkClean(ctx, tx, run); err != nil {
 				return err
 			}
 			_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'cleaned', summary = ?, cleaned_at = ? WHERE id = ?`),
@@ -244,8 +250,8 @@ func (s *Store) lockRun(ctx context.Context, tx *sql.Tx, runID string) (Run, err
 	return rs[0], nil
 }
 
-func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, runID string) error {
-	steps, err := s.steps(ctx, tx, runID)
+func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
+	steps, err := s.steps(ctx, tx, run.ID)
 	if err != nil {
 		return err
 	}
@@ -271,5 +277,22 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, runID string) error 
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotClean, strings.Join(bad, "; "))
 	}
+	if run.Category == CategoryPurge && !verifiedIn(last) {
+		return fmt.Errorf("%w: pipeline %s claims purge, but no verification step passed in this run", ErrNotClean, run.Pipeline)
+	}
 	return nil
+}
+
+// CategoryPurge is the category whose runs need a passing verification.
+const CategoryPurge = "purge"
+
+// verifiedIn reports whether the last attempt of some verifying step
+// ended ok and reported a passed verification.
+func verifiedIn(last map[string]Step) bool {
+	for _, st := range last {
+		if st.Verification && st.Outcome == StepOK && verificationOf(st, string(StepOK)).Result == "passed" {
+			return true
+		}
+	}
+	return false
 }

@@ -313,12 +313,14 @@ func TestRecordExportRoundTrip(t *testing.T) {
 			Result:      RecordResult{State: "returned", Summary: "clean"},
 			TriggeredBy: "instance.delete.end msg-9", StartedAt: t0, EndedAt: &end, GeneratedAt: end,
 		}
+		want.PerformedBy = RecordPerformer{Service: "scourd", Host: "compute-1"}
+		want.Sanitization = RecordSanitization{Techniques: []RecordTechnique{}, Tools: []RecordTool{}}
 		want.Verification = []RecordVerification{{Seq: 2, Name: "verify-zero", Attempt: 1, Outcome: "ok", EndedAt: &end}}
 		want.Verification[0].Result = "not reported"
 		if diff := cmp.Diff(want, back); diff != "" {
 			t.Fatalf("exported record (-want +got):\n%s\n%s", diff, buf.String())
 		}
-		for _, key := range []string{`"format": "scour.cleaning-record/v1"`, `"resource_provider_uuid": "rp-nvme-0"`, `"verification": [`, `"state": "returned"`} {
+		for _, key := range []string{`"format": "scour.cleaning-record/v2"`, `"resource_provider_uuid": "rp-nvme-0"`, `"verification": [`, `"state": "returned"`} {
 			if !strings.Contains(buf.String(), key) {
 				t.Errorf("JSON lacks %s:\n%s", key, buf.String())
 			}

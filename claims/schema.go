@@ -220,6 +220,14 @@ var migrations = []migration{
 			exported_at TEXT NOT NULL
 		)`,
 	}},
+	// v5: what a certificate of sanitization names besides the steps:
+	// the media (JSON: make, firmware, kind, capacity), the category the
+	// pipeline claims, and the scour version that ran the cleaning.
+	{table: "cleaning_runs", version: 5, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN media TEXT NOT NULL DEFAULT '{}'`,
+		`ALTER TABLE cleaning_runs ADD COLUMN category TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE cleaning_runs ADD COLUMN scour_version TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // LatestVersions is the schema version of every managed table this binary

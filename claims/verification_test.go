@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -32,6 +33,33 @@ func TestRecordVerificationFromStepDetails(t *testing.T) {
 		if got.Name != "verify" || got.Outcome != "ok" || got.Result != "passed" || got.BytesRead != 268435456 || got.Samples != 64 ||
 			got.Expected != "every byte 0x00" || got.Method == "" || !rec.Method.Steps[1].Verification {
 			t.Fatalf("verification = %+v", got)
+		}
+	})
+}
+
+// A run whose pipeline claims purge is refused the clean verdict unless a
+// verification passed in it.
+func TestPurgeNeedsAPassedVerification(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		for _, c := range []struct {
+			name   string
+			result string // "" : no verifying step
+			ok     bool
+		}{{"no verification", "", false}, {"verification failed but step ok", "failed", false}, {"passed", "passed", true}} {
+			rs := nvmeRun()
+			rs.DeviceRP, rs.Category = "rp-"+c.name, CategoryPurge
+			run, _, _ := s.OpenRun(ctx, rs)
+			runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+			if c.result != "" {
+				st, _ := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "verify", Index: 1})
+				s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Details: map[string]any{"verification": map[string]any{"result": c.result}}})
+			}
+			err := s.FinishRun(ctx, run.ID, RunCleaned, "clean")
+			if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
+				t.Errorf("%s: FinishRun(cleaned) = %v", c.name, err)
+			}
 		}
 	})
 }

@@ -157,7 +157,7 @@ func (h *Host) baseConfig() map[string]any {
 			"profiles": []map[string]any{
 				{
 					"name": "nvme", "match": map[string]any{"kinds": []string{"nvme"}},
-					"pipeline": map[string]any{"name": "nvme-e2e", "version": 1, "max_runs": 2, "steps": []map[string]any{
+					"pipeline": map[string]any{"name": "nvme-e2e", "version": 1, "max_runs": 2, "category": "purge", "steps": []map[string]any{
 						{"name": "wear", "type": "nvme-wear-check", "args": map[string]any{"max_percent_used": 90}},
 						{"name": "sanitize", "type": "nvme-sanitize", "timeout": "2m"},
 						{"name": "verify", "type": "verify", "args": map[string]any{"mode": "all"}},

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/e2e/harness"
 )
@@ -393,6 +395,24 @@ func demoRecordIsProof(t *testing.T, n *narrator, h *Host, addr, exported string
 	if v.Result != "passed" || v.BytesRead <= 0 || v.Method == "" || v.Expected != "every byte 0x00" {
 		t.Errorf("record verification = %+v; want passed, with bytes read, method and expected pattern", v)
 	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	sch, err := c.Compile(filepath.Join("..", "docs", "cleaning-record.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(exported))
+	if err == nil {
+		err = sch.Validate(inst)
+	}
+	if err != nil {
+		t.Errorf("the demo's record does not match docs/cleaning-record.schema.json: %v", err)
+	}
+	z := rec.Sanitization
+	if z.Category != "purge" || len(z.Techniques) == 0 || len(z.Tools) == 0 || rec.PerformedBy.Service != "scourd" ||
+		rec.PerformedBy.ScourVersion == "" || rec.Device.Type != "nvme" || rec.Device.CapacityBytes <= 0 || rec.Device.Make == "" {
+		t.Errorf("certificate fields: performed_by %+v, device %+v, sanitization %+v", rec.PerformedBy, rec.Device, z)
+	}
 	if rec.Signature == nil || rec.Chain == nil || rec.Chain.HostSeq < 1 || rec.Signature.KeyID == "" {
 		t.Fatalf("record is not signed and chained: signature %+v, chain %+v", rec.Signature, rec.Chain)
 	}
@@ -416,7 +436,7 @@ func demoRecordIsProof(t *testing.T, n *narrator, h *Host, addr, exported string
 		t.Fatalf("scourctl records export --format html: %v\n%s", err, html)
 	}
 	for _, want := range []string{"Certificate of sanitization", addr, rec.PreviousTenant.InstanceUUID, "RETURNED",
-		"sanitize", v.Method, "PASSED", v.Expected, rec.Signature.KeyID, fmt.Sprintf("number %d of host %s", rec.Chain.HostSeq, rec.Host)} {
+		"sanitize", v.Method, "PASSED", v.Expected, rec.Signature.KeyID, "PURGE", z.Techniques[0].Technique, fmt.Sprintf("number %d of host %s", rec.Chain.HostSeq, rec.Host)} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML certificate lacks %q", want)
 		}

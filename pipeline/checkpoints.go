@@ -32,9 +32,17 @@ type RunStart struct {
 	Steps           []string  `json:"steps"`
 	Started         time.Time `json:"started"`
 	// Serial and Model identify the device in the record, when discovery
-	// knows them.
-	Serial string `json:"serial,omitempty"`
-	Model  string `json:"model,omitempty"`
+	// knows them, with the rest of what the certificate names about the
+	// media: vendor id, firmware, kind and capacity (sum of its media, 0
+	// when unknown, e.g. an NVMe bound to vfio-pci).
+	Serial        string `json:"serial,omitempty"`
+	Model         string `json:"model,omitempty"`
+	Vendor        string `json:"vendor,omitempty"`
+	Firmware      string `json:"firmware,omitempty"`
+	Kind          string `json:"kind,omitempty"`
+	CapacityBytes int64  `json:"capacity_bytes,omitempty"`
+	// Category is the pipeline's claimed sanitization category.
+	Category string `json:"category,omitempty"`
 }
 
 // Run is a persisted run. Its RunStart is what was stored when it opened,

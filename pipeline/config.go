@@ -59,8 +59,19 @@ type Pipeline struct {
 	// HomeDriver is the driver the device goes back to after a step that
 	// needed another one (default vfio-pci).
 	HomeDriver string `yaml:"home_driver"`
-	Steps      []Step `yaml:"steps"`
+	// Category is the sanitization category the pipeline claims, in NIST
+	// SP 800-88 / IEEE 2883 terms: "clear" or "purge" ("" claims none).
+	// A purge pipeline needs a required verifying step, and its run is
+	// refused a clean record unless one passed (docs/claims.md).
+	Category string `yaml:"category"`
+	Steps    []Step `yaml:"steps"`
 }
+
+// Sanitization categories a pipeline may claim.
+const (
+	CategoryClear = "clear"
+	CategoryPurge = "purge"
+)
 
 // OnUnsupported values.
 const (
@@ -91,7 +102,13 @@ type Step struct {
 	// Driver, when set, binds the device to this driver for the step and
 	// back to the pipeline's home driver afterwards, even on failure.
 	Driver string `yaml:"driver"`
+	// Verifies marks a plugin step that checks the cleaning's result
+	// (reporting details.verification); the built-in verify always does.
+	Verifies bool `yaml:"verifies"`
 }
+
+// verifies reports whether the step checks the cleaning's result.
+func (s *Step) verifies() bool { return s.Type == "verify" || (s.Type == TypePlugin && s.Verifies) }
 
 // Retry is a step's retry policy within one run.
 type Retry struct {
@@ -219,6 +236,15 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 	}
 	if len(p.Steps) == 0 {
 		add("%s: no steps: a pipeline that does nothing cannot make a device clean", where)
+	}
+	switch p.Category {
+	case "", CategoryClear:
+	case CategoryPurge:
+		if !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.verifies() && (s.Required == nil || *s.Required) }) {
+			add("%s: category purge needs a required step that verifies the result (type verify, or a plugin with verifies: true): without one no run can produce a returned record", where)
+		}
+	default:
+		add("%s: category %q must be clear or purge (or empty)", where, p.Category)
 	}
 	names := map[string]bool{}
 	for i, s := range p.Steps {

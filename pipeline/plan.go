@@ -32,6 +32,8 @@ type Plan struct {
 	Profile  string
 	Pipeline string
 	Version  int
+	// Category is what the pipeline claims (clear, purge or "").
+	Category string
 	// NotMatched says why each profile before the chosen one did not
 	// match (all of them when Profile is empty).
 	NotMatched []string
@@ -46,6 +48,7 @@ type PlannedStep struct {
 	Why         string
 	Destructive bool
 	Required    bool
+	Verifies    bool
 	Does        string
 }
 
@@ -62,9 +65,9 @@ func (e *Engine) Plan(ctx context.Context, t Target) (*Plan, error) {
 	if prof == nil {
 		return p, nil
 	}
-	p.Profile, p.Pipeline, p.Version = prof.Name, prof.Pipeline.Name, prof.Pipeline.Version
+	p.Profile, p.Pipeline, p.Version, p.Category = prof.Name, prof.Pipeline.Name, prof.Pipeline.Version, prof.Pipeline.Category
 	for _, s := range prof.Pipeline.Steps {
-		ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required}
+		ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required, Verifies: s.verifies()}
 		if spec, ok := lookupBuiltin(s.Type); ok {
 			ps.Does = spec.Does
 		} else {
@@ -108,6 +111,14 @@ func (p *Plan) Write(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "profile %s -> pipeline %s v%d\n", p.Profile, p.Pipeline, p.Version)
+	switch p.Category {
+	case CategoryPurge:
+		fmt.Fprintf(w, "category purge: the record is returned only if a verifying step passes in the run\n")
+	case "":
+		fmt.Fprintf(w, "category: none claimed (set clear or purge; purge needs a verifying step)\n")
+	default:
+		fmt.Fprintf(w, "category %s\n", p.Category)
+	}
 	for i, s := range p.Steps {
 		flags := []string{}
 		if s.Destructive {
@@ -115,6 +126,9 @@ func (p *Plan) Write(w io.Writer) {
 		}
 		if !s.Required {
 			flags = append(flags, "optional")
+		}
+		if s.Verifies {
+			flags = append(flags, "verifies: listed under the record's verification")
 		}
 		fmt.Fprintf(w, "  %d. %-4s %s (%s): %s", i+1, strings.ToUpper(s.Action), s.Name, s.Type, s.Why)
 		if len(flags) > 0 {

@@ -44,11 +44,25 @@ func (r *run) start() RunStart {
 		names[i] = s.Name
 	}
 	rs := RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
-		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC()}
+		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category}
 	if r.dev != nil {
-		rs.Serial, rs.Model = r.dev.Serial, r.dev.Model
+		rs.Serial, rs.Model, rs.Vendor, rs.Firmware, rs.Kind = r.dev.Serial, r.dev.Model, r.dev.VendorID, r.dev.Firmware, string(r.dev.Kind)
 	}
 	return rs
+}
+
+// capacity sums the sizes of the device's media (0 when the backend
+// cannot list them), for the record.
+func (r *run) capacity(ctx context.Context) int64 {
+	media, err := r.e.be.Media(ctx, r.t.Address)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, m := range media {
+		n += m.Size
+	}
+	return n
 }
 
 // DefinitionKey is the key of StepRecord.Details under which the engine
@@ -100,6 +114,7 @@ func sameDefinition(recs []StepRecord, def string) bool {
 // superseded and opens anew.
 func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 	want := r.start()
+	want.CapacityBytes = r.capacity(ctx)
 	for range 2 {
 		run, recs, err := r.e.cp.OpenRun(ctx, want)
 		if err != nil {

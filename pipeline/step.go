@@ -2,14 +2,19 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
+	"github.com/scour-project/scour/version"
 )
 
 // step runs pipeline step i and returns its finished, persisted record.
@@ -66,6 +71,7 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 		details[k] = v
 	}
 	details[DefinitionKey] = r.def
+	details[ToolKey] = toolOf(s)
 	rec.Details = details
 	r.e.m.stepDone(r.prof.Name, s.Name, string(rec.State), took)
 	r.e.m.progress.DeleteLabelValues(string(r.t.Address), s.Name)
@@ -258,4 +264,24 @@ func refusedBeforeActing(impl stepImpl, err error) bool {
 	}
 	var pe *plugins.Error
 	return errors.As(err, &pe) && pe.Code == plugins.CodeUnsupported
+}
+
+// ToolKey is the details key under which the engine records the tool a
+// step ran: a built-in of this scour version, or a plugin's path and the
+// SHA-256 of its file (what an auditor needs to name the exact tool).
+const ToolKey = "tool"
+
+func toolOf(s *Step) map[string]any {
+	if s.Type != TypePlugin {
+		return map[string]any{"name": "scour built-in " + s.Type, "version": version.Version}
+	}
+	t := map[string]any{"name": "plugin", "path": s.Path}
+	if f, err := os.Open(s.Path); err == nil {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err == nil {
+			t["sha256"] = hex.EncodeToString(h.Sum(nil))
+		}
+		f.Close()
+	}
+	return t
 }

@@ -151,3 +151,9 @@ func (v Verification) Map() map[string]any {
 	}
 	return m
 }
+
+// TechniqueKey is the details key under which a step that sanitizes says
+// which technique it applied, in the terms of IEEE 2883 ("sanitize
+// crypto erase", "format NVM, user data erase", "overwrite, 1 pass of
+// 0x00"); the record lists them under sanitization.techniques.
+const TechniqueKey = "technique"

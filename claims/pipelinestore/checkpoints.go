@@ -12,6 +12,7 @@ import (
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/version"
 )
 
 // Checkpoints implements pipeline.Checkpoints on a claims.Store.
@@ -38,7 +39,8 @@ var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
 		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger,
-		Serial: start.Serial, Model: start.Model}
+		Serial: start.Serial, Model: start.Model, Category: start.Category, ScourVersion: version.Version,
+		Media: claims.Media{Make: start.Vendor, Firmware: start.Firmware, Type: start.Kind, CapacityBytes: start.CapacityBytes}}
 	if rs.Trigger == "" {
 		rs.Trigger = "pipeline engine"
 	}

@@ -29,10 +29,12 @@ pipelines:
       match: {resource_classes: [CUSTOM_NVME]}
       pipeline:
         name: nvme
+        category: purge
         steps:
           - {name: wear, type: nvme-wear-check}
           - {name: crypto, type: nvme-sanitize, args: {action: crypto}, requires: {nvme.sanitize: ">=crypto"}, on_unsupported: skip}
           - {name: sanitize, type: nvme-sanitize}
+          - {name: verify, type: verify}
           - {name: reset, type: pci-reset, requires: {gpu.reset: true}}
 `), 0o644)
 	var out, errb bytes.Buffer
@@ -47,7 +49,10 @@ pipelines:
 		"2. SKIP crypto (nvme-sanitize): requirements unmet",
 		"3. RUN  sanitize (nvme-sanitize)",
 		"destructive: Placement allocation check first",
-		"4. FAIL reset (pci-reset): requirements unmet",
+		"category purge: the record is returned only if a verifying step passes",
+		"4. RUN  verify (verify)",
+		"verifies: listed under the record's verification",
+		"5. FAIL reset (pci-reset): requirements unmet",
 		"would stop here",
 	} {
 		if !strings.Contains(out.String(), want) {

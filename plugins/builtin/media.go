@@ -131,6 +131,9 @@ func onMedia(ctx context.Context, be hardware.Backend, t *Target, verify bool, f
 		perMedia = append(perMedia, map[string]any{"path": m.Path, "bytes": st.Bytes, "direct": st.Direct, "mib_per_s": st.MiBps()})
 	}
 	details := map[string]any{"media": perMedia, "bytes": total.Bytes, "mib_per_s": total.MiBps()}
+	if !verify {
+		details[plugins.TechniqueKey] = fmt.Sprintf("overwrite, 1 pass of 0x%02x over every logical block, O_DIRECT", o.Pattern)
+	}
 	if verify {
 		v := verification(o, total.Bytes, len(media))
 		v.Result = "passed"

@@ -73,6 +73,13 @@ func chooseSanitize(d *hardware.Device, forced string) (hardware.SanitizeAction,
 	return "", plugins.Errorf(plugins.CodeUnsupported, "NVMe %s supports no sanitize action (sanicap empty): use nvme-format or overwrite in its pipeline", d.Address)
 }
 
+// sanitizeTechnique names each sanitize action as IEEE 2883 does.
+var sanitizeTechnique = map[hardware.SanitizeAction]string{
+	hardware.SanitizeCrypto:    "Crypto Erase",
+	hardware.SanitizeBlock:     "Block Erase",
+	hardware.SanitizeOverwrite: "Overwrite",
+}
+
 func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	forced, _ := argString(t.Args, "action", "")
 	poll, err := argDuration(t.Args, "poll", 5*time.Second)
@@ -88,7 +95,8 @@ func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
 	}
 	t.progress(1)
-	return plugins.OK(map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
+	return plugins.OK(map[string]any{"action": string(action), "seconds": time.Since(start).Seconds(),
+		plugins.TechniqueKey: "NVMe Sanitize, " + sanitizeTechnique[action]}), nil
 }
 
 // formatSES is 2 (crypto erase) when the controller's fna allows it and the
@@ -136,5 +144,9 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		}
 		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 	}
-	return plugins.OK(map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
+	technique := "NVMe Format NVM, SES=1 (user data erase)"
+	if ses == 2 {
+		technique = "NVMe Format NVM, SES=2 (cryptographic erase)"
+	}
+	return plugins.OK(map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces, plugins.TechniqueKey: technique}), nil
 }
