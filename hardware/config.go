@@ -25,7 +25,8 @@ const (
 //	  backend: real            # or simulated
 //	  sysfs_root: /sys
 //	  tool_timeout: 30s        # bound on each discovery tool run
-//	  gpu_scrub_tool: /usr/local/bin/gpu-scrub
+//	  gpu_scrub: {min_coverage: 0.95}   # built-in scrubber (libcuda.so.1)
+//	  gpu_scrub_tool: /usr/local/bin/gpu-scrub   # optional: an external tool instead
 //	  tools: {nvme: nvme, nvidia_smi: nvidia-smi, devlink: devlink}
 //	  host_capabilities: {custom.rack: r12}
 //	  device_capabilities:
@@ -36,6 +37,7 @@ type Config struct {
 	SysfsRoot    string        `yaml:"sysfs_root"`
 	ToolTimeout  time.Duration `yaml:"tool_timeout"`
 	GPUScrubTool string        `yaml:"gpu_scrub_tool"`
+	GPUScrub     GPUScrub      `yaml:"gpu_scrub"`
 	Tools        ToolPaths     `yaml:"tools"`
 	// HostCapabilities apply to every device on this host; device entries
 	// override them, and both override discovered values.
@@ -81,6 +83,7 @@ func (c *Config) setDefaults() {
 		c.Tools.Devlink = "devlink"
 	}
 	c.Simulator.setDefaults()
+	c.GPUScrub.setDefaults()
 }
 
 // Validate fills defaults and reports every problem: unknown backend,
@@ -100,6 +103,7 @@ func (c *Config) Validate() error {
 	if c.GPUScrubTool != "" && !filepath.IsAbs(c.GPUScrubTool) {
 		errs = append(errs, fmt.Errorf("hardware.gpu_scrub_tool %q: want an absolute path", c.GPUScrubTool))
 	}
+	errs = append(errs, c.GPUScrub.validate())
 	_, err := c.declared(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		errs = append(errs, err)

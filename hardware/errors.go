@@ -21,4 +21,10 @@ var (
 	ErrWrongDriver = errors.New("device is not bound to the driver this action needs")
 	// ErrNoDevice: no PCI function with that address on this host.
 	ErrNoDevice = errors.New("no such PCI device on this host")
+	// ErrGPUMemoryNotZero: GPU memory read back non-zero after a scrub.
+	// Retrying the same scrub does not fix it: the device is quarantined.
+	ErrGPUMemoryNotZero = errors.New("GPU memory not zero after the scrub")
+	// ErrGPUUnhealthy: NVML reports memory the GPU cannot trust (row
+	// remapping failed or pending, pages pending retirement).
+	ErrGPUUnhealthy = errors.New("GPU memory health gate failed")
 )

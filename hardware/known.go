@@ -58,7 +58,7 @@ var knownCapabilities = []CapabilitySpec{
 	{Name: "gpu.driver_version", Kind: KindOrdered, Source: "nvidia-smi driver_version"},
 	{Name: "gpu.ecc", Kind: KindBool, Source: "nvidia-smi ecc.mode.current == Enabled"},
 	{Name: "gpu.reset", Kind: KindBool, Source: "sysfs reset file present on a GPU"},
-	{Name: "gpu.scrub", Kind: KindBool, Source: "a GPU scrub tool is configured (hardware.gpu_scrub_tool) or simulated"},
+	{Name: "gpu.scrub", Kind: KindBool, Source: "NVIDIA GPU and libcuda.so.1 loads (built-in scrubber), or hardware.gpu_scrub_tool is configured, or simulated"},
 	{Name: NICFirmwarePrefix, Kind: KindOrdered, Prefix: true, Source: "devlink dev info -j, versions.running.<component>"},
 	{Name: CustomPrefix, Kind: KindSet, Prefix: true, Source: "operator-declared only: bool, list (set) or string (ordered, version compare)"},
 }

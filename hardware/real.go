@@ -79,8 +79,10 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 	}
 	dev.Capabilities = DeriveCapabilities(dev)
 	if dev.Kind == KindGPU {
-		// Known either way: false means no hardware.gpu_scrub_tool is configured.
-		dev.Capabilities["gpu.scrub"] = Bool(r.cfg.GPUScrubTool != "")
+		// Known either way: false means neither a hardware.gpu_scrub_tool
+		// nor, for an NVIDIA GPU, a loadable libcuda for the built-in one.
+		dev.Capabilities["gpu.scrub"] = Bool(r.cfg.GPUScrubTool != "" ||
+			dev.VendorID == "0x10de" && r.gpuScrubAvailable(ctx))
 	}
 	dev.Capabilities = dev.Capabilities.Merge(r.declared.For(addr))
 	for name, why := range dev.Absent {

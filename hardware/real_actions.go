@@ -174,32 +174,6 @@ func (r *Real) Media(ctx context.Context, addr Address) ([]Media, error) {
 	return out, nil
 }
 
-// ScrubGPU runs the configured scrub tool (`<tool> <addr>`), which must
-// zero and verify all device memory and exit 0 only on success. Without
-// one it returns ErrUnsupported: scour has no built-in GPU scrubber.
-func (r *Real) ScrubGPU(ctx context.Context, addr Address, p Progress) error {
-	p0, err := r.fs.PCIDevice(addr)
-	if err != nil {
-		return err
-	}
-	if k := KindFromClass(p0.Class); k != KindGPU {
-		return fmt.Errorf("scrub GPU %s: a %s device: %w", addr, k, ErrUnsupported)
-	}
-	if r.cfg.GPUScrubTool == "" {
-		return fmt.Errorf("scrub GPU %s: no hardware.gpu_scrub_tool configured: %w", addr, ErrUnsupported)
-	}
-	if p != nil {
-		p(0)
-	}
-	if _, err := r.run.Run(ctx, r.cfg.GPUScrubTool, string(addr)); err != nil {
-		return fmt.Errorf("scrub GPU %s: %w", addr, err)
-	}
-	if p != nil {
-		p(1)
-	}
-	return nil
-}
-
 // FlashFirmware runs `devlink dev flash pci/<addr> file <path> [component <c>]`.
 // The caller has checked the image's SHA-256; the new version usually
 // runs only after a reset.

@@ -2,9 +2,9 @@
 # layout as the Dockerfile (docs/operations.md). Not part of `make test`.
 .PHONY: image image-bin image-verify image-save
 
-## image-bin: the two static binaries the image carries (as `make build`).
+## image-bin: the binaries the image carries (as `make build`).
 image-bin:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/scourd ./cmd/scourctl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/scourd ./cmd/scourctl ./cmd/scour-gpu-scrub
 
 ## image: localhost/scour:$(VERSION) and :latest, verified by running them.
 image: image-bin

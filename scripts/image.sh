@@ -7,7 +7,8 @@
 #      install the packages the Dockerfile installs (ca-certificates iproute2
 #      nvme-cli pciutils), cached under .cache/image/ keyed by a hash of that list, so
 #      a rerun only re-imports (seconds);
-#   2. lay $BIN/scourd, $BIN/scourctl (static, built by make) and
+#   2. lay $BIN/scourd, $BIN/scourctl (static, built by make),
+#      $BIN/scour-gpu-scrub (dynamic: it loads libcuda) and
 #      deploy/scour.yaml over a hard-linked copy of it;
 #   3. podman import it with the Dockerfile's metadata, as
 #      localhost/scour:$VERSION and localhost/scour:latest;
@@ -132,6 +133,8 @@ binaries() {
 			die "$BIN/$b is dynamically linked: build it with CGO_ENABLED=0 (make image does)"
 		fi
 	done
+	# The GPU scrubber loads the node's libcuda: it is dynamic on purpose.
+	[ -x "$BIN/scour-gpu-scrub" ] || die "$BIN/scour-gpu-scrub is missing: run make image (it builds it), or make build"
 	local v
 	v=$("$BIN/scourd" --version)
 	[ "$v" = "scourd $VERSION" ] || die "$BIN/scourd reports \"$v\", not version $VERSION: rebuild it (make image)"
@@ -156,7 +159,7 @@ build() {
 	trap 'rm -rf "$stage"' EXIT
 	cp -al "$root" "$stage"
 	rm -f "$stage/.scour-complete"
-	install -o 0 -g 0 -m 0755 "$BIN/scourd" "$BIN/scourctl" "$stage/usr/local/bin/"
+	install -o 0 -g 0 -m 0755 "$BIN/scourd" "$BIN/scourctl" "$BIN/scour-gpu-scrub" "$stage/usr/local/bin/"
 	install -o 0 -g 0 -m 0755 -d "$stage/etc/scour"
 	install -o 0 -g 0 -m 0644 deploy/scour.yaml "$stage/etc/scour/scour.yaml"
 

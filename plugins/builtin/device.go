@@ -18,14 +18,9 @@ func init() {
 	register(Spec{
 		Name:        "gpu-scrub",
 		Destructive: true,
-		Does:        "zero all device memory and verify it (hardware gpu scrub tool)",
-		Run: func(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
-			if err := be.ScrubGPU(ctx, t.Device.Address, t.progress); err != nil {
-				return nil, fmt.Errorf("scrubbing GPU %s memory: %w", t.Device.Address, err)
-			}
-			return plugins.OK(nil), nil
-		},
-		CheckArgs: func(a map[string]any) error { return onlyArgs(a) },
+		Does:        "zero all device memory and read it back (built-in NVIDIA scrubber over libcuda, or hardware.gpu_scrub_tool)",
+		Run:         gpuScrub,
+		CheckArgs:   func(a map[string]any) error { return onlyArgs(a) },
 	})
 	register(Spec{
 		Name:        "pci-reset",

@@ -1,0 +1,82 @@
+// Command scour-gpu-scrub is scour's built-in NVIDIA GPU memory scrubber
+// (package hardware/gpu), run by scourd for gpu-scrub steps. It is a
+// separate program because loading libcuda needs the dynamic loader and
+// libc, while scourd and scourctl stay fully static; and because a driver
+// call that hangs can only be ended by killing the process, which scourd
+// does when the step's timeout passes.
+//
+//	scour-gpu-scrub [-min-coverage 0.95] [-cuda-library P] [-nvml-library P] <pci address>
+//	scour-gpu-scrub -check     # only load the libraries
+//
+// It prints one JSON object, {"details": {...}, "error": "...", "class":
+// "..."}, and exits 0 when all memory was zeroed and verified, 2 when the
+// scrub is unsupported here (no driver libraries, GPU not visible), 3 when
+// memory read back non-zero or NVML's health gate failed, 1 otherwise.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/scour-project/scour/hardware/gpu"
+)
+
+// Exit codes and classes; hardware.Real reads them.
+const (
+	exitFailed      = 1
+	exitUnsupported = 2
+	exitPermanent   = 3
+)
+
+type output struct {
+	Details map[string]any `json:"details,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Class   string         `json:"class,omitempty"` // unsupported, not_zero, health
+}
+
+func main() {
+	var o gpu.Options
+	check := flag.Bool("check", false, "only load the CUDA library; exit 0 when the built-in scrub can run here")
+	flag.Float64Var(&o.MinCoverage, "min-coverage", gpu.DefaultMinCoverage, "share of total memory that must be zeroed and verified")
+	flag.StringVar(&o.CUDALibrary, "cuda-library", gpu.DefaultCUDALibrary, "CUDA driver library")
+	flag.StringVar(&o.NVMLLibrary, "nvml-library", gpu.DefaultNVMLLibrary, "NVML library")
+	flag.Parse()
+	if *check {
+		os.Exit(emit(output{}, gpu.Available(o.CUDALibrary)))
+	}
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: scour-gpu-scrub [flags] <pci address, e.g. 0000:41:00.0>")
+		os.Exit(exitFailed)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	rep, err := gpu.Scrub(ctx, flag.Arg(0), o, nil)
+	os.Exit(emit(output{Details: rep.Details()}, err))
+}
+
+// emit prints the result and returns the exit code.
+func emit(out output, err error) int {
+	code := 0
+	if err != nil {
+		out.Error, code = err.Error(), exitFailed
+		switch {
+		case errors.Is(err, gpu.ErrUnsupported):
+			out.Class, code = "unsupported", exitUnsupported
+		case errors.Is(err, gpu.ErrNotZero):
+			out.Class, code = "not_zero", exitPermanent
+		case errors.Is(err, gpu.ErrHealth):
+			out.Class, code = "health", exitPermanent
+		}
+		fmt.Fprintln(os.Stderr, "scour-gpu-scrub:", err)
+	}
+	if e := json.NewEncoder(os.Stdout).Encode(out); e != nil && code == 0 {
+		code = exitFailed
+	}
+	return code
+}
