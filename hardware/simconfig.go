@@ -37,6 +37,12 @@ type SimDevice struct {
 	SANICAP      int   `yaml:"sanicap"`        // bits 0/1/2: crypto/block/overwrite
 	PercentUsed  int   `yaml:"percent_used"`   // initial wear
 	WearPerClean int   `yaml:"wear_per_clean"` // default 1
+	// SMART: critical_warning reported (QEMU's smart_critical_warning),
+	// and available spare / its threshold (default 100 / 10; QEMU
+	// reports 0 / 0).
+	CriticalWarning int  `yaml:"critical_warning"`
+	AvailSpare      *int `yaml:"avail_spare"`
+	SpareThresh     *int `yaml:"spare_thresh"`
 
 	// GPU
 	MemoryBytes int64 `yaml:"memory_bytes"` // default 1 MiB

@@ -22,6 +22,15 @@ type Checkpoints interface {
 	FinishRun(ctx context.Context, runID string, res Result) error
 }
 
+// IdentityRecorder is a Checkpoints that can complete a run's device
+// identity once a step's driver revealed it: an NVMe bound to vfio-pci
+// shows no serial or model until it is bound to nvme for a step. The
+// engine calls it when such a bind shows a serial or model the run did
+// not have.
+type IdentityRecorder interface {
+	SetIdentity(ctx context.Context, runID, serial, model string) error
+}
+
 // RunStart describes a run about to start.
 type RunStart struct {
 	Device          string    `json:"device"`

@@ -14,7 +14,7 @@ import (
 type stepImpl interface {
 	// check returns why the device is unsupported ("" when supported)
 	// without modifying it.
-	check(ctx context.Context, r *run, s *Step) (string, error)
+	check(ctx context.Context, r *run, s *Step, dev *hardware.Device) (string, error)
 	exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error)
 }
 
@@ -32,10 +32,12 @@ func (e *Engine) impl(s *Step) stepImpl {
 
 type builtinImpl struct{ spec builtin.Spec }
 
-func (builtinImpl) check(context.Context, *run, *Step) (string, error) { return "", nil }
+func (builtinImpl) check(context.Context, *run, *Step, *hardware.Device) (string, error) {
+	return "", nil
+}
 
 func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
-	return b.spec.Run(ctx, r.e.be, &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress})
+	return b.spec.Run(ctx, r.e.be, &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure()})
 }
 
 type pluginImpl struct{ pr PluginRunner }
@@ -47,12 +49,12 @@ func (p pluginImpl) version(ctx context.Context, s *Step) (string, error) {
 	return p.pr.Version(ctx, s.Path)
 }
 
-func (p pluginImpl) check(ctx context.Context, r *run, s *Step) (string, error) {
+func (p pluginImpl) check(ctx context.Context, r *run, s *Step, dev *hardware.Device) (string, error) {
 	v, err := p.version(ctx, s)
 	if err != nil {
 		return "", err
 	}
-	req, err := r.request(ctx, s, r.dev)
+	req, err := r.request(ctx, s, dev)
 	if err != nil {
 		return "", err
 	}
@@ -121,4 +123,31 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 		req.Previous = &plugins.Previous{Instance: t.PreviousInstance, Project: t.PreviousProject}
 	}
 	return req, nil
+}
+
+// lastErasure is what the run's last succeeded erasing step reported.
+func (r *run) lastErasure() *builtin.Erasure {
+	return lastErasure(r.recs)
+}
+
+func lastErasure(recs []StepRecord) *builtin.Erasure {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].State != StepSucceeded {
+			continue
+		}
+		if e, ok := builtin.ErasureOf(recs[i].Details); ok {
+			return e
+		}
+	}
+	return nil
+}
+
+// pointless says why a built-in step is not worth running after the
+// run's erasure (verify after a crypto erase), with details to record.
+func pointless(impl stepImpl, s *Step, prior *builtin.Erasure) (string, map[string]any) {
+	b, ok := impl.(builtinImpl)
+	if !ok || b.spec.Skip == nil {
+		return "", nil
+	}
+	return b.spec.Skip(s.Args, prior)
 }

@@ -34,7 +34,10 @@ type memRun struct {
 	Result *Result      `json:"result,omitempty"`
 }
 
-var _ Checkpoints = (*MemCheckpoints)(nil)
+var (
+	_ Checkpoints      = (*MemCheckpoints)(nil)
+	_ IdentityRecorder = (*MemCheckpoints)(nil)
+)
 
 // NewMemCheckpoints returns an empty in-memory store.
 func NewMemCheckpoints() *MemCheckpoints {
@@ -191,4 +194,16 @@ func (m *MemCheckpoints) Steps(runID string) []StepRecord {
 		return append([]StepRecord(nil), r.Steps...)
 	}
 	return nil
+}
+
+// SetIdentity stores the serial and model a step's driver revealed.
+func (m *MemCheckpoints) SetIdentity(_ context.Context, runID, serial, model string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.st.Runs[runID]
+	if !ok {
+		return fmt.Errorf("checkpoints: no run %s", runID)
+	}
+	r.Run.Start.Serial, r.Run.Start.Model = serial, model
+	return m.save()
 }

@@ -26,6 +26,10 @@ type run struct {
 	run  Run
 	recs []StepRecord
 	def  string // definition(&prof.Pipeline)
+
+	// serial and model: the best identity known, from the first
+	// discovery or from a step's driver (learnIdentity).
+	serial, model string
 }
 
 // errStop ends a run with a verdict before a step touched the device
@@ -47,6 +51,7 @@ func (r *run) start() RunStart {
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category}
 	if r.dev != nil {
 		rs.Serial, rs.Model, rs.Vendor, rs.Firmware, rs.Kind = r.dev.Serial, r.dev.Model, r.dev.VendorID, r.dev.Firmware, string(r.dev.Kind)
+		r.serial, r.model = r.dev.Serial, r.dev.Model
 	}
 	return rs
 }
@@ -163,7 +168,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		var stop errStop
 		if errors.As(err, &stop) {
 			res.Verdict, res.Step, res.Reason = stop.verdict, s.Name, stop.reason
-			res.Steps = r.recs
+			res.Steps, res.Serial, res.Model = r.recs, r.serial, r.model
 			return res, nil
 		}
 		if err != nil {
@@ -175,10 +180,11 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		}
 		res.Step, res.Code = s.Name, rec.Code
 		res.Verdict, res.Reason = r.verdictFor(s, rec)
-		res.Steps = r.recs
+		res.Steps, res.Serial, res.Model = r.recs, r.serial, r.model
 		return res, nil
 	}
 	res.Steps = r.recs
+	res.Serial, res.Model = r.serial, r.model
 	if why := r.homeDriverCheck(ctx); why != "" {
 		res.Verdict, res.Code, res.Reason = VerdictRetryLater, plugins.CodeTryAgainLater, why
 		return res, nil

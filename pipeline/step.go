@@ -23,19 +23,25 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	log := r.log.With("step", s.Name, "run", r.run.ID)
 	impl := r.e.impl(s)
 
-	if why, err := r.unsupported(ctx, s, impl); err != nil || why != "" {
-		rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeUnsupported, why
-		if err != nil {
-			pe := plugins.AsError(err)
-			rec.Code, rec.Message, rec.Stderr = pe.Code, pe.Msg, pe.Stderr
-		} else if s.OnUnsupported == OnUnsupportedSkip {
-			rec.State, rec.Code = StepSkipped, 0
-			rec.Message = "skipped: " + why
-		}
+	if why, details := pointless(impl, s, r.lastErasure()); why != "" {
+		rec.State, rec.Message, rec.Details = StepSkipped, "skipped: "+why, details
 		log.Info("step not run", "state", rec.State, "reason", rec.Message)
 		return r.finish(ctx, s, rec, 0)
 	}
-	if *s.Destructive {
+	// A step that binds another driver sees the device's capabilities
+	// only once bound (an NVMe on vfio-pci has no controller to ask):
+	// its requirements and CHECK are evaluated after the bind, below.
+	rebinds := s.Driver != "" && r.dev.Driver != s.Driver
+	if !rebinds {
+		if why, err := r.unsupported(ctx, s, impl, r.dev); err != nil || why != "" {
+			r.notRun(&rec, s, why, err)
+			log.Info("step not run", "state", rec.State, "reason", rec.Message)
+			return r.finish(ctx, s, rec, 0)
+		}
+	}
+	// Taking a device from its driver is as disruptive to an instance
+	// using it as a destructive step: Placement is asked first.
+	if *s.Destructive || rebinds {
 		if err := r.placementClear(ctx, s); err != nil {
 			return rec, err
 		}
@@ -46,10 +52,22 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	}
 	log.Info("step started", "destructive", *s.Destructive)
 	began := time.Now()
+	var unsup *notSupported
 	res, err := r.withDriver(ctx, s, func(dev *hardware.Device) (*plugins.Result, error) {
+		if rebinds {
+			r.learnIdentity(ctx, dev)
+			if why, err := r.unsupported(ctx, s, impl, dev); err != nil {
+				return nil, err
+			} else if why != "" {
+				return nil, &notSupported{why}
+			}
+		}
 		return r.attempts(ctx, s, &rec, impl, dev)
 	})
 	switch {
+	case errors.As(err, &unsup):
+		r.notRun(&rec, s, unsup.why, nil)
+		log.Info("step not run", "state", rec.State, "reason", rec.Message, "driver", s.Driver)
 	case s.OnUnsupported == OnUnsupportedSkip && refusedBeforeActing(impl, err):
 		rec.State, rec.Message = StepSkipped, "skipped: "+plugins.AsError(err).Msg
 		log.Info("step not run", "state", rec.State, "reason", rec.Message)
@@ -84,18 +102,60 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 	return rec, nil
 }
 
-// unsupported checks the step's capability requirements, then (plugins)
-// the plugin's VERSION and CHECK. It returns why the device is unsupported,
-// or an error for any other failure.
-func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl) (string, error) {
+// notSupported carries, out of withDriver, why a step's requirements or
+// CHECK refused the device as seen on the step's driver.
+type notSupported struct{ why string }
+
+func (n *notSupported) Error() string { return n.why }
+
+// notRun fills rec for a step that did not run: unsupported (failed with
+// code unsupported, or skipped when the step says so), or an error of the
+// check itself.
+func (r *run) notRun(rec *StepRecord, s *Step, why string, err error) {
+	rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeUnsupported, why
+	if err != nil {
+		pe := plugins.AsError(err)
+		rec.Code, rec.Message, rec.Stderr = pe.Code, pe.Msg, pe.Stderr
+	} else if s.OnUnsupported == OnUnsupportedSkip {
+		rec.State, rec.Code = StepSkipped, 0
+		rec.Message = "skipped: " + why
+	}
+}
+
+// unsupported checks the step's capability requirements against dev (as
+// discovered on the driver the step runs on), then (plugins) the plugin's
+// VERSION and CHECK. It returns why the device is unsupported, or an
+// error for any other failure.
+func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hardware.Device) (string, error) {
 	req, err := ParseRequirements(s.Requires)
 	if err != nil {
 		return "", plugins.Errorf(plugins.CodeInvalidConfig, "step %s requires: %v", s.Name, err)
 	}
-	if ok, unmet := req.Match(r.dev.Capabilities); !ok {
-		return fmt.Sprintf("requirements unmet: %v", unmet), nil
+	if ok, unmet := req.Match(dev.Capabilities); !ok {
+		where := ""
+		if s.Driver != "" {
+			where = fmt.Sprintf(" (device as seen bound to %s)", dev.Driver)
+		}
+		return fmt.Sprintf("requirements unmet%s: %v", where, unmet), nil
 	}
-	return impl.check(ctx, r, s)
+	return impl.check(ctx, r, s, dev)
+}
+
+// learnIdentity keeps the serial and model a step's driver revealed (an
+// NVMe bound to vfio-pci shows neither) for the run's record.
+func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) {
+	if dev == nil || (dev.Serial == "" && dev.Model == "") || (r.serial == dev.Serial && r.model == dev.Model) {
+		return
+	}
+	if r.serial != "" && r.serial != dev.Serial {
+		r.log.Warn("device reports another serial on the step's driver", "serial", dev.Serial, "was", r.serial)
+	}
+	r.serial, r.model = dev.Serial, dev.Model
+	if ir, ok := r.e.cp.(IdentityRecorder); ok {
+		if err := ir.SetIdentity(ctx, r.run.ID, dev.Serial, dev.Model); err != nil {
+			r.log.Warn("recording the device's serial and model failed", "error", err)
+		}
+	}
 }
 
 // placementClear asks Placement, immediately before a destructive step,

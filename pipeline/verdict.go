@@ -28,9 +28,13 @@ const (
 
 // Result is a run's outcome.
 type Result struct {
-	Verdict  Verdict       `json:"verdict"`
-	RunID    string        `json:"run_id,omitempty"`
-	Device   string        `json:"device"`
+	Verdict Verdict `json:"verdict"`
+	RunID   string  `json:"run_id,omitempty"`
+	Device  string  `json:"device"`
+	// Serial and Model as last known: from discovery, or from a step's
+	// driver when the home driver hides them (NVMe on vfio-pci).
+	Serial   string        `json:"serial,omitempty"`
+	Model    string        `json:"model,omitempty"`
 	Profile  string        `json:"profile,omitempty"`
 	Pipeline string        `json:"pipeline,omitempty"`
 	Attempt  int           `json:"attempt,omitempty"`

@@ -135,9 +135,12 @@ type Verification struct {
 	Samples   int   `json:"samples,omitempty"`
 	// Expected is what the media had to hold: "every byte 0x00".
 	Expected string `json:"expected"`
-	// Result is "passed" or "failed"; Mismatch says where it failed.
+	// Result is "passed", "failed" or "not-applicable" (nothing can be
+	// compared after the run's erase: Reason says why); Mismatch says
+	// where it failed.
 	Result   string `json:"result"`
 	Mismatch string `json:"mismatch,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // Map is the verification as a details value.
@@ -148,6 +151,9 @@ func (v Verification) Map() map[string]any {
 	}
 	if v.Mismatch != "" {
 		m["mismatch"] = v.Mismatch
+	}
+	if v.Reason != "" {
+		m["reason"] = v.Reason
 	}
 	return m
 }

@@ -64,18 +64,25 @@ func (s *Simulator) discoverNVMe(d *simDev, dev *hardware.Device, st *state) {
 	for _, m := range d.mediaFiles() {
 		n.Namespaces = append(n.Namespaces, m.Path)
 	}
-	n.Smart = smartOf(st)
+	n.Smart = smartOf(d, st)
 	if hardware.SanitizeMethods(d.cfg.SANICAP) == nil {
 		dev.Absent["nvme.sanitize"] = fmt.Sprintf("controller reports no sanitize support (sanicap %#x)", d.cfg.SANICAP)
 	}
 }
 
-// smartOf is the simulated SMART log: at 100% used the controller flags
-// reliability degraded (critical_warning bit 2).
-func smartOf(st *state) *hardware.SmartLog {
-	sl := &hardware.SmartLog{PercentUsed: st.PercentUsed, AvailSpare: 100, SpareThresh: 10}
+// smartOf is the simulated SMART log: the configured critical warning,
+// and at 100% used the controller flags reliability degraded
+// (critical_warning bit 2).
+func smartOf(d *simDev, st *state) *hardware.SmartLog {
+	sl := &hardware.SmartLog{PercentUsed: st.PercentUsed, AvailSpare: 100, SpareThresh: 10, CriticalWarning: d.cfg.CriticalWarning}
+	if d.cfg.AvailSpare != nil {
+		sl.AvailSpare = *d.cfg.AvailSpare
+	}
+	if d.cfg.SpareThresh != nil {
+		sl.SpareThresh = *d.cfg.SpareThresh
+	}
 	if st.PercentUsed >= 100 {
-		sl.CriticalWarning = 4
+		sl.CriticalWarning |= 4
 	}
 	return sl
 }
@@ -108,7 +115,7 @@ func (s *Simulator) SmartLog(ctx context.Context, addr hardware.Address) (*hardw
 	if _, err := s.enter(ctx, d, "smart-log"); err != nil {
 		return nil, err
 	}
-	return smartOf(st), nil
+	return smartOf(d, st), nil
 }
 
 // Media returns the namespace files of an nvme-bound device.

@@ -20,6 +20,9 @@ type Target struct {
 	Step     string
 	Args     map[string]any
 	Progress hardware.Progress
+	// Erased is what the run's last erasing step reported (nil when none
+	// did): verify compares the media with its Expect.
+	Erased *Erasure
 }
 
 func (t *Target) progress(f float64) {
@@ -41,6 +44,14 @@ type Spec struct {
 	CheckArgs func(args map[string]any) error
 	// Does says in one line what the step runs, for dry runs.
 	Does string
+	// NVMeDriver: on an NVMe device the step needs it bound to the nvme
+	// driver (controller, namespaces); give the step driver: nvme when the
+	// device lives on vfio-pci.
+	NVMeDriver bool
+	// Skip, when set, says why the step is pointless after the run's last
+	// erasure ("" to run it), with details to record: verify after a
+	// crypto erase.
+	Skip func(args map[string]any, prior *Erasure) (why string, details map[string]any)
 }
 
 var registry = map[string]Spec{}

@@ -51,6 +51,9 @@ func TestWearCheck(t *testing.T) {
 		{"at custom threshold", hardware.SmartLog{PercentUsed: 80, AvailSpare: 100, SpareThresh: 10}, map[string]any{"max_percent_used": 80}, plugins.CodeRetire},
 		{"critical warning", hardware.SmartLog{CriticalWarning: 4, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
 		{"spare below threshold", hardware.SmartLog{AvailSpare: 5, SpareThresh: 10}, nil, plugins.CodeRetire},
+		// QEMU's synthetic log: spare 0, threshold 0 (no threshold set).
+		{"qemu: spare 0, threshold 0", hardware.SmartLog{AvailSpare: 0, SpareThresh: 0}, nil, 0},
+		{"qemu: critical warning set", hardware.SmartLog{CriticalWarning: 1, AvailSpare: 0, SpareThresh: 0}, nil, plugins.CodeRetire},
 		{"bad threshold", hardware.SmartLog{}, map[string]any{"max_percent_used": "lots"}, plugins.CodeInvalidConfig},
 		{"misspelt arg", hardware.SmartLog{}, map[string]any{"max_percent": 50}, plugins.CodeInvalidConfig},
 	}

@@ -30,13 +30,16 @@ func init() {
 		Destructive: true,
 		Does:        "write args.pattern (default zero) over every media path with aligned O_DIRECT writes of args.block_size (default 4MiB), args.queue_depth at once (default 2), then fsync",
 		Run:         overwriteStep,
+		NVMeDriver:  true,
 		CheckArgs:   func(a map[string]any) error { _, err := mediaArgs(a, false); return err },
 	})
 	register(Spec{
-		Name:      "verify",
-		Does:      "read back every media path with O_DIRECT (args.mode: all, or sample args.samples blocks; default sample 64) and compare with args.pattern",
-		Run:       verifyStep,
-		CheckArgs: func(a map[string]any) error { _, err := mediaArgs(a, true); return err },
+		Name:       "verify",
+		Does:       "read back every media path with O_DIRECT (args.mode: all, or sample args.samples blocks; default sample 64) and compare with args.pattern, else with what the run's erase step says it leaves (zeros); not applicable after a crypto erase",
+		Run:        verifyStep,
+		NVMeDriver: true,
+		Skip:       SkipVerify,
+		CheckArgs:  func(a map[string]any) error { _, err := mediaArgs(a, true); return err },
 	})
 }
 
@@ -97,20 +100,16 @@ func mediaArgs(a map[string]any, verify bool) (MediaOptions, error) {
 }
 
 func overwriteStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
-	return onMedia(ctx, be, t, false, Overwrite)
-}
-
-func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
-	return onMedia(ctx, be, t, true, Verify)
+	o, err := mediaArgs(t.Args, false)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	return onMedia(ctx, be, t, o, false, Overwrite)
 }
 
 type mediaFunc func(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error)
 
-func onMedia(ctx context.Context, be hardware.Backend, t *Target, verify bool, f mediaFunc) (*plugins.Result, error) {
-	o, err := mediaArgs(t.Args, verify)
-	if err != nil {
-		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
-	}
+func onMedia(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions, verify bool, f mediaFunc) (*plugins.Result, error) {
 	media, err := be.Media(ctx, t.Device.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listing media of %s: %w", t.Device.Address, err)
@@ -133,6 +132,7 @@ func onMedia(ctx context.Context, be hardware.Backend, t *Target, verify bool, f
 	details := map[string]any{"media": perMedia, "bytes": total.Bytes, "mib_per_s": total.MiBps()}
 	if !verify {
 		details[plugins.TechniqueKey] = fmt.Sprintf("overwrite, 1 pass of 0x%02x over every logical block, O_DIRECT", o.Pattern)
+		details[plugins.EraseKey], details[plugins.ExpectKey] = "overwrite", hexByte(o.Pattern)
 	}
 	if verify {
 		v := verification(o, total.Bytes, len(media))

@@ -17,6 +17,7 @@ func init() {
 		Destructive: true,
 		Does:        "nvme sanitize <ctrl> -a <4 crypto|2 block|3 overwrite> (best the controller's sanicap offers, or args.action), then poll nvme sanitize-log -o json",
 		Run:         sanitize,
+		NVMeDriver:  true,
 		CheckArgs: func(a map[string]any) error {
 			act, err := argString(a, "action", "")
 			if err == nil && act != "" && !slices.Contains(hardware.SanitizeScale, act) {
@@ -31,6 +32,7 @@ func init() {
 		Destructive: true,
 		Does:        "nvme format <namespace> -s 2 (crypto erase when id-ctrl fna bit 2 allows and args.crypto is not false) else -s 1 (user-data erase); never -s 0",
 		Run:         format,
+		NVMeDriver:  true,
 		CheckArgs: func(a map[string]any) error {
 			_, err := argBool(a, "crypto", true)
 			return errors.Join(onlyArgs(a, "crypto"), err)
@@ -95,8 +97,7 @@ func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
 	}
 	t.progress(1)
-	return plugins.OK(map[string]any{"action": string(action), "seconds": time.Since(start).Seconds(),
-		plugins.TechniqueKey: "NVMe Sanitize, " + sanitizeTechnique[action]}), nil
+	return erased(sanitizeErasure(action), map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
 }
 
 // formatSES is 2 (crypto erase) when the controller's fna allows it and the
@@ -144,9 +145,5 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		}
 		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 	}
-	technique := "NVMe Format NVM, SES=1 (user data erase)"
-	if ses == 2 {
-		technique = "NVMe Format NVM, SES=2 (cryptographic erase)"
-	}
-	return plugins.OK(map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces, plugins.TechniqueKey: technique}), nil
+	return erased(formatErasure(ses), map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
 }

@@ -6,11 +6,51 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 )
+
+// verifyStep reads every media path back and compares it with what the
+// run's erase left: args.pattern when given, else the Expect of the
+// run's last erasure (Target.Erased), else zero. Its details hold a
+// plugins.Verification, on failure too.
+func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	o, err := mediaArgs(t.Args, true)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	if _, given := t.Args["pattern"]; !given && t.Erased != nil {
+		if why, details := SkipVerify(t.Args, t.Erased); why != "" {
+			return plugins.OK(details), nil
+		}
+		n, perr := strconv.ParseUint(strings.TrimPrefix(t.Erased.Expect, "0x"), 16, 8)
+		if perr != nil {
+			return nil, plugins.Errorf(plugins.CodeInvalidConfig, "verify of %s: the erase step reported expect %q, not a byte", t.Device.Address, t.Erased.Expect)
+		}
+		o.Pattern = byte(n)
+	}
+	return onMedia(ctx, be, t, o, true, Verify)
+}
+
+// SkipVerify says why reading the media back proves nothing after the
+// run's erasure (a crypto erase leaves noise, not a pattern), with the
+// details to record, or "" when a read-back is meaningful. An explicit
+// args.pattern always verifies.
+func SkipVerify(args map[string]any, prior *Erasure) (string, map[string]any) {
+	if prior == nil || prior.Expect != plugins.ExpectNone {
+		return "", nil
+	}
+	if _, given := args["pattern"]; given {
+		return "", nil
+	}
+	why := fmt.Sprintf("not applicable after %s (%s): the data reads back as noise, so no pattern can be compared; the proof is the controller's successful completion of the erase", prior.ID, prior.Technique)
+	v := plugins.Verification{Method: "none (nothing read)", Expected: "nothing: " + prior.ID + " leaves noise", Result: plugins.VerifyNotApplicable, Reason: why}
+	return why, map[string]any{plugins.VerificationKey: v.Map()}
+}
 
 // Verify reads m back (all of it, or o.Samples blocks including the first
 // and the last) with O_DIRECT, so the page cache cannot answer for the

@@ -15,9 +15,10 @@ import (
 // below spare_thresh. It records the values either way.
 func init() {
 	register(Spec{
-		Name: "nvme-wear-check",
-		Does: "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh",
-		Run:  wearCheck,
+		Name:       "nvme-wear-check",
+		Does:       "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh (a threshold of 0 is none)",
+		Run:        wearCheck,
+		NVMeDriver: true,
 		CheckArgs: func(a map[string]any) error {
 			_, err := wearThreshold(a)
 			return errors.Join(onlyArgs(a, "max_percent_used"), err)
@@ -56,7 +57,9 @@ func wearCheck(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if sl.CriticalWarning != 0 {
 		why = append(why, fmt.Sprintf("critical_warning %#x", sl.CriticalWarning))
 	}
-	if sl.AvailSpare < sl.SpareThresh {
+	// A spare threshold of 0 means the controller sets none (QEMU's
+	// synthetic log reports spare 0 and threshold 0): nothing to compare.
+	if sl.SpareThresh > 0 && sl.AvailSpare < sl.SpareThresh {
 		why = append(why, fmt.Sprintf("avail_spare %d%% < spare_thresh %d%%", sl.AvailSpare, sl.SpareThresh))
 	}
 	if len(why) > 0 {

@@ -1,0 +1,172 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// Erasure is what the last erasing step of a run reported: the technique
+// that actually ran and what a read-back should find after it.
+type Erasure struct {
+	ID     string // plugins.EraseKey: "sanitize-crypto", "format-ses1", "overwrite", ...
+	Expect string // "0x00".."0xff", or plugins.ExpectNone
+	// Technique is the record's wording (plugins.TechniqueKey).
+	Technique string
+}
+
+// ErasureOf reads an Erasure out of a step's details (false when the step
+// reported none).
+func ErasureOf(details map[string]any) (*Erasure, bool) {
+	id, _ := details[plugins.EraseKey].(string)
+	exp, _ := details[plugins.ExpectKey].(string)
+	if id == "" || exp == "" {
+		return nil, false
+	}
+	tech, _ := details[plugins.TechniqueKey].(string)
+	return &Erasure{ID: id, Expect: exp, Technique: tech}, true
+}
+
+// erased is the result of an erasing step: details plus what ran, in
+// words and as an id, and what a read-back should find.
+func erased(e Erasure, details map[string]any) *plugins.Result {
+	if details == nil {
+		details = map[string]any{}
+	}
+	details[plugins.EraseKey], details[plugins.ExpectKey], details[plugins.TechniqueKey] = e.ID, e.Expect, e.Technique
+	return plugins.OK(details)
+}
+
+func hexByte(b byte) string { return fmt.Sprintf("0x%02x", b) }
+
+// sanitizeErasure: a crypto erase leaves noise; block erase and overwrite
+// leave zeros on the drives scour supports (deallocated blocks reading as
+// zeros, DLFEAT 001b; nvme-cli's overwrite pattern 0). A drive that reads
+// otherwise fails verify visibly, never silently.
+func sanitizeErasure(a hardware.SanitizeAction) Erasure {
+	e := Erasure{ID: "sanitize-" + string(a), Expect: hexByte(0), Technique: "NVMe Sanitize, " + sanitizeTechnique[a]}
+	if a == hardware.SanitizeCrypto {
+		e.Expect = plugins.ExpectNone
+	}
+	return e
+}
+
+func formatErasure(ses int) Erasure {
+	if ses == 2 {
+		return Erasure{ID: "format-ses2", Expect: plugins.ExpectNone, Technique: "NVMe Format NVM, SES=2 (cryptographic erase)"}
+	}
+	return Erasure{ID: "format-ses1", Expect: hexByte(0), Technique: "NVMe Format NVM, SES=1 (user data erase)"}
+}
+
+func init() {
+	register(Spec{
+		Name:        "nvme-erase",
+		Destructive: true,
+		NVMeDriver:  true,
+		Does: "the strongest erase the controller offers: nvme sanitize (by sanicap: crypto > block > overwrite), else nvme format -s 2|1 (by oacs/fna), " +
+			"else an O_DIRECT zero overwrite of every namespace; the record names the technique that ran",
+		Run: eraseStep,
+		CheckArgs: func(a map[string]any) error {
+			_, err1 := argBool(a, "crypto", true)
+			_, err2 := argBool(a, "allow_overwrite", true)
+			_, err3 := argDuration(a, "poll", 0)
+			return errors.Join(onlyArgs(a, "crypto", "allow_overwrite", "poll"), err1, err2, err3)
+		},
+	})
+}
+
+// eraseStep falls back sanitize > format > overwrite. It moves to the next
+// technique only when the current one was refused before it touched the
+// device (ErrUnsupported from the capability check); a technique that
+// started and failed fails the step: the device may be half erased and a
+// weaker technique must not paper over that.
+func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
+	crypto, err := argBool(t.Args, "crypto", true)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	allowOverwrite, err := argBool(t.Args, "allow_overwrite", true)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	poll, err := argDuration(t.Args, "poll", 5*time.Second)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	d := t.Device
+	var notUsed []string
+	start := time.Now()
+
+	if action, ok := pickSanitize(d, crypto); ok {
+		err := be.Sanitize(ctx, d.Address, action, poll, t.progress)
+		if err == nil {
+			t.progress(1)
+			return erased(sanitizeErasure(action),
+				map[string]any{"action": string(action), "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
+		}
+		if !errors.Is(err, hardware.ErrUnsupported) {
+			return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, d.Address, err)
+		}
+		notUsed = append(notUsed, fmt.Sprintf("sanitize %s refused: %v", action, err))
+	} else {
+		notUsed = append(notUsed, fmt.Sprintf("sanitize: controller offers no usable action (supports %v)", sanitizeMethods(d)))
+	}
+
+	switch {
+	case !formatSupported(d):
+		notUsed = append(notUsed, "format: controller does not support Format NVM (oacs bit 1 clear)")
+	case d.NVMe == nil || len(d.NVMe.Namespaces) == 0:
+		notUsed = append(notUsed, fmt.Sprintf("format: no namespace block devices (bound to %q)", d.Driver))
+	default:
+		ses := formatSES(d, crypto)
+		for i, ns := range d.NVMe.Namespaces {
+			err := be.Format(ctx, d.Address, ns, ses)
+			if err != nil && i == 0 && errors.Is(err, hardware.ErrUnsupported) {
+				notUsed = append(notUsed, fmt.Sprintf("format -s %d refused: %v", ses, err))
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
+			}
+			t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
+			if i == len(d.NVMe.Namespaces)-1 {
+				return erased(formatErasure(ses),
+					map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces, "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
+			}
+		}
+	}
+
+	if !allowOverwrite {
+		return nil, &plugins.Error{Code: plugins.CodeUnsupported, Details: map[string]any{"not_used": notUsed},
+			Msg: fmt.Sprintf("NVMe %s: neither sanitize nor format is available and args.allow_overwrite is false: nothing was erased (%v)", d.Address, notUsed)}
+	}
+	o, _ := mediaArgs(nil, false)
+	res, err := onMedia(ctx, be, t, o, false, Overwrite)
+	if err != nil {
+		return nil, err
+	}
+	res.Details["not_used"] = notUsed
+	return res, nil
+}
+
+// pickSanitize is the best sanitize action the controller supports,
+// crypto only when allowed.
+func pickSanitize(d *hardware.Device, crypto bool) (hardware.SanitizeAction, bool) {
+	have := sanitizeMethods(d)
+	for i := len(hardware.SanitizeScale) - 1; i >= 0; i-- {
+		m := hardware.SanitizeScale[i]
+		if m == string(hardware.SanitizeCrypto) && !crypto {
+			continue
+		}
+		for _, h := range have {
+			if h == m {
+				return hardware.SanitizeAction(m), true
+			}
+		}
+	}
+	return "", false
+}

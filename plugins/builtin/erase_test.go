@@ -1,0 +1,139 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline/fakehw"
+	"github.com/scour-project/scour/plugins"
+)
+
+// TestEraseFallsBack: nvme-erase uses sanitize (by sanicap), else Format
+// NVM (ses by fna), else an overwrite; it falls back only when a technique
+// was refused before acting, and its result names what actually ran.
+var errBoom = errors.New("boom")
+
+func TestEraseFallsBack(t *testing.T) {
+	unsup := fmt.Errorf("fake: %w", hardware.ErrUnsupported)
+	tests := []struct {
+		name              string
+		sanicap, oacs     int
+		fna               int
+		sanErr, fmtErr    error
+		fmtErrOnSecond    bool
+		args              map[string]any
+		wantTech, wantExp string
+		wantCode          int
+		wantCalls         []string // prefixes, in order
+	}{
+		{name: "sanitize crypto", sanicap: 0b111, oacs: 2, wantTech: "sanitize-crypto", wantExp: plugins.ExpectNone, wantCalls: []string{"Sanitize " + string(addr) + " crypto"}},
+		{name: "sanitize block without crypto", sanicap: 0b111, oacs: 2, args: map[string]any{"crypto": false}, wantTech: "sanitize-block", wantExp: "0x00", wantCalls: []string{"Sanitize " + string(addr) + " block"}},
+		{name: "qemu: sanicap 0 -> format ses 1", sanicap: 0, oacs: 0x10a, wantTech: "format-ses1", wantExp: "0x00", wantCalls: []string{"Format " + string(addr) + " /dev/nvme0n1 ses=1", "Format " + string(addr) + " /dev/nvme0n2 ses=1"}},
+		{name: "sanicap 0, fna crypto -> format ses 2", sanicap: 0, oacs: 2, fna: 4, wantTech: "format-ses2", wantExp: plugins.ExpectNone},
+		{name: "sanitize refused before acting -> format", sanicap: 0b010, oacs: 2, sanErr: unsup, wantTech: "format-ses1", wantExp: "0x00"},
+		{name: "no sanitize, no format -> overwrite", sanicap: 0, oacs: 0, wantTech: "overwrite", wantExp: "0x00", wantCalls: []string{"Media"}},
+		{name: "format refused -> overwrite", oacs: 2, fmtErr: unsup, wantTech: "overwrite", wantExp: "0x00"},
+		{name: "sanitize failed mid-way: no fallback", sanicap: 0b010, oacs: 2, sanErr: errBoom, wantCode: plugins.CodeTryAgainLater},
+		{name: "format of 2nd namespace refused: no fallback", oacs: 2, fmtErr: unsup, fmtErrOnSecond: true, wantCode: plugins.CodeUnsupported},
+		{name: "overwrite not allowed", args: map[string]any{"allow_overwrite": false}, wantCode: plugins.CodeUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			formats := 0
+			be := &fakehw.Backend{
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					return tc.sanErr
+				},
+				FormatF: func(context.Context, hardware.Address, string, int) error {
+					formats++
+					if tc.fmtErr != nil && (!tc.fmtErrOnSecond || formats == 2) {
+						return tc.fmtErr
+					}
+					return nil
+				},
+				MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil },
+			}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+				NVMe: &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{"/dev/nvme0n1", "/dev/nvme0n2"}, SANICAP: tc.sanicap, OACS: tc.oacs, FNA: tc.fna}}
+			res, err := run(t, "nvme-erase", be, dev, tc.args)
+			if tc.wantCode != 0 {
+				if plugins.CodeOf(err) != tc.wantCode || res != nil {
+					t.Fatalf("got %v, %v; want code %d and no result", res, err, tc.wantCode)
+				}
+				if tc.name == "overwrite not allowed" && !strings.Contains(err.Error(), "nothing was erased") {
+					t.Fatalf("error %q does not say nothing was erased", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, ok := ErasureOf(res.Details)
+			if !ok || e.ID != tc.wantTech || e.Expect != tc.wantExp || e.Technique == "" {
+				t.Fatalf("erasure %+v from %v; want %s expecting %s", e, res.Details, tc.wantTech, tc.wantExp)
+			}
+			calls := slices.DeleteFunc(be.Calls(), func(c string) bool { return strings.HasPrefix(c, "Discover") })
+			for i, want := range tc.wantCalls {
+				if i >= len(calls) || !strings.HasPrefix(calls[i], want) {
+					t.Fatalf("calls %q, want %q", calls, tc.wantCalls)
+				}
+			}
+			if tc.wantTech != "overwrite" && slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "Media") }) {
+				t.Fatalf("overwrite ran after %s succeeded: %q", tc.wantTech, calls)
+			}
+		})
+	}
+}
+
+// TestVerifySemanticsPerTechnique: verify compares with what the run's
+// erase leaves, says it is not applicable after a crypto erase, and
+// reports a structured verification either way.
+func TestVerifySemanticsPerTechnique(t *testing.T) {
+	m := mediaFile(t, 1<<20) // random bytes: what a crypto erase leaves
+	be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}
+	spec, _ := Lookup("verify")
+	target := func(e *Erasure, args map[string]any) *Target {
+		return &Target{Device: &hardware.Device{Address: addr, Kind: hardware.KindNVMe}, Args: args, Erased: e}
+	}
+	verification := func(d map[string]any) map[string]any { v, _ := d[plugins.VerificationKey].(map[string]any); return v }
+	crypto := &Erasure{ID: "sanitize-crypto", Expect: plugins.ExpectNone, Technique: "NVMe Sanitize, Crypto Erase"}
+	if why, d := SkipVerify(nil, crypto); why == "" || d == nil {
+		t.Fatal("verify after a crypto erase is not skipped")
+	}
+	res, err := spec.Run(context.Background(), be, target(crypto, nil))
+	if err != nil {
+		t.Fatalf("verify after crypto erase: %v", err)
+	}
+	if v := verification(res.Details); v["result"] != plugins.VerifyNotApplicable || v["bytes_read"] != int64(0) || v["reason"] == nil {
+		t.Fatalf("verification %v", v)
+	}
+	// After a zeroing technique the random media fails, with details.
+	_, err = spec.Run(context.Background(), be, target(&Erasure{ID: "format-ses1", Expect: "0x00"}, nil))
+	pe := plugins.AsError(err)
+	if v := verification(pe.Details); pe.Code != plugins.CodePermanent || v["result"] != plugins.VerifyFailed || !strings.Contains(fmt.Sprint(v["expected"]), "0x00") {
+		t.Fatalf("verify of non-zero media after format: %v, %v", err, v)
+	}
+	// Overwritten with 0xa5: verify expects 0xa5 without being told.
+	res, err = run(t, "overwrite", be, nil, map[string]any{"pattern": "0xa5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := ErasureOf(res.Details)
+	if !ok || e.Expect != "0xa5" {
+		t.Fatalf("overwrite reports erasure %+v", e)
+	}
+	res, err = spec.Run(context.Background(), be, target(e, map[string]any{"mode": "all", "block_size": 65536}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verification(res.Details); v["result"] != plugins.VerifyPassed || !strings.Contains(fmt.Sprint(v["expected"]), "0xa5") || v["bytes_read"] != int64(1<<20) {
+		t.Fatalf("verification %v", v)
+	}
+}
