@@ -25,14 +25,9 @@ func init() {
 	register(Spec{
 		Name:        "pci-reset",
 		Destructive: true,
-		Does:        "echo 1 > /sys/bus/pci/devices/<addr>/reset (function-level reset)",
-		Run: func(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
-			if err := be.ResetFunction(ctx, t.Device.Address); err != nil {
-				return nil, fmt.Errorf("function-level reset of %s: %w", t.Device.Address, err)
-			}
-			return plugins.OK(nil), nil
-		},
-		CheckArgs: func(a map[string]any) error { return onlyArgs(a) },
+		Does:        "echo 1 > /sys/bus/pci/devices/<addr>/reset; with args.methods ([flr, bus]) each kernel reset method in turn via reset_method, a bus reset only when the device is alone behind its bridge",
+		Run:         pciReset,
+		CheckArgs:   checkResetArgs,
 	})
 	register(Spec{
 		Name:        "firmware-flash",
