@@ -6,3 +6,13 @@ test-env: gpu-test-tools
 
 gpu-test-tools:
 	bash scripts/ensure-debian-tools.sh gcc
+
+## bench-gpu-scrub: built-in GPU scrub bandwidth vs cuMemsetD8 over the same
+## memory, with the ratio. GPU=<pci address> runs it on a real GPU (bound to
+## nvidia, idle); without GPU it runs on the stand-in driver, whose numbers
+## mean nothing about GPUs (it proves the harness works).
+.PHONY: bench-gpu-scrub
+bench: bench-gpu-scrub
+GPU ?=
+bench-gpu-scrub: gpu-test-tools
+	SCOUR_GPU_BUS_ID='$(GPU)' $(GO) test -run '^$$' -bench '^BenchmarkScrubVsMemset$$' -benchtime 1x -count 1 ./hardware/gpu

@@ -18,6 +18,8 @@ type cuda struct {
 	memFree        func(p uint64) int32
 	memsetD8       func(p uint64, v uint8, n uint64) int32
 	memcpyDtoH     func(dst unsafe.Pointer, src uint64, n uint64) int32
+	memAllocHost   func(p *unsafe.Pointer, n uint64) int32
+	memFreeHost    func(p unsafe.Pointer) int32
 	errorString    func(code int32, s **byte) int32
 }
 
@@ -41,6 +43,8 @@ func loadCUDA(path string) (*cuda, error) {
 		{"cuMemFree_v2", &c.memFree},
 		{"cuMemsetD8_v2", &c.memsetD8},
 		{"cuMemcpyDtoH_v2", &c.memcpyDtoH},
+		{"cuMemAllocHost_v2", &c.memAllocHost},
+		{"cuMemFreeHost", &c.memFreeHost},
 		{"cuGetErrorString", &c.errorString},
 	})
 	if err != nil {
@@ -72,4 +76,15 @@ func goString(p *byte) string {
 		n++
 	}
 	return string(unsafe.Slice(p, n))
+}
+
+// hostBuffer is n bytes of page-locked host memory, which device-to-host
+// copies fill at full bus speed (pageable memory goes through a staging
+// copy), or ordinary memory when the driver cannot pin that much.
+func (c *cuda) hostBuffer(n uint64) (buf []byte, pinned bool, free func()) {
+	var p unsafe.Pointer
+	if c.memAllocHost(&p, n) == 0 && p != nil {
+		return unsafe.Slice((*byte)(p), n), true, func() { c.memFreeHost(p) }
+	}
+	return make([]byte, n), false, func() {}
 }

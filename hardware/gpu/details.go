@@ -21,6 +21,9 @@ func (r *Report) Details() map[string]any {
 		"verification":  "every covered byte read back (cuMemcpyDtoH) and compared with zero",
 		"seconds":       r.Duration.Round(time.Millisecond).Seconds(),
 	}
+	if r.PinnedReadBuffer {
+		d["read_buffer"] = "pinned"
+	}
 	if r.NonZeroBytes > 0 {
 		d["non_zero_bytes"], d["first_non_zero_offset"] = r.NonZeroBytes, r.FirstNonZero
 	}

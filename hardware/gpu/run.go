@@ -147,7 +147,9 @@ func spotCheck(cu *cuda, chunks []chunk, pattern byte) error {
 
 // readBack copies every chunk to the host and counts non-zero bytes.
 func readBack(ctx context.Context, cu *cuda, chunks []chunk, rep *Report, progress func(float64)) error {
-	buf := make([]byte, readBuffer)
+	buf, pinned, free := cu.hostBuffer(readBuffer)
+	defer free()
+	rep.PinnedReadBuffer = pinned
 	var base, done uint64
 	for _, c := range chunks {
 		for off := uint64(0); off < c.n; off += readBuffer {

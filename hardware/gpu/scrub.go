@@ -61,8 +61,10 @@ type Report struct {
 	NonZeroBytes uint64
 	FirstNonZero int64
 	Verified     bool // every covered byte read back as zero
-	MinCoverage  float64
-	Duration     time.Duration
+	// PinnedReadBuffer: the read-back went through page-locked memory.
+	PinnedReadBuffer bool
+	MinCoverage      float64
+	Duration         time.Duration
 }
 
 // Coverage is CoveredBytes / TotalBytes.

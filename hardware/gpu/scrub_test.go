@@ -36,7 +36,7 @@ func TestScrubZeroesAndVerifiesAllFreeMemory(t *testing.T) {
 	if r.TotalBytes != 64*mib || r.FreeBytes != 63*mib || r.CoveredBytes != 63*mib {
 		t.Errorf("total/free/covered = %d/%d/%d, want 64/63/63 MiB", r.TotalBytes, r.FreeBytes, r.CoveredBytes)
 	}
-	if !r.Verified || r.NonZeroBytes != 0 || r.FirstNonZero != -1 || r.Pattern != 0xA5 {
+	if !r.Verified || r.NonZeroBytes != 0 || r.FirstNonZero != -1 || r.Pattern != 0xA5 || !r.PinnedReadBuffer {
 		t.Errorf("verified %v, non-zero %d at %d, pattern %#x", r.Verified, r.NonZeroBytes, r.FirstNonZero, r.Pattern)
 	}
 	if r.Chunks != 8 || last != 1 {

@@ -107,6 +107,11 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 	memcpy(dst, (void *)(uintptr_t)src, n);
 	return 0;
 }
+CUresult cuMemAllocHost_v2(void **p, size_t n) {
+	*p = malloc(n);
+	return *p ? 0 : 2;
+}
+CUresult cuMemFreeHost(void *p) { free(p); return 0; }
 CUresult cuGetErrorString(CUresult r, const char **s) {
 	switch (r) {
 	case 2: *s = "out of memory"; break;
