@@ -296,3 +296,20 @@ func verifiedIn(last map[string]Step) bool {
 	}
 	return false
 }
+
+// SetRunIdentity completes the device serial and model of an unfinished
+// run: an NVMe on vfio-pci shows neither until a step binds it to nvme,
+// after the run was opened. A finished (sealed) run is refused.
+func (s *Store) SetRunIdentity(ctx context.Context, runID, serial, model string) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := s.openRunForSteps(ctx, tx, runID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET serial = ?, model = ? WHERE id = ?`), serial, model, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("claims: set serial and model of cleaning run %s: %w", runID, err)
+	}
+	return nil
+}

@@ -65,6 +65,10 @@ type NVMeInfo struct {
 	SANICAP     int
 	Smart       *SmartLog
 	BoundToVFIO bool
+	// Remembered: the device is not on nvme now; Model, Serial, Firmware
+	// and OACS/FNA/SANICAP are what it reported the last time this process
+	// saw it bound to nvme (NVMeMemo). SMART is never remembered.
+	Remembered bool
 }
 
 // SmartLog is the subset of `nvme smart-log -o json` scour uses.

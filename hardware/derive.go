@@ -40,7 +40,7 @@ func DeriveCapabilities(dev *Device) Capabilities {
 	}
 	if n := dev.NVMe; n != nil {
 		c["nvme.block_device"] = Bool(!n.BoundToVFIO && len(n.Namespaces) > 0)
-		if n.Controller != "" && !n.BoundToVFIO {
+		if (n.Controller != "" && !n.BoundToVFIO) || n.Remembered {
 			deriveNVMe(c, dev, n)
 		}
 	}

@@ -19,6 +19,7 @@ type Real struct {
 	cfg      Config
 	declared Declared
 	logged   sync.Map // absent-capability log lines already written
+	memo     NVMeMemo // identity of NVMe devices last seen on nvme
 }
 
 var _ Backend = (*Real)(nil)
@@ -142,8 +143,10 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 		n.BoundToVFIO = dev.Driver == "vfio-pci"
 		why := fmt.Sprintf("bound to %q, not nvme: no controller or block device; bind to nvme to discover", dev.Driver)
 		markAbsent(dev, why, append(nvmeToolCaps, nvmeSmartCaps...)...)
+		r.memo.recall(dev)
 		return
 	}
+	defer r.memo.remember(dev)
 	r.nvmeController(ctx, dev, p)
 	if n.Controller == "" {
 		markAbsent(dev, "no NVMe controller found for this device", append(nvmeToolCaps, nvmeSmartCaps...)...)

@@ -236,10 +236,15 @@ func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 	e, s, _ := simEngine(t, shippedPipelines(t),
 		qemuNVMe("0000:01:00.0", "A", 1), qemuNVMe("0000:02:00.0", "B", 2), qemuNVMe("0000:03:00.0", "C", 1), warn)
 	ctx := context.Background()
-	for _, addr := range []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"} {
+	for addr, serial := range map[string]string{"0000:01:00.0": "A", "0000:02:00.0": "B", "0000:03:00.0": "C"} {
 		res, err := e.Clean(ctx, simTarget(addr))
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Bound to vfio-pci the drive shows no serial; the wear step's
+		// bind to nvme reveals it for the record.
+		if res.Serial != serial || res.Model != "QEMU NVMe Ctrl" {
+			t.Fatalf("%s: serial %q model %q, want %q", addr, res.Serial, res.Model, serial)
 		}
 		if res.Verdict != VerdictClean {
 			t.Fatalf("%s: verdict %s (%s): %s", addr, res.Verdict, res.Reason, states(res.Steps))
@@ -259,7 +264,7 @@ func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Verdict != VerdictQuarantine || res.Step != "wear" || !strings.Contains(res.Reason, "critical_warning") {
+	if res.Verdict != VerdictQuarantine || res.Step != "wear" || !strings.Contains(res.Reason, "critical_warning") || res.Serial != "CRIT" {
 		t.Fatalf("critical warning drive: verdict %s at %s (%s)", res.Verdict, res.Step, res.Reason)
 	}
 	if !bytes.Contains(simMedia(t, s, "0000:04:00.0"), []byte(sim.TenantPattern)) {

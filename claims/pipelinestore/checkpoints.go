@@ -195,3 +195,10 @@ func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.
 	}
 	return c.Store.FinishRun(ctx, runID, state, res.String())
 }
+
+var _ pipeline.IdentityRecorder = (*Checkpoints)(nil)
+
+// SetIdentity records the serial and model a step's driver revealed.
+func (c *Checkpoints) SetIdentity(ctx context.Context, runID, serial, model string) error {
+	return c.Store.SetRunIdentity(ctx, runID, serial, model)
+}

@@ -199,3 +199,53 @@ func TestEngineVerdictsInStore(t *testing.T) {
 		t.Fatal("store accepted a clean verdict after a failed required step")
 	}
 }
+
+// TestSerialLearnedOnStepDriver: an NVMe on vfio-pci shows no serial or
+// model; the run's record gets them from the step that binds nvme.
+func TestSerialLearnedOnStepDriver(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	var mu sync.Mutex
+	driver := "vfio-pci"
+	be := &fakehw.Backend{
+		DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			d := &hardware.Device{Address: a, Kind: hardware.KindNVMe, VendorID: "0x1b36", DeviceID: "0x0010", Class: "0x010802", Driver: driver}
+			if driver == "nvme" {
+				d.Serial, d.Model = "QEMU-S1", "QEMU NVMe Ctrl"
+			}
+			return d, nil
+		},
+		BindDriverF: func(_ context.Context, _ hardware.Address, drv string) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			prev := driver
+			driver = drv
+			return prev, nil
+		},
+	}
+	st := step("wipe", true)
+	st.Driver = "nvme"
+	cfg := config(st)
+	e, err := pipeline.New(cfg, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: &fakePlugins{},
+		Checkpoints: &Checkpoints{Store: s, Host: "compute-1", Trigger: "test", Optional: optionalFrom(cfg)},
+		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Clean(ctx, target)
+	if err != nil || res.Verdict != pipeline.VerdictClean {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	run, err := s.GetRun(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Serial != "QEMU-S1" || run.Model != "QEMU NVMe Ctrl" || res.Serial != "QEMU-S1" {
+		t.Fatalf("record serial %q model %q, result serial %q", run.Serial, run.Model, res.Serial)
+	}
+	if err := s.SetRunIdentity(ctx, res.RunID, "X", "Y"); err == nil {
+		t.Fatal("a finished run's identity was changed")
+	}
+}

@@ -27,7 +27,10 @@ func (s *Simulator) Discover(ctx context.Context, addr hardware.Address) (*hardw
 		return nil, err
 	}
 	dev := hardware.DeviceFromPCI(p)
-	dev.Model, dev.Serial, dev.Firmware = d.cfg.Model, d.cfg.Serial, st.Firmware
+	if d.cfg.Kind != hardware.KindNVMe || st.Driver == "nvme" {
+		// An NVMe off nvme shows no identity, as on a real host.
+		dev.Model, dev.Serial, dev.Firmware = d.cfg.Model, d.cfg.Serial, st.Firmware
+	}
 	switch d.cfg.Kind {
 	case hardware.KindNVMe:
 		s.discoverNVMe(d, dev, st)
@@ -58,8 +61,11 @@ func (s *Simulator) discoverNVMe(d *simDev, dev *hardware.Device, st *state) {
 		for _, c := range []string{"nvme.format", "nvme.crypto_format", "nvme.sanitize", "nvme.firmware", "nvme.model", "nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"} {
 			dev.Absent[c] = why
 		}
+		n.OACS, n.FNA, n.SANICAP = 0, 0, 0 // unknown until bound, as on a real host
+		s.memo.Recall(dev)
 		return
 	}
+	defer s.memo.Remember(dev)
 	n.Controller = d.ctrl
 	for _, m := range d.mediaFiles() {
 		n.Namespaces = append(n.Namespaces, m.Path)

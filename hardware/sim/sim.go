@@ -39,6 +39,8 @@ type Simulator struct {
 	fs       hardware.FS
 	log      *slog.Logger
 
+	memo hardware.NVMeMemo // as the real backend: identity seen on nvme
+
 	mu     sync.Mutex
 	devs   map[hardware.Address]*simDev
 	faults map[hardware.Address]map[string]string
