@@ -16,23 +16,26 @@ type gpuScrubReporter interface {
 }
 
 func gpuScrub(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
-	r, ok := be.(gpuScrubReporter)
-	if !ok {
-		if err := be.ScrubGPU(ctx, t.Device.Address, t.progress); err != nil {
-			return nil, fmt.Errorf("scrubbing GPU %s memory: %w", t.Device.Address, err)
-		}
-		return plugins.OK(nil), nil
+	var d map[string]any
+	var err error
+	if r, ok := be.(gpuScrubReporter); ok {
+		d, err = r.ScrubGPUDetails(ctx, t.Device.Address, t.progress)
+	} else {
+		err = be.ScrubGPU(ctx, t.Device.Address, t.progress)
 	}
-	d, err := r.ScrubGPUDetails(ctx, t.Device.Address, t.progress)
 	if err == nil {
 		return plugins.OK(d), nil
 	}
-	pe := plugins.AsError(fmt.Errorf("scrubbing GPU %s memory: %w", t.Device.Address, err))
-	// Memory that reads back non-zero, or a GPU NVML calls unhealthy, is
-	// not fixed by retrying the same scrub: quarantine it for an operator.
-	if errors.Is(err, hardware.ErrGPUMemoryNotZero) || errors.Is(err, hardware.ErrGPUUnhealthy) {
+	pe := &plugins.Error{Code: plugins.CodeOf(err), Msg: fmt.Sprintf("scrubbing GPU %s memory: %v", t.Device.Address, err), Details: d}
+	switch {
+	case errors.Is(err, hardware.ErrUnsupported):
+		// Said before any memory is touched (no libcuda, not an NVIDIA
+		// GPU, GPU not visible to the driver): on_unsupported decides.
+		pe.Code = plugins.CodeUnsupported
+	case errors.Is(err, hardware.ErrGPUMemoryNotZero), errors.Is(err, hardware.ErrGPUUnhealthy):
+		// Memory that reads back non-zero, or a GPU NVML calls unhealthy,
+		// is not fixed by retrying the same scrub: quarantine it.
 		pe.Code = plugins.CodePermanent
 	}
-	pe.Details = d
 	return nil, pe
 }

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -66,8 +67,11 @@ func pciReset(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 	}
 	d, err := esc.ResetEscalating(ctx, t.Device.Address, methods)
 	if err != nil {
-		pe := plugins.AsError(fmt.Errorf("resetting %s with %v: %w", t.Device.Address, methods, err))
-		pe.Details = d
+		pe := &plugins.Error{Code: plugins.CodeOf(err), Msg: fmt.Sprintf("resetting %s with %v: %v", t.Device.Address, methods, err), Details: d}
+		if errors.Is(err, hardware.ErrUnsupported) {
+			// Every method was refused before any reset was written.
+			pe.Code = plugins.CodeUnsupported
+		}
 		return nil, pe
 	}
 	return plugins.OK(d), nil

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/scour-project/scour/hardware"
@@ -12,11 +13,12 @@ import (
 type escalatingBackend struct {
 	*fakehw.Backend
 	got []string
+	err error
 }
 
 func (b *escalatingBackend) ResetEscalating(_ context.Context, _ hardware.Address, methods []string) (map[string]any, error) {
 	b.got = methods
-	return map[string]any{"method": methods[len(methods)-1]}, nil
+	return map[string]any{"method": methods[len(methods)-1]}, b.err
 }
 
 func TestPCIResetMethods(t *testing.T) {
@@ -28,6 +30,12 @@ func TestPCIResetMethods(t *testing.T) {
 	}
 	if _, err := run(t, "pci-reset", esc, dev, map[string]any{"methods": []any{"flr", "hot"}}); plugins.CodeOf(err) != plugins.CodeInvalidConfig {
 		t.Errorf("unknown method: %v, want invalid config", err)
+	}
+	// Every method refused (bus reset with a sibling behind the bridge):
+	// unsupported, said before any reset, so on_unsupported decides.
+	esc.err = fmt.Errorf("refused: %w", hardware.ErrUnsupported)
+	if _, err := run(t, "pci-reset", esc, dev, map[string]any{"methods": []any{"bus"}}); plugins.CodeOf(err) != plugins.CodeUnsupported {
+		t.Errorf("all refused: %v, want code unsupported", err)
 	}
 	// A backend without reset_method support resets the kernel's way and
 	// the record says so.
