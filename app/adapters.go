@@ -21,8 +21,12 @@ import (
 	"github.com/scour-project/scour/placement"
 )
 
-// placementGate implements handlers.Placement over placement.Client.
-type placementGate struct{ c *placement.Client }
+// placementGate implements handlers.Placement over placement.Client. It
+// remembers every device read in seen, for dirtyCheck and Unreserve.
+type placementGate struct {
+	c    *placement.Client
+	seen *seenDevices
+}
 
 var _ handlers.Placement = placementGate{}
 
@@ -71,6 +75,7 @@ func (g placementGate) ScanHost(ctx context.Context) ([]handlers.Device, error) 
 	}
 	out := make([]handlers.Device, 0, len(res.Devices))
 	for _, d := range res.Devices {
+		g.seen.put(d)
 		out = append(out, toHandlerDevice(d))
 	}
 	return out, nil
@@ -99,26 +104,37 @@ func (g placementGate) InstanceAllocations(ctx context.Context, instance string)
 	return out, nil
 }
 
+// ReadDevice reads inventory and allocations (2 calls); the traits wait
+// for the pipeline's check before the first destructive step, which
+// confirms this read with one call (placement.Client.Confirm).
 func (g placementGate) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Device, error) {
-	full, err := g.c.Device(ctx, ref(d))
+	read, err := g.c.ReadDevice(ctx, ref(d))
 	if errors.Is(err, placement.ErrNotFound) {
 		return d, fmt.Errorf("%w: %w", handlers.ErrGone, err)
 	}
 	if err != nil {
 		return d, gateErr(err)
 	}
-	return toHandlerDevice(full), nil
+	g.seen.put(read)
+	return toHandlerDevice(read), nil
 }
 
 func (g placementGate) Burn(ctx context.Context, d handlers.Device) error {
 	return gateErr(g.c.Burn(ctx, ref(d)))
 }
 
+// Unreserve writes at the generation of the device's latest read (the
+// pipeline's check before its destructive step); Placement refuses it if
+// anything changed since, and the client then re-reads and re-verifies.
 func (g placementGate) Unreserve(ctx context.Context, d handlers.Device) error {
+	if seen, ok := g.seen.take(d.RPUUID); ok {
+		return gateErr(g.c.UnreserveSeen(ctx, seen))
+	}
 	return gateErr(g.c.Unreserve(ctx, ref(d)))
 }
 
 func (g placementGate) Quarantine(ctx context.Context, d handlers.Device, reason string) error {
+	g.seen.take(d.RPUUID)
 	return gateErr(g.c.Quarantine(ctx, ref(d), reason))
 }
 
@@ -126,18 +142,31 @@ func (g placementGate) Quarantine(ctx context.Context, d handlers.Device, reason
 // step (safety rule 2). It reads the device afresh and reports "in use"
 // unless Placement shows it exactly dirty: no allocation, no usage, and
 // still fully reserved (so a device someone un-reserved meanwhile, which
-// Nova could hand out at any moment, is not wiped either).
-type dirtyCheck struct{ c *placement.Client }
+// Nova could hand out at any moment, is not wiped either), and not
+// quarantined. An earlier read of the device (seen) is confirmed with one
+// call while the device's generation has not moved; else it is read
+// afresh. Either way the answer is Placement's state now.
+type dirtyCheck struct {
+	c    *placement.Client
+	seen *seenDevices
+}
 
 var _ pipeline.AllocationChecker = dirtyCheck{}
 
 func (a dirtyCheck) HasAllocations(ctx context.Context, rpUUID string) (bool, error) {
-	d, err := a.c.Device(ctx, placement.Ref{UUID: rpUUID, Name: rpUUID})
+	var d placement.Device
+	var err error
+	if seen, ok := a.seen.get(rpUUID); ok {
+		d, err = a.c.Confirm(ctx, seen)
+	} else {
+		d, err = a.c.Device(ctx, placement.Ref{UUID: rpUUID, Name: rpUUID})
+	}
 	if err != nil {
 		return false, err
 	}
+	a.seen.put(d)
 	inv := d.Inventory
-	dirty := d.Used == 0 && len(d.Consumers) == 0 && inv.Total > 0 && inv.Reserved >= inv.Total
+	dirty := d.Used == 0 && len(d.Consumers) == 0 && inv.Total > 0 && inv.Reserved >= inv.Total && !d.Quarantined
 	return !dirty, nil
 }
 

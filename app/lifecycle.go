@@ -68,6 +68,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 
 	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(log), placement.WithRegisterer(reg))
+	seen := newSeenDevices()
 	if err != nil {
 		return fail(fmt.Errorf("placement: %w", err))
 	}
@@ -80,7 +81,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Backend: be,
 		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: cfg.Host,
 			Trigger: "scourd reconciler", Optional: pcfg.StepOptional},
-		Allocations: dirtyCheck{pc},
+		Allocations: dirtyCheck{pc, seen},
 		Registerer:  reg,
 		Logger:      log,
 	})
@@ -88,7 +89,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("pipelines: %w", err))
 	}
 	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
-		Placement:  placementGate{pc},
+		Placement:  placementGate{pc, seen},
 		Claims:     &handlerstore.Claims{Store: store, Host: cfg.Host},
 		Hardware:   presence{be},
 		Cleaner:    cleaner{e: eng, q: store, host: cfg.Host},

@@ -16,13 +16,10 @@ import (
 // that Nova removes shortly after its notification: the triggered scan
 // schedules its follow-up, which sees the device freed).
 func (r *Reconciler) CheckDevices(ctx context.Context, devs []Device, reason string) (rescan bool) {
-	r.mu.Lock()
-	snapshot := r.seq // runs that end after this are newer than the reads
-	r.mu.Unlock()
-	now := r.now()
-	var toBurn []Device
+	mark := r.mark()
+	var fresh []Device
 	for _, d := range devs {
-		fresh, err := r.p.ReadDevice(ctx, d)
+		f, err := r.p.ReadDevice(ctx, d)
 		switch {
 		case errors.Is(err, ErrGone):
 			continue
@@ -31,18 +28,36 @@ func (r *Reconciler) CheckDevices(ctx context.Context, devs []Device, reason str
 			rescan = true
 			continue
 		}
+		fresh = append(fresh, f)
+	}
+	return r.queueRead(ctx, fresh, mark, reason) || rescan
+}
+
+// mark stamps a read of Placement: runs that end after it are newer than
+// the read (see Reconciler.finished).
+func (r *Reconciler) mark() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seq
+}
+
+// queueRead is CheckDevices for devices read after mark.
+func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot uint64, reason string) (rescan bool) {
+	now := r.now()
+	var toBurn []Device
+	for _, d := range fresh {
 		r.mu.Lock()
-		act := r.classifyLocked(fresh, snapshot, now, map[string]int{})
+		act := r.classifyLocked(d, snapshot, now, map[string]int{})
 		r.mu.Unlock()
-		if fresh.InUse() {
+		if d.InUse() {
 			rescan = true
 		}
 		switch act {
 		case actBurn:
-			toBurn = append(toBurn, fresh)
+			toBurn = append(toBurn, d)
 		case actClean:
-			if r.present(ctx, fresh) {
-				r.enqueue(fresh, reason, snapshot, now)
+			if r.present(ctx, d) {
+				r.enqueue(d, reason, snapshot, now)
 			}
 		}
 	}

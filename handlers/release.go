@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/scour-project/scour/command"
 )
@@ -17,21 +18,86 @@ import (
 // revert broadcast releases only where the instance left, a same-host
 // resize releases just the side it left, and the host keeping the instance
 // (revert) re-records its claim. Placement, not the command, decides
-// which device is dirty: the devices of the
-// claims it ended are read and the dirty ones queued at once (no scan).
+// which device is dirty.
 //
-// A host-scoped release for an instance with no live claim here scans the
-// host (its claim may never have been recorded), and so does a release
-// whose instance still holds devices here. A broadcast (revert, or a
-// delete nova-api sent with no host) acts only on hosts that hold a claim
-// or an allocation of the instance, so one broadcast does not cost a scan
-// on every host; the periodic scan covers a host whose claim was never
-// recorded.
+// With a live claim (the common case) the claim's devices are read one by
+// one: their consumers say whether the instance still holds them, and the
+// freed ones that are dirty are queued for cleaning at once, with no scan
+// (2 Placement calls per device). Without one, and for a revert (whose
+// claim records the instance's allocations), the instance's allocations
+// are read; a host-scoped release then scans the host (the claim may have
+// been lost, and only the tree says what the instance held), and so does a
+// release whose instance still holds devices here. A broadcast (revert, or
+// a delete nova-api sent with no host) acts only on hosts that hold a
+// claim or an allocation of the instance, so one broadcast does not cost a
+// scan on every host; the periodic scan covers a host whose claim was
+// never recorded.
 func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Command) error {
+	reason := fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID)
+	existing, err := h.c.ClaimsForInstance(ctx, c.InstanceUUID)
+	if err != nil {
+		if c.Scope == command.ScopeHost {
+			h.rec.Trigger(reason)
+		}
+		return fmt.Errorf("instance %s: read claims: %w (retried; check the claims database)", c.InstanceUUID, err)
+	}
+	if c.Kind == command.KindRevert || !slices.ContainsFunc(existing, Claim.Live) {
+		return h.releaseByAllocations(ctx, log, c, existing, reason)
+	}
+	mark := h.rec.mark()
+	read := map[string]Device{}
+	for _, cl := range existing {
+		for _, d := range cl.Devices {
+			if _, done := read[d.RPUUID]; done || !cl.Live() {
+				continue
+			}
+			dev, err := h.p.ReadDevice(ctx, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
+			if errors.Is(err, ErrGone) {
+				continue // not in this host's tree any more: nobody holds it here
+			}
+			if err != nil {
+				return fmt.Errorf("instance %s: read device %s from Placement before releasing claims: %w (retried; check Placement is reachable)", c.InstanceUUID, d.RPName, err)
+			}
+			read[d.RPUUID] = dev
+		}
+	}
+	held := map[string]bool{}
+	for rp, d := range read {
+		held[rp] = d.HeldBy(c.InstanceUUID)
+	}
+	var errs []error
+	var freed []Device
+	scan := false
+	for _, cl := range existing {
+		if !cl.Live() {
+			continue
+		}
+		if backedBy(cl, held) {
+			scan = true
+			log.Warn("instance still holds one-time-use devices of this host; their claim is kept and nothing is cleaned (early, duplicate or forged notification?)",
+				"claim", cl.ID)
+			continue
+		}
+		errs = append(errs, h.end(ctx, log, c, cl))
+		for _, d := range cl.Devices {
+			if dev, ok := read[d.RPUUID]; ok {
+				freed = append(freed, dev)
+			}
+		}
+	}
+	if h.rec.queueRead(ctx, freed, mark, reason) || scan {
+		h.rec.Trigger(reason)
+	}
+	return errors.Join(errs...)
+}
+
+// releaseByAllocations is release for an instance without a live claim
+// here, and for a revert: Placement's allocations of the instance say what
+// it still holds.
+func (h *Handler) releaseByAllocations(ctx context.Context, log *slog.Logger, c *command.Command, existing []Claim, reason string) error {
 	scan := c.Scope == command.ScopeHost
 	var freed []Device
 	defer func() {
-		reason := fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID)
 		if len(freed) > 0 && h.rec.CheckDevices(ctx, freed, reason) {
 			scan = true
 		}
@@ -42,10 +108,6 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement before releasing claims: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
-	}
-	existing, err := h.c.ClaimsForInstance(ctx, c.InstanceUUID)
-	if err != nil {
-		return fmt.Errorf("instance %s: read claims: %w (retried; check the claims database)", c.InstanceUUID, err)
 	}
 	held := map[string]bool{}
 	for _, d := range alloc.Devices {

@@ -390,7 +390,7 @@ func TestAbortReasonDoesNotOverclaim(t *testing.T) {
 		h.alloc = func(context.Context, string) (bool, error) { return true, nil }
 	})
 	res := h.clean(t, target(3))
-	for _, want := range []string{"Placement no longer shows the device dirty (allocated, in use, or un-reserved meanwhile)", "0000:03:00.0", "rp-3", "destructive step wipe"} {
+	for _, want := range []string{"Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile)", "0000:03:00.0", "rp-3", "destructive step wipe"} {
 		if !strings.Contains(res.Reason, want) {
 			t.Errorf("reason %q lacks %q", res.Reason, want)
 		}

@@ -170,7 +170,7 @@ func (r *run) placementClear(ctx context.Context, s *Step) error {
 		// reservation lifted meanwhile (scourd's dirtyCheck): the message
 		// must not claim more than it knows.
 		r.log.Error("Placement no longer shows the device dirty: aborting without touching it", "step", s.Name)
-		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, or un-reserved meanwhile): %s (rp %s) aborted at the allocation check before destructive step %s, without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
+		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before destructive step %s, without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
 	}
 	return nil
 }

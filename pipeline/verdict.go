@@ -18,7 +18,7 @@ const (
 	// said retire. The device stays reserved until an operator acts.
 	VerdictQuarantine Verdict = "quarantine"
 	// VerdictAborted: Placement no longer showed the device dirty
-	// (allocated, in use, or un-reserved meanwhile) before a destructive
+	// (allocated, in use, un-reserved or quarantined meanwhile) before a destructive
 	// step; nothing destructive ran. Not a hardware problem.
 	VerdictAborted Verdict = "aborted"
 	// VerdictNoProfile: no profile matches the device; it stays reserved

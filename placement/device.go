@@ -52,6 +52,13 @@ type Device struct {
 	State       State
 	// Why explains StateUnmanaged, or an odd but handled shape.
 	Why string
+
+	// What the reads at Generation returned, kept for Confirm and
+	// UnreserveSeen (seen.go): raw is nil when the device was built from
+	// a listing, traits are known only when traitsRead.
+	raw        *rawInventory
+	traits     []string
+	traitsRead bool
 }
 
 // parseAddress takes the PCI address from an RP name: the part after the

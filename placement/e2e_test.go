@@ -226,15 +226,11 @@ func TestE2EUnreserveRefusesAllocationCreatedBeforeWrite(t *testing.T) {
 	c := newE2EClient(t, env, h.Node)
 	inst := newUUID()
 	raced := 0
-	// Between scour's check (no allocations) and its PUT, someone else
-	// returns the device (reserved 0), Nova schedules an instance on it and
-	// burns it (reserved 1). A dirty device cannot be allocated directly:
-	// reserved == total leaves no capacity.
+	// Between scour's check (no allocations) and its PUT, the device is
+	// allocated again.
 	c.beforeInventoryWrite = func(context.Context, string) {
 		if raced == 0 {
-			h.setReserved(dev, "CUSTOM_PCI_144D_A80A", 0)
-			h.allocateDevice(inst, dev)
-			h.setReserved(dev, "CUSTOM_PCI_144D_A80A", 1)
+			h.reallocate(inst, dev)
 		}
 		raced++
 	}

@@ -220,6 +220,16 @@ func (h *seedHost) allocate(consumer string, res map[string]map[string]int) {
 	}, nil, 204)
 }
 
+// reallocate plays what makes a dirty device allocated again: someone
+// returns it (reserved 0), Nova schedules consumer onto it and burns it
+// (reserved 1). A dirty device cannot be allocated directly: reserved ==
+// total leaves no capacity.
+func (h *seedHost) reallocate(consumer string, dev Ref) {
+	h.setReserved(dev, "CUSTOM_PCI_144D_A80A", 0)
+	h.allocateDevice(consumer, dev)
+	h.setReserved(dev, "CUSTOM_PCI_144D_A80A", 1)
+}
+
 func (h *seedHost) allocateDevice(consumer string, dev Ref) {
 	h.allocate(consumer, map[string]map[string]int{dev.UUID: {"CUSTOM_PCI_144D_A80A": 1}})
 }

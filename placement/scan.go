@@ -140,7 +140,7 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	if err != nil {
 		return d, err
 	}
-	d.Inventory = inv.Inv
+	d.Inventory, d.raw = inv.Inv, inv
 	sort.Strings(d.Consumers)
 	deriveState(&d, inv.Count)
 	return d, nil

@@ -120,12 +120,13 @@ func (c *Client) Device(ctx context.Context, dev Ref) (Device, error) {
 		}
 		d.Generation, d.Used, d.Consumers = gen, used, who
 		d.Quarantined = slices.Contains(traits, c.cfg.QuarantineTrait)
+		d.traits, d.traitsRead = traits, true
 		return nil
 	})
 	if err != nil {
 		return d, devErr("read", dev, err)
 	}
-	d.Inventory = inv.Inv
+	d.Inventory, d.raw = inv.Inv, inv
 	slices.Sort(d.Consumers)
 	deriveState(&d, inv.Count)
 	return d, nil

@@ -1,0 +1,90 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// Placement bumps a resource provider's generation on every change of its
+// inventory, its traits and the allocations against it. So what was read
+// at generation G still holds while the provider is at G: a later read
+// that returns G confirms every earlier read at G, and a write carrying G
+// fails with 409 if anything changed since. The three calls below use this
+// to clean a released device with 4 Placement calls: ReadDevice (2),
+// Confirm before the first destructive step (1), UnreserveSeen (1).
+
+// ReadDevice reads one device afresh without its traits: inventories and
+// allocations at one generation (2 calls). Quarantined is false until
+// Confirm reads the traits.
+func (c *Client) ReadDevice(ctx context.Context, dev Ref) (Device, error) {
+	if err := checkRef(dev); err != nil {
+		return Device{Ref: dev}, devErr("read", dev, err)
+	}
+	d, err := c.readDevice(ctx, provider{UUID: dev.UUID, Name: dev.Name}, false)
+	return d, devErr("read", dev, err)
+}
+
+// Confirm re-reads seen immediately before a destructive step. One call
+// (the traits, which carry the generation) when the device is still at
+// seen's generation: then its allocations and inventory are those seen
+// read, and its traits are now known too. Otherwise (something changed, or
+// seen came from no read) it reads the device afresh (3 calls).
+func (c *Client) Confirm(ctx context.Context, seen Device) (Device, error) {
+	if err := checkRef(seen.Ref); err != nil {
+		return seen, devErr("read", seen.Ref, err)
+	}
+	if seen.raw == nil {
+		return c.Device(ctx, seen.Ref)
+	}
+	var gen int
+	var traits []string
+	err := c.retry(ctx, func(ctx context.Context) error {
+		var err error
+		gen, traits, err = c.traitsOf(ctx, seen.UUID)
+		return err
+	})
+	if err != nil {
+		return seen, devErr("read", seen.Ref, err)
+	}
+	if gen != seen.Generation {
+		return c.Device(ctx, seen.Ref)
+	}
+	d := seen
+	d.Consumers = slices.Clone(seen.Consumers)
+	d.traits, d.traitsRead = traits, true
+	d.Quarantined = slices.Contains(traits, c.cfg.QuarantineTrait)
+	d.Why = ""
+	deriveState(&d, seen.raw.Count)
+	return d, nil
+}
+
+// UnreserveSeen returns a cleaned device to the pool with one PUT at the
+// generation seen was read at, when seen (from Device or Confirm) showed
+// it exactly as Unreserve requires: no allocation, fully reserved, the
+// one-time-use trait, no quarantine trait. Placement answers 409 if
+// anything changed since; then, and whenever seen does not qualify, it is
+// Unreserve: re-read, RE-VERIFY, write.
+func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
+	if !c.unreservable(seen) {
+		return c.Unreserve(ctx, seen.Ref)
+	}
+	err := c.writeReserved(ctx, seen.UUID, seen.raw, seen.raw.Inv.Reserved-1)
+	switch {
+	case err == nil:
+		c.log.Info("device returned to the pool", "device", seen.Name, "rp", seen.UUID,
+			"address", seen.Address, "reserved", seen.raw.Inv.Reserved-1, "generation", seen.Generation)
+		return nil
+	case errors.Is(err, errConflict) || IsRecoverable(err):
+		c.log.Debug("device changed since the check before its destructive step; re-reading it", "device", seen.Name, "rp", seen.UUID, "error", err)
+		return c.Unreserve(ctx, seen.Ref)
+	}
+	return devErr("unreserve", seen.Ref, err)
+}
+
+func (c *Client) unreservable(d Device) bool {
+	return d.raw != nil && d.traitsRead && d.raw.Count == 1 && d.raw.Inv.Total == 1 &&
+		d.raw.Inv.Reserved >= 1 && d.raw.Generation == d.Generation &&
+		d.Used == 0 && len(d.Consumers) == 0 &&
+		slices.Contains(d.traits, c.cfg.OneTimeUseTrait) && !slices.Contains(d.traits, c.cfg.QuarantineTrait)
+}
