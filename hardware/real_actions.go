@@ -197,6 +197,23 @@ func (r *Real) FlashFirmware(ctx context.Context, addr Address, img FirmwareImag
 	return nil
 }
 
+// ActivateFirmware runs `devlink dev reload pci/<addr> action fw_activate`,
+// which makes a flashed image run (the device resets; its driver
+// re-initialises it). NVMe is not activated this way: ErrUnsupported.
+func (r *Real) ActivateFirmware(ctx context.Context, addr Address) error {
+	p, err := r.fs.PCIDevice(addr)
+	if err != nil {
+		return err
+	}
+	if k := KindFromClass(p.Class); k == KindNVMe {
+		return fmt.Errorf("activate firmware on %s: devlink fw_activate does not apply to NVMe: %w", addr, ErrUnsupported)
+	}
+	if _, err := r.run.Run(ctx, r.cfg.Tools.Devlink, "dev", "reload", "pci/"+string(addr), "action", "fw_activate"); err != nil {
+		return fmt.Errorf("activate firmware on %s (devlink dev reload action fw_activate): %w", addr, err)
+	}
+	return nil
+}
+
 // FirmwareVersions returns devlink's running versions ("fw.version" ->
 // "22.31.1014"). For an NVMe device it returns {"fr": <id-ctrl fr>}.
 func (r *Real) FirmwareVersions(ctx context.Context, addr Address) (map[string]string, error) {

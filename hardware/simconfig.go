@@ -59,7 +59,7 @@ type SimDevice struct {
 // <state_dir>/<address>/<kind>-<op> (e.g. fail-sanitize) injects the
 // fault into a running process; removing it clears the fault.
 var (
-	FaultOps   = []string{"discover", "smart-log", "sanitize", "format", "media", "scrub-gpu", "flash-firmware", "firmware-versions", "reset", "bind"}
+	FaultOps   = []string{"discover", "smart-log", "sanitize", "format", "media", "scrub-gpu", "flash-firmware", "activate-firmware", "firmware-versions", "reset", "bind"}
 	FaultKinds = []string{"fail", "hang", "slow"}
 )
 

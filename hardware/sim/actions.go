@@ -175,8 +175,10 @@ func verifyZero(path string) error {
 	}
 }
 
-// FlashFirmware "flashes" img: it reads the image and sets the reported
-// version to img.Version (devlink component, or fw.version and fw).
+// FlashFirmware "flashes" img: it reads the image and stores img.Version
+// as pending (devlink component, or fw.version and fw). As on real
+// hardware the running version changes only on activation
+// (ActivateFirmware; for NVMe also a reset).
 func (s *Simulator) FlashFirmware(ctx context.Context, addr hardware.Address, img hardware.FirmwareImage, p hardware.Progress) error {
 	d, err := s.dev(addr)
 	if err != nil {
@@ -205,15 +207,46 @@ func (s *Simulator) FlashFirmware(ctx context.Context, addr hardware.Address, im
 	}
 	_, err = s.update(d, func(st *state) {
 		if d.cfg.Kind == hardware.KindNVMe {
-			st.Firmware = img.Version
+			st.Pending = img.Version
 			return
+		}
+		if st.PendingNIC == nil {
+			st.PendingNIC = map[string]string{}
 		}
 		if img.Component != "" {
-			st.NICFirmware[img.Component] = img.Version
+			st.PendingNIC[img.Component] = img.Version
 			return
 		}
-		st.NICFirmware["fw.version"], st.NICFirmware["fw"] = img.Version, img.Version
+		st.PendingNIC["fw.version"], st.PendingNIC["fw"] = img.Version, img.Version
 	})
+	return err
+}
+
+// activate makes the pending firmware run.
+func activate(st *state) {
+	if st.Pending != "" {
+		st.Firmware, st.Pending = st.Pending, ""
+	}
+	for k, v := range st.PendingNIC {
+		st.NICFirmware[k] = v
+	}
+	st.PendingNIC = nil
+}
+
+// ActivateFirmware is `devlink dev reload pci/<addr> action fw_activate`:
+// the flashed image starts running. Nothing pending: nothing changes.
+func (s *Simulator) ActivateFirmware(ctx context.Context, addr hardware.Address) error {
+	d, err := s.dev(addr)
+	if err != nil {
+		return err
+	}
+	if d.cfg.Kind != hardware.KindNIC {
+		return fmt.Errorf("activate firmware on %s: devlink fw_activate is for NICs, not a %s device: %w", addr, d.cfg.Kind, hardware.ErrUnsupported)
+	}
+	if _, err := s.enter(ctx, d, "activate-firmware"); err != nil {
+		return err
+	}
+	_, err = s.update(d, activate)
 	return err
 }
 
@@ -255,7 +288,12 @@ func (s *Simulator) ResetFunction(ctx context.Context, addr hardware.Address) er
 	if err := s.fs.WriteReset(addr); err != nil {
 		return err
 	}
-	_, err = s.update(d, func(st *state) { st.Resets++ })
+	_, err = s.update(d, func(st *state) {
+		st.Resets++
+		if d.cfg.Kind == hardware.KindNVMe {
+			activate(st) // an NVMe controller reset activates a committed image
+		}
+	})
 	return err
 }
 

@@ -62,7 +62,12 @@ type state struct {
 	Cleanings   int               `json:"cleanings"`
 	Firmware    string            `json:"firmware"`
 	NICFirmware map[string]string `json:"nic_firmware,omitempty"`
-	Resets      int               `json:"resets"`
+	// Pending is a flashed image's version (NIC: per component) that
+	// runs only after activation (devlink reload fw_activate) or, for
+	// NVMe, a reset, as on real hardware.
+	Pending    string            `json:"pending,omitempty"`
+	PendingNIC map[string]string `json:"pending_nic,omitempty"`
+	Resets     int               `json:"resets"`
 }
 
 // New builds the simulator from cfg (validated here), creating the state

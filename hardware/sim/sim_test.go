@@ -177,6 +177,12 @@ func TestSimulatorFormatScrubFlashBind(t *testing.T) {
 	if err := s.FlashFirmware(ctx, "0000:3b:00.0", hardware.FirmwareImage{Path: img, Version: "22.36.1010"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if d, _ := s.Discover(ctx, "0000:3b:00.0"); d.Capabilities["nic.firmware.fw.version"].Equal(hardware.Ordered("22.36.1010")) {
+		t.Error("flashed firmware runs before activation")
+	}
+	if err := s.ActivateFirmware(ctx, "0000:3b:00.0"); err != nil {
+		t.Fatal(err)
+	}
 	d, _ := s.Discover(ctx, "0000:3b:00.0")
 	if diff := cmp.Diff(hardware.Ordered("22.36.1010"), d.Capabilities["nic.firmware.fw.version"]); diff != "" {
 		t.Errorf("firmware after flash (-want +got):\n%s", diff)

@@ -22,6 +22,7 @@ type Backend struct {
 	ScrubGPUF         func(ctx context.Context, addr hardware.Address, p hardware.Progress) error
 	FlashFirmwareF    func(ctx context.Context, addr hardware.Address, img hardware.FirmwareImage, p hardware.Progress) error
 	FirmwareVersionsF func(ctx context.Context, addr hardware.Address) (map[string]string, error)
+	ActivateFirmwareF func(ctx context.Context, addr hardware.Address) error
 	ResetFunctionF    func(ctx context.Context, addr hardware.Address) error
 	BindDriverF       func(ctx context.Context, addr hardware.Address, driver string) (string, error)
 
@@ -126,4 +127,13 @@ func (b *Backend) BindDriver(ctx context.Context, addr hardware.Address, driver 
 		return "", unsupported("bind driver")
 	}
 	return b.BindDriverF(ctx, addr, driver)
+}
+
+// ActivateFirmware is devlink's fw_activate (an optional Backend method).
+func (b *Backend) ActivateFirmware(ctx context.Context, addr hardware.Address) error {
+	b.record("ActivateFirmware %s", addr)
+	if b.ActivateFirmwareF == nil {
+		return unsupported("ActivateFirmware")
+	}
+	return b.ActivateFirmwareF(ctx, addr)
 }

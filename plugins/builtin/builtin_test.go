@@ -172,6 +172,10 @@ func TestFormatSES(t *testing.T) {
 	}
 }
 
+// TestFirmwareFlash: the image is checked before anything touches the
+// device; a flashed image is activated before versions are compared (the
+// running version changes only then, as on hardware); a same-version
+// re-flash is recorded as proving no version change.
 func TestFirmwareFlash(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "fw.bin")
@@ -181,33 +185,69 @@ func TestFirmwareFlash(t *testing.T) {
 	wrong := strings.Repeat("ab", 32)
 
 	var flashed bool
-	version := "22.31.1014"
+	running, pending := "22.31.1014", ""
+	activateWorks := true
 	be := &fakehw.Backend{
-		FlashFirmwareF: func(context.Context, hardware.Address, hardware.FirmwareImage, hardware.Progress) error {
-			flashed = true
+		FlashFirmwareF: func(_ context.Context, _ hardware.Address, img hardware.FirmwareImage, _ hardware.Progress) error {
+			flashed, pending = true, img.Version
+			return nil
+		},
+		ActivateFirmwareF: func(context.Context, hardware.Address) error {
+			if activateWorks && pending != "" {
+				running, pending = pending, ""
+			}
+			return nil
+		},
+		ResetFunctionF: func(context.Context, hardware.Address) error {
+			running, pending = pending, ""
 			return nil
 		},
 		FirmwareVersionsF: func(context.Context, hardware.Address) (map[string]string, error) {
-			return map[string]string{"fw.mgmt": version}, nil
+			return map[string]string{"fw.mgmt": running}, nil
 		},
 	}
 	args := func(sum, ver string) map[string]any {
 		return map[string]any{"image": img, "sha256": sum, "version": ver, "component": "fw.mgmt"}
 	}
-	_, err := run(t, "firmware-flash", be, nil, args(wrong, version))
+	_, err := run(t, "firmware-flash", be, nil, args(wrong, "23.0.1"))
 	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "refusing to flash") || flashed {
 		t.Fatalf("hash mismatch: err %v, flashed %v", err, flashed)
 	}
-	if _, err := run(t, "firmware-flash", be, nil, args(good, version)); err != nil || !flashed {
-		t.Fatalf("good image: err %v, flashed %v", err, flashed)
+	// An upgrade runs only after activation; then it is proven.
+	res, err := run(t, "firmware-flash", be, nil, args(good, "23.0.1"))
+	if err != nil || !flashed || running != "23.0.1" {
+		t.Fatalf("upgrade: err %v, flashed %v, running %s", err, flashed, running)
 	}
-	_, err = run(t, "firmware-flash", be, nil, args(good, "23.0.1"))
-	if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "want 23.0.1") {
-		t.Fatalf("version mismatch: err %v", err)
+	if res.Details["version_change_proven"] != true || res.Details["activated_by"] != "fw_activate" {
+		t.Fatalf("upgrade details %v", res.Details)
+	}
+	if !slices.Contains(be.Calls(), "ActivateFirmware "+string(addr)) {
+		t.Fatalf("not activated: %v", be.Calls())
+	}
+	// Same version again: succeeds, but proves nothing, and says so.
+	res, err = run(t, "firmware-flash", be, nil, args(good, "23.0.1"))
+	if err != nil || res.Details["version_change_proven"] != false || !strings.Contains(fmt.Sprint(res.Details["note"]), "no version change proven") {
+		t.Fatalf("same-version re-flash: %v, %v", res, err)
+	}
+	// Activation that does not take: the old version still runs.
+	activateWorks = false
+	_, err = run(t, "firmware-flash", be, nil, args(good, "24.1"))
+	if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "want 24.1") {
+		t.Fatalf("activation without effect: err %v", err)
+	}
+	// activate: reset resets the function instead.
+	a := args(good, "24.1")
+	a["activate"] = "reset"
+	if res, err := run(t, "firmware-flash", be, nil, a); err != nil || running != "24.1" || res.Details["activated_by"] != "reset" {
+		t.Fatalf("activate by reset: %v, running %s", err, running)
 	}
 	_, err = run(t, "firmware-flash", be, nil, map[string]any{"image": img})
 	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "sha256: required") {
 		t.Fatalf("missing args: %v", err)
+	}
+	a["activate"] = "never"
+	if _, err := run(t, "firmware-flash", be, nil, a); plugins.CodeOf(err) != plugins.CodeInvalidConfig {
+		t.Fatalf("bad activate: %v", err)
 	}
 }
 

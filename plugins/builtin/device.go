@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
@@ -32,7 +33,7 @@ func init() {
 	register(Spec{
 		Name:        "firmware-flash",
 		Destructive: true,
-		Does:        "check args.image against args.sha256, devlink dev flash pci/<addr> file <image> [component <c>] (or vendor tool), then verify the reported version equals args.version",
+		Does:        "check args.image against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>], activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
 		Run:         flash,
 		CheckArgs:   checkFlashArgs,
 	})
@@ -63,7 +64,29 @@ func flashImage(a map[string]any) (hardware.FirmwareImage, error) {
 
 func checkFlashArgs(a map[string]any) error {
 	_, err := flashImage(a)
-	return errors.Join(onlyArgs(a, "image", "sha256", "version", "component"), err)
+	_, aerr := flashActivation(a)
+	_, serr := argDuration(a, "settle", 0)
+	return errors.Join(onlyArgs(a, "image", "sha256", "version", "component", "activate", "settle"), err, aerr, serr)
+}
+
+// Activation methods of firmware-flash.
+const (
+	activateFW    = "fw_activate" // devlink dev reload action fw_activate
+	activateReset = "reset"       // a PCI function reset (NVMe: activates a committed image)
+)
+
+func flashActivation(a map[string]any) (string, error) {
+	m, err := argString(a, "activate", activateFW)
+	if err == nil && m != activateFW && m != activateReset {
+		err = fmt.Errorf("activate: %q must be %s or %s", m, activateFW, activateReset)
+	}
+	return m, err
+}
+
+// firmwareActivator is a backend that can make a flashed image run
+// (devlink dev reload action fw_activate).
+type firmwareActivator interface {
+	ActivateFirmware(ctx context.Context, addr hardware.Address) error
 }
 
 func fileSHA256(path string) (string, error) {
@@ -95,19 +118,72 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 			Msg:     fmt.Sprintf("firmware image %s has sha256 %s, config says %s: refusing to flash %s (fix the image or the checksum)", img.Path, sum, img.SHA256, t.Device.Address),
 			Details: map[string]any{"image": img.Path, "sha256": sum, "expected_sha256": img.SHA256}}
 	}
-	if err := be.FlashFirmware(ctx, t.Device.Address, img, t.progress); err != nil {
-		return nil, fmt.Errorf("flashing %s onto %s: %w", img.Path, t.Device.Address, err)
-	}
-	versions, err := be.FirmwareVersions(ctx, t.Device.Address)
+	how, err := flashActivation(t.Args)
 	if err != nil {
-		return nil, fmt.Errorf("reading firmware versions of %s after flashing: %w", t.Device.Address, err)
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
 	}
+	settle, err := argDuration(t.Args, "settle", time.Minute)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
+	}
+	act, canActivate := be.(firmwareActivator)
+	if how == activateFW && !canActivate {
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "%s: this backend cannot activate firmware with devlink fw_activate: use activate: reset", t.Device.Address)
+	}
+	addr := t.Device.Address
+	before, err := be.FirmwareVersions(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("reading firmware versions of %s before flashing: %w", addr, err)
+	}
+	if err := be.FlashFirmware(ctx, addr, img, t.progress); err != nil {
+		return nil, fmt.Errorf("flashing %s onto %s: %w", img.Path, addr, err)
+	}
+	// A flashed image runs only once activated: comparing versions
+	// before that would fail every real upgrade and prove nothing.
+	switch how {
+	case activateFW:
+		err = act.ActivateFirmware(ctx, addr)
+	default:
+		err = be.ResetFunction(ctx, addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("activating firmware %s on %s (%s) after flashing: %w", img.Version, addr, how, err)
+	}
+	versions, err := settledVersions(ctx, be, addr, settle)
+	if err != nil {
+		return nil, fmt.Errorf("reading firmware versions of %s after flashing and activating: %w", addr, err)
+	}
+	details := map[string]any{"version": img.Version, "sha256": sum, "versions": versions, "versions_before": before, "activated_by": how}
 	if !versionMatches(versions, img) {
-		return nil, &plugins.Error{Code: plugins.CodePermanent,
-			Msg:     fmt.Sprintf("after flashing %s, %s reports firmware %v, want %s%s", img.Path, t.Device.Address, versions, img.Version, componentSuffix(img.Component)),
-			Details: map[string]any{"versions": versions, "expected": img.Version}}
+		return nil, &plugins.Error{Code: plugins.CodePermanent, Details: details,
+			Msg: fmt.Sprintf("after flashing %s and activating it (%s), %s runs firmware %v, want %s%s", img.Path, how, addr, versions, img.Version, componentSuffix(img.Component))}
 	}
-	return plugins.OK(map[string]any{"version": img.Version, "sha256": sum, "versions": versions}), nil
+	if versionMatches(before, img) {
+		// The same version ran before: the flash may or may not have
+		// written anything; the version cannot tell.
+		details["version_change_proven"] = false
+		details["note"] = fmt.Sprintf("no version change proven: %s already ran %s before the flash; a same-version re-flash proves nothing about the image having been written", addr, img.Version)
+	} else {
+		details["version_change_proven"] = true
+	}
+	return plugins.OK(details), nil
+}
+
+// settledVersions reads the running versions, retrying while the device
+// re-initialises after activation (devlink info fails meanwhile).
+func settledVersions(ctx context.Context, be hardware.Backend, addr hardware.Address, settle time.Duration) (map[string]string, error) {
+	deadline := time.Now().Add(settle)
+	for {
+		v, err := be.FirmwareVersions(ctx, addr)
+		if err == nil || time.Now().After(deadline) || errors.Is(err, hardware.ErrUnsupported) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func componentSuffix(c string) string {

@@ -181,11 +181,20 @@ func TestSimFirmwareFlash(t *testing.T) {
 	if v, _ := s.FirmwareVersions(context.Background(), nic); v["fw"] != "22.31.1014" {
 		t.Fatalf("firmware changed despite the refused image: %v", v)
 	}
-	args["sha256"] = hex.EncodeToString(sum[:])
-	if _, err := simRun(t, s, nic, "firmware-flash", args); err != nil {
+	// The simulator, like hardware, runs a flashed image only once
+	// activated.
+	if err := s.FlashFirmware(context.Background(), nic, hardware.FirmwareImage{Path: img, Version: "22.36.1010", Component: "fw"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := s.FirmwareVersions(context.Background(), nic); v["fw"] != "22.36.1010" {
-		t.Fatalf("firmware after flash: %v", v)
+	if v, _ := s.FirmwareVersions(context.Background(), nic); v["fw"] != "22.31.1014" {
+		t.Fatalf("firmware runs before activation: %v", v)
+	}
+	args["sha256"] = hex.EncodeToString(sum[:])
+	res, err := simRun(t, s, nic, "firmware-flash", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.FirmwareVersions(context.Background(), nic); v["fw"] != "22.36.1010" || res.Details["version_change_proven"] != true {
+		t.Fatalf("firmware after flash and activation: %v, %v", v, res.Details)
 	}
 }
