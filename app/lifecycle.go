@@ -138,17 +138,19 @@ func (l *lifecycle) run(ctx context.Context) error {
 // maintenanceLoop settles cleaned records whose un-reserve happened (or
 // became moot) unrecorded, applies the record retention and, when
 // configured, publishes capability traits: at start, then once an hour.
+// With capability traits off, the first pass withdraws any that an
+// earlier configuration or scour version left on this host's devices.
 func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		l.settleReturns(ctx)
 		if runs, cl, err := l.store.Purge(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("record retention purge failed; retried in an hour", "err", err)
 		} else if runs+cl > 0 {
 			l.log.Info("record retention purge", "runs", runs, "claims", cl)
 		}
-		if l.placement.Config().PublishCapabilityTraits {
+		if l.placement.Config().PublishCapabilityTraits || first {
 			l.publishCapabilities(ctx)
 		}
 		select {
@@ -161,9 +163,12 @@ func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 
 // publishCapabilities puts each local one-time-use device's discovered
 // capabilities on its resource provider as CUSTOM_SCOUR_CAP_* traits
-// (placement.publish_capability_traits), so flavors can require them.
-// Devices of the tree that this host does not have are skipped (rule 3).
+// (placement.publish_capability_traits), so flavors can require them,
+// and removes stale ones; with the option off it only withdraws scour's
+// capability traits (no hardware discovery). Devices of the tree that
+// this host does not have are skipped (rule 3).
 func (l *lifecycle) publishCapabilities(ctx context.Context) {
+	on := l.placement.Config().PublishCapabilityTraits
 	res, err := l.placement.Scan(ctx)
 	if err != nil {
 		l.log.Warn("capability traits not published: Placement scan failed; retried in an hour", "err", err)
@@ -178,9 +183,16 @@ func (l *lifecycle) publishCapabilities(ctx context.Context) {
 		if !slices.Contains(local, d.Address) {
 			continue
 		}
-		dev, err := l.hardware.Discover(ctx, d.Address)
+		var caps hardware.Capabilities
+		var err error
+		if on {
+			var dev *hardware.Device
+			if dev, err = l.hardware.Discover(ctx, d.Address); err == nil {
+				caps = dev.Capabilities
+			}
+		}
 		if err == nil {
-			err = l.placement.PublishCapabilities(ctx, d.Ref, dev.Capabilities)
+			err = l.placement.PublishCapabilities(ctx, d.Ref, caps)
 		}
 		if err != nil {
 			l.log.Warn("capability traits not published for a device; retried in an hour", "device", d.Name, "address", d.Address, "err", err)

@@ -32,35 +32,41 @@ type CapabilitySpec struct {
 	Source string
 	// Prefix marks a family of names (Name ends with ".").
 	Prefix bool
+	// Trait says whether and how the capability is published as
+	// Placement traits (docs/placement.md); the zero value is never.
+	Trait TraitRule
 }
 
+// flag publishes a true bool as one trait.
+var flag = TraitRule{Shape: TraitFlag}
+
 var knownCapabilities = []CapabilitySpec{
-	{Name: "kind", Kind: KindSet, Source: "PCI class code: nvme, gpu, nic or generic"},
+	{Name: "kind", Kind: KindSet, Source: "PCI class code: nvme, gpu, nic or generic", Trait: TraitRule{Shape: TraitMembers, Members: DeviceKinds}},
 	{Name: "pci.vendor", Kind: KindSet, Source: "sysfs vendor (\"0x144d\")"},
 	{Name: "pci.device", Kind: KindSet, Source: "sysfs device (\"0xa80a\")"},
 	{Name: "pci.class", Kind: KindSet, Source: "sysfs class (\"0x010802\")"},
 	{Name: "pci.driver", Kind: KindSet, Source: "sysfs driver symlink (bound driver); absent when unbound"},
-	{Name: "pci.reset", Kind: KindBool, Source: "sysfs reset file present (function-level reset possible)"},
-	{Name: "pci.iommu", Kind: KindBool, Source: "sysfs iommu_group symlink present"},
-	{Name: "pci.sriov", Kind: KindBool, Source: "sysfs sriov_totalvfs > 0"},
+	{Name: "pci.reset", Kind: KindBool, Source: "sysfs reset file present (function-level reset possible)", Trait: flag},
+	{Name: "pci.iommu", Kind: KindBool, Source: "sysfs iommu_group symlink present", Trait: flag},
+	{Name: "pci.sriov", Kind: KindBool, Source: "sysfs sriov_totalvfs > 0", Trait: flag},
 	{Name: "pci.numa_node", Kind: KindSet, Source: "sysfs numa_node (absent when -1)"},
 	{Name: "nvme.block_device", Kind: KindBool, Source: "bound to nvme with at least one namespace block device"},
-	{Name: "nvme.format", Kind: KindBool, Source: "nvme id-ctrl oacs bit 1 (Format NVM)"},
-	{Name: "nvme.crypto_format", Kind: KindBool, Source: "nvme id-ctrl fna bit 2 (crypto erase by format)"},
-	{Name: "nvme.sanitize", Kind: KindOrdered, Scale: SanitizeScale, Source: "nvme id-ctrl sanicap bits 2/1/0 (overwrite/block/crypto)"},
+	{Name: "nvme.format", Kind: KindBool, Source: "nvme id-ctrl oacs bit 1 (Format NVM)", Trait: flag},
+	{Name: "nvme.crypto_format", Kind: KindBool, Source: "nvme id-ctrl fna bit 2 (crypto erase by format)", Trait: flag},
+	{Name: "nvme.sanitize", Kind: KindOrdered, Scale: SanitizeScale, Source: "nvme id-ctrl sanicap bits 2/1/0 (overwrite/block/crypto)", Trait: TraitRule{Shape: TraitMembers, Members: SanitizeScale}},
 	{Name: "nvme.firmware", Kind: KindOrdered, Source: "nvme id-ctrl fr (firmware revision)"},
 	{Name: "nvme.model", Kind: KindSet, Source: "nvme id-ctrl mn"},
-	{Name: "nvme.percent_used", Kind: KindOrdered, Source: "nvme smart-log percent_used (compare numerically: \"<90\")"},
-	{Name: "nvme.critical_warning", Kind: KindBool, Source: "nvme smart-log critical_warning != 0"},
-	{Name: "nvme.spare_ok", Kind: KindBool, Source: "nvme smart-log avail_spare >= spare_thresh"},
+	{Name: "nvme.percent_used", Kind: KindOrdered, Source: "nvme smart-log percent_used (compare numerically: \"<90\")", Trait: TraitRule{Shape: TraitBelow, Bounds: PercentUsedBounds}},
+	{Name: "nvme.critical_warning", Kind: KindBool, Source: "nvme smart-log critical_warning != 0", Trait: flag},
+	{Name: "nvme.spare_ok", Kind: KindBool, Source: "nvme smart-log avail_spare >= spare_thresh", Trait: flag},
 	{Name: "gpu.model", Kind: KindSet, Source: "nvidia-smi name"},
 	{Name: "gpu.memory_mib", Kind: KindOrdered, Source: "nvidia-smi memory.total (MiB, compare numerically)"},
 	{Name: "gpu.driver_version", Kind: KindOrdered, Source: "nvidia-smi driver_version"},
-	{Name: "gpu.ecc", Kind: KindBool, Source: "nvidia-smi ecc.mode.current == Enabled"},
-	{Name: "gpu.reset", Kind: KindBool, Source: "sysfs reset file present on a GPU"},
-	{Name: "gpu.scrub", Kind: KindBool, Source: "NVIDIA GPU and libcuda.so.1 loads (built-in scrubber), or hardware.gpu_scrub_tool is configured, or simulated"},
+	{Name: "gpu.ecc", Kind: KindBool, Source: "nvidia-smi ecc.mode.current == Enabled", Trait: flag},
+	{Name: "gpu.reset", Kind: KindBool, Source: "sysfs reset file present on a GPU", Trait: flag},
+	{Name: "gpu.scrub", Kind: KindBool, Source: "NVIDIA GPU and libcuda.so.1 loads (built-in scrubber), or hardware.gpu_scrub_tool is configured, or simulated", Trait: flag},
 	{Name: NICFirmwarePrefix, Kind: KindOrdered, Prefix: true, Source: "devlink dev info -j, versions.running.<component>"},
-	{Name: CustomPrefix, Kind: KindSet, Prefix: true, Source: "operator-declared only: bool, list (set) or string (ordered, version compare)"},
+	{Name: CustomPrefix, Kind: KindSet, Prefix: true, Source: "operator-declared only: bool, list (set) or string (ordered, version compare)", Trait: TraitRule{Shape: TraitOperator}},
 }
 
 // KnownCapabilities returns every capability name scour understands,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/scour-project/scour/hardware"
@@ -54,22 +53,34 @@ func (c *Client) Unquarantine(ctx context.Context, dev Ref) error {
 // CapabilityPrefix starts every capability trait scour publishes.
 const CapabilityPrefix = "CUSTOM_SCOUR_CAP_"
 
-// PublishCapabilities replaces the device's CUSTOM_SCOUR_CAP_* traits with
-// those derived from caps, keeping every other trait. A no-op unless
-// Config.PublishCapabilityTraits. Booleans become CUSTOM_SCOUR_CAP_<NAME>,
-// set and ordered-set members CUSTOM_SCOUR_CAP_<NAME>_<ITEM>.
+// legacyCapabilityPrefixes start the capability traits older scour
+// versions published (CUSTOM_SCOUR_<FAMILY>_..., before the CAP_ prefix,
+// with free values such as driver names and firmware versions): they are
+// removed as stale wherever scour publishes or withdraws.
+var legacyCapabilityPrefixes = []string{
+	"CUSTOM_SCOUR_KIND_", "CUSTOM_SCOUR_PCI_", "CUSTOM_SCOUR_NVME_",
+	"CUSTOM_SCOUR_GPU_", "CUSTOM_SCOUR_NIC_", "CUSTOM_SCOUR_CUSTOM_",
+}
+
+// PublishCapabilities replaces the device's scour capability traits with
+// CapabilityTraits(caps), keeping every other trait (Nova's, the
+// operator's, the quarantine trait). Stale ones go: a trait scour
+// published before that no longer applies, including older versions'
+// names. With Config.PublishCapabilityTraits off, caps is ignored and
+// the device's scour capability traits are withdrawn. One GET, plus one
+// PUT only when something changes.
 func (c *Client) PublishCapabilities(ctx context.Context, dev Ref, caps hardware.Capabilities) error {
-	if !c.cfg.PublishCapabilityTraits {
-		return nil
+	var want []string
+	if c.cfg.PublishCapabilityTraits {
+		want = CapabilityTraits(caps)
 	}
-	want := CapabilityTraits(caps)
 	for _, t := range want {
 		if err := c.ensureTrait(ctx, t); err != nil {
 			return devErr("publish capabilities", dev, err)
 		}
 	}
 	err := c.editTraits(ctx, dev, func(t []string) []string {
-		next := slices.DeleteFunc(slices.Clone(t), func(s string) bool { return strings.HasPrefix(s, CapabilityPrefix) })
+		next := slices.DeleteFunc(slices.Clone(t), c.isCapabilityTrait)
 		next = append(next, want...)
 		if sameSet(next, t) {
 			return nil
@@ -79,34 +90,23 @@ func (c *Client) PublishCapabilities(ctx context.Context, dev Ref, caps hardware
 	return devErr("publish capabilities", dev, err)
 }
 
-// CapabilityTraits maps capabilities to trait names, sorted.
-func CapabilityTraits(caps hardware.Capabilities) []string {
-	var out []string
-	for name, v := range caps {
-		base := CapabilityPrefix + traitPart(name)
-		switch v.Kind {
-		case hardware.KindBool:
-			if v.Bool {
-				out = append(out, base)
-			}
-		case hardware.KindSet, hardware.KindOrdered:
-			for _, it := range v.Items {
-				out = append(out, base+"_"+traitPart(it))
-			}
-		}
+// isCapabilityTrait reports whether t is a capability trait of this or
+// an older scour version (never the configured quarantine trait).
+func (c *Client) isCapabilityTrait(t string) bool {
+	if t == c.cfg.QuarantineTrait {
+		return false
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
+	if strings.HasPrefix(t, CapabilityPrefix) {
+		return true
+	}
+	return slices.ContainsFunc(legacyCapabilityPrefixes, func(p string) bool { return strings.HasPrefix(t, p) })
 }
 
-func traitPart(s string) string {
-	b := []byte(strings.ToUpper(s))
-	for i, ch := range b {
-		if (ch < 'A' || ch > 'Z') && (ch < '0' || ch > '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+// CapabilityTraits maps capabilities to trait names by each capability's
+// hardware.TraitRule (booleans, fixed sets, bucketed numbers; never free
+// values), sorted. docs/placement.md lists them.
+func CapabilityTraits(caps hardware.Capabilities) []string {
+	return caps.Traits(CapabilityPrefix)
 }
 
 func sameSet(a, b []string) bool {

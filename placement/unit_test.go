@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -392,15 +393,37 @@ func TestConfigValidateReportsEverythingAndNoSecrets(t *testing.T) {
 func TestCapabilityTraits(t *testing.T) {
 	t.Parallel()
 	got := CapabilityTraits(hardware.Capabilities{
-		"nvme.sanitize": {Kind: hardware.KindOrdered, Items: []string{"overwrite", "crypto"}},
-		"pci.reset":     {Kind: hardware.KindBool, Bool: true},
-		"gpu.ecc":       {Kind: hardware.KindBool, Bool: false},
-		"fw.channels":   {Kind: hardware.KindSet, Items: []string{"stable-2.1"}},
+		"nvme.sanitize":     {Kind: hardware.KindOrdered, Items: []string{"overwrite", "crypto"}},
+		"nvme.percent_used": {Kind: hardware.KindOrdered, Items: []string{"80"}},
+		"pci.reset":         {Kind: hardware.KindBool, Bool: true},
+		"pci.driver":        {Kind: hardware.KindSet, Items: []string{"vfio-pci"}},
+		"gpu.ecc":           {Kind: hardware.KindBool, Bool: false},
+		"fw.channels":       {Kind: hardware.KindSet, Items: []string{"stable-2.1"}},
 	})
-	want := []string{"CUSTOM_SCOUR_CAP_FW_CHANNELS_STABLE_2_1", "CUSTOM_SCOUR_CAP_NVME_SANITIZE_CRYPTO",
-		"CUSTOM_SCOUR_CAP_NVME_SANITIZE_OVERWRITE", "CUSTOM_SCOUR_CAP_PCI_RESET"}
+	want := []string{"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_100", "CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_90",
+		"CUSTOM_SCOUR_CAP_NVME_SANITIZE_CRYPTO", "CUSTOM_SCOUR_CAP_NVME_SANITIZE_OVERWRITE", "CUSTOM_SCOUR_CAP_PCI_RESET"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestIsCapabilityTraitKeepsOthers(t *testing.T) {
+	t.Parallel()
+	c := &Client{cfg: Config{QuarantineTrait: "CUSTOM_SCOUR_PCI_QUARANTINE"}}
+	for tr, want := range map[string]bool{
+		"CUSTOM_SCOUR_CAP_PCI_RESET":                      true,
+		"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_7":            true, // older exact value
+		"CUSTOM_SCOUR_PCI_DRIVER_VFIO_PCI":                true, // pre-CAP_ naming
+		"CUSTOM_SCOUR_NIC_FIRMWARE_FW_VERSION_22_31_1014": true,
+		"CUSTOM_SCOUR_PCI_QUARANTINE":                     false, // the configured quarantine trait
+		"CUSTOM_SCOUR_QUARANTINED":                        false,
+		"CUSTOM_OPERATOR_GOLD":                            false,
+		"COMPUTE_MANAGED_PCI_DEVICE":                      false,
+		DefaultOneTimeUseTrait:                            false,
+	} {
+		if got := c.isCapabilityTrait(tr); got != want {
+			t.Errorf("isCapabilityTrait(%s) = %v, want %v", tr, got, want)
+		}
 	}
 }
 
@@ -503,5 +526,30 @@ func TestScanDropsDeviceDeletedMidScan(t *testing.T) {
 	}
 	if len(res.Devices) != 1 || res.Devices[0].UUID != "d1" {
 		t.Errorf("devices %+v, want only d1", res.Devices)
+	}
+}
+
+// docs/placement.md's capability-trait table names every capability
+// scour knows, published or not, so the mapping stays documented.
+func TestDocsMapEveryCapabilityToTraits(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/placement.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "### Capability traits")
+	if i < 0 {
+		t.Fatal(`docs/placement.md has no "### Capability traits" section`)
+	}
+	doc = doc[i:]
+	for _, s := range hardware.KnownCapabilities() {
+		name := s.Name
+		if s.Prefix {
+			name += "*"
+		}
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("docs/placement.md capability traits table does not name %s", name)
+		}
 	}
 }
