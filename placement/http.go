@@ -101,7 +101,9 @@ func responseCode(err error) (gophercloud.ErrUnexpectedResponseCode, bool) {
 
 // retry runs f until it succeeds, returns a permanent error, or the retry
 // budget (Config.Retry) is spent. Conflicts and recoverable errors are
-// retried; a conflict that outlasts the budget becomes recoverable.
+// retried; a conflict that outlasts the budget becomes recoverable. A
+// series that retried logs one WARN line at its end, with the count and
+// the last error, and counts every retry in scour_placement_retries_total.
 func (c *Client) retry(ctx context.Context, f func(context.Context) error) error {
 	r := c.cfg.Retry
 	b := retry.NewExponential(r.Base)
@@ -110,14 +112,21 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 	b = retry.WithMaxRetries(uint64(r.Attempts-1), b)
 	b = retry.WithMaxDuration(r.Budget, b)
 	tries := 0
+	var retried retries
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		tries++
 		err := f(ctx)
 		if errors.Is(err, errConflict) || IsRecoverable(err) {
+			retried.add(err)
 			return retry.RetryableError(err)
 		}
 		return err
 	})
+	outcome := "succeeded"
+	if err != nil {
+		outcome = "gave up"
+	}
+	c.reportRetries(retried, outcome)
 	if errors.Is(err, errConflict) {
 		return &RecoverableError{Err: fmt.Errorf("gave up after %d tries: %w", tries, err)}
 	}
@@ -126,4 +135,32 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 		return &RecoverableError{Err: err}
 	}
 	return err
+}
+
+// retries counts the attempts of one series that failed with a retryable
+// error (the last one too when the series gave up: its caller retries
+// later).
+type retries struct {
+	conflicts, errors int
+	last              error
+}
+
+func (r *retries) add(err error) {
+	if errors.Is(err, errConflict) {
+		r.conflicts++
+	} else {
+		r.errors++
+	}
+	r.last = err
+}
+
+func (c *Client) reportRetries(r retries, outcome string) {
+	if r.conflicts+r.errors == 0 {
+		return
+	}
+	c.metrics.retries.WithLabelValues("conflict").Add(float64(r.conflicts))
+	c.metrics.retries.WithLabelValues("error").Add(float64(r.errors))
+	c.log.Warn("Placement request failed and was retried (Placement overloaded or restarting? check its logs and scour_placement_requests_total)",
+		"failed_attempts", r.conflicts+r.errors, "conflicts", r.conflicts, "errors", r.errors,
+		"outcome", outcome, "last_error", r.last)
 }

@@ -10,16 +10,21 @@ import (
 // (never the global one).
 type metrics struct {
 	requests     *prometheus.CounterVec
+	retries      *prometheus.CounterVec
 	scanRequests prometheus.Gauge
 	scanSeconds  prometheus.Histogram
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "requests_total",
 			Help: "HTTP requests scour made to Placement, by method and outcome (ok, conflict, HTTP status, error).",
 		}, []string{"method", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "retries_total",
+			Help: "Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 401/403, 429).",
+		}, []string{"reason"}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
 			Help: "Placement requests the last host scan made (2 + 2 per device once the node is known).",
@@ -30,8 +35,12 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
 	}
+	for _, reason := range []string{"conflict", "error"} {
+		m.retries.WithLabelValues(reason) // exported at 0 from the start
+	}
+	return m
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.scanRequests), r.Register(m.scanSeconds))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.scanRequests), r.Register(m.scanSeconds))
 }

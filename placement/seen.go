@@ -76,7 +76,9 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 			"address", seen.Address, "reserved", seen.raw.Inv.Reserved-1, "generation", seen.Generation)
 		return nil
 	case errors.Is(err, errConflict) || IsRecoverable(err):
-		c.log.Debug("device changed since the check before its destructive step; re-reading it", "device", seen.Name, "rp", seen.UUID, "error", err)
+		var r retries
+		r.add(err)
+		c.reportRetries(r, "device changed since the check before its destructive step; re-reading and re-verifying it")
 		return c.Unreserve(ctx, seen.Ref)
 	}
 	return devErr("unreserve", seen.Ref, err)
