@@ -16,3 +16,11 @@ bench: bench-gpu-scrub
 GPU ?=
 bench-gpu-scrub: gpu-test-tools
 	SCOUR_GPU_BUS_ID='$(GPU)' $(GO) test -run '^$$' -bench '^BenchmarkScrubVsMemset$$' -benchtime 1x -count 1 ./hardware/gpu
+
+## prove-gpu-scrub: GPU=<pci address> (bound to nvidia, idle): one process
+## leaves a pattern in all free memory, a second sees it, scour-gpu-scrub
+## scrubs, a last one must find none of it. Without GPU it runs on the
+## stand-in driver (as in make test).
+.PHONY: prove-gpu-scrub
+prove-gpu-scrub: gpu-test-tools
+	SCOUR_GPU_BUS_ID='$(GPU)' $(GO) test -count 1 -v -run '^TestProveScrubAcrossProcesses$$' ./hardware/gpu

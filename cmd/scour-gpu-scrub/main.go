@@ -7,6 +7,8 @@
 //
 //	scour-gpu-scrub [-min-coverage 0.95] [-cuda-library P] [-nvml-library P] <pci address>
 //	scour-gpu-scrub -check     # only load the libraries
+//	scour-gpu-scrub -fill 0x5c <addr>      # proving only: leave a pattern in all free memory
+//	scour-gpu-scrub -residue 0x5c <addr>   # proving only: count it (and non-zero bytes) without writing
 //
 // It prints one JSON object, {"details": {...}, "error": "...", "class":
 // "..."}, and exits 0 when all memory was zeroed and verified, 2 when the
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/scour-project/scour/hardware/gpu"
@@ -43,6 +46,8 @@ type output struct {
 func main() {
 	var o gpu.Options
 	check := flag.Bool("check", false, "only load the CUDA library; exit 0 when the built-in scrub can run here")
+	fill := flag.String("fill", "", "proving only: write this byte (e.g. 0x5c) into all free memory, as a tenant would leave it")
+	residue := flag.String("residue", "", "proving only: count bytes equal to this one, and non-zero bytes, in all free memory without writing it")
 	flag.Float64Var(&o.MinCoverage, "min-coverage", gpu.DefaultMinCoverage, "share of total memory that must be zeroed and verified")
 	flag.StringVar(&o.CUDALibrary, "cuda-library", gpu.DefaultCUDALibrary, "CUDA driver library")
 	flag.StringVar(&o.NVMLLibrary, "nvml-library", gpu.DefaultNVMLLibrary, "NVML library")
@@ -56,8 +61,27 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if *fill != "" || *residue != "" {
+		os.Exit(prove(ctx, flag.Arg(0), o, *fill, *residue))
+	}
 	rep, err := gpu.Scrub(ctx, flag.Arg(0), o, nil)
 	os.Exit(emit(output{Details: rep.Details()}, err))
+}
+
+// prove runs -fill or -residue (make prove-gpu-scrub drives them).
+func prove(ctx context.Context, bus string, o gpu.Options, fill, residue string) int {
+	arg := fill + residue
+	v, err := strconv.ParseUint(arg, 0, 8)
+	if err != nil || fill != "" && residue != "" {
+		fmt.Fprintln(os.Stderr, "scour-gpu-scrub: -fill or -residue takes one byte value, e.g. 0x5c")
+		return exitFailed
+	}
+	if fill != "" {
+		n, err := gpu.Fill(ctx, bus, o, byte(v))
+		return emit(output{Details: map[string]any{"filled_bytes": n}}, err)
+	}
+	covered, matching, nonZero, err := gpu.Residue(ctx, bus, o, byte(v))
+	return emit(output{Details: map[string]any{"covered_bytes": covered, "matching_bytes": matching, "non_zero_bytes": nonZero}}, err)
 }
 
 // emit prints the result and returns the exit code.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
@@ -49,42 +48,18 @@ func BenchmarkScrubVsMemset(b *testing.B) {
 
 // memsetBaseline times one cuMemsetD8 pass (and the synchronize that
 // waits for it) over n bytes allocated as Scrub allocates them.
-func memsetBaseline(bus string, o Options, n uint64) (time.Duration, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cu, err := loadCUDA(o.CUDALibrary)
-	if err != nil {
-		return 0, err
-	}
-	var dev int32
-	var cctx uintptr
-	if err := cu.check("cuInit", cu.init(0)); err != nil {
-		return 0, err
-	}
-	if err := cu.check("cuDeviceGetByPCIBusId", cu.deviceByBusID(&dev, bus)); err != nil {
-		return 0, err
-	}
-	if err := cu.check("cuCtxCreate_v2", cu.ctxCreate(&cctx, 0, dev)); err != nil {
-		return 0, err
-	}
-	defer cu.ctxDestroy(cctx)
-	chunks, err := allocAll(context.Background(), cu, n, o.ChunkBytes)
-	defer func() {
-		for _, c := range chunks {
-			cu.memFree(c.ptr)
+func memsetBaseline(bus string, o Options, n uint64) (took time.Duration, err error) {
+	err = session(context.Background(), bus, o, n, func(s *sess) error {
+		cu := s.cu
+		start := time.Now()
+		for _, c := range s.chunks {
+			if err := cu.check("cuMemsetD8_v2", cu.memsetD8(c.ptr, 0, c.n)); err != nil {
+				return err
+			}
 		}
-	}()
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	for _, c := range chunks {
-		if err := cu.check("cuMemsetD8_v2", cu.memsetD8(c.ptr, 0, c.n)); err != nil {
-			return 0, err
-		}
-	}
-	if err := cu.check("cuCtxSynchronize", cu.ctxSynchronize()); err != nil {
-		return 0, err
-	}
-	return time.Since(start), nil
+		err := cu.check("cuCtxSynchronize", cu.ctxSynchronize())
+		took = time.Since(start)
+		return err
+	})
+	return took, err
 }

@@ -12,10 +12,6 @@ func scrub(ctx context.Context, busID string, o Options, rep *Report, progress f
 	if err != nil {
 		return err
 	}
-	cu, err := loadCUDA(o.CUDALibrary)
-	if err != nil {
-		return err
-	}
 	id, h, err := nv.query(busID)
 	rep.Identity, rep.Health = id, h
 	if err != nil {
@@ -24,43 +20,21 @@ func scrub(ctx context.Context, busID string, o Options, rep *Report, progress f
 	if p := h.Problem(); p != "" {
 		return fmt.Errorf("GPU %s: %w: %s", busID, ErrHealth, p)
 	}
-	var ver int32
-	if err := cu.check("cuInit", cu.init(0)); err != nil {
-		return fmt.Errorf("%v: %w", err, ErrUnsupported)
-	}
-	if cu.driverVersion(&ver) == 0 {
-		rep.CUDADriverVersion = int(ver)
-	}
-	var dev int32
-	if err := cu.check("cuDeviceGetByPCIBusId("+busID+")", cu.deviceByBusID(&dev, busID)); err != nil {
-		return fmt.Errorf("%v (bound to nvidia, not hidden by CUDA_VISIBLE_DEVICES, MIG off?): %w", err, ErrUnsupported)
-	}
-	if err := cu.check("cuDeviceTotalMem_v2", cu.deviceTotalMem(&rep.TotalBytes, dev)); err != nil {
-		return err
-	}
-	var cctx uintptr
-	if err := cu.check("cuCtxCreate_v2", cu.ctxCreate(&cctx, 0, dev)); err != nil {
-		return err
-	}
-	defer cu.ctxDestroy(cctx)
-	var total uint64
-	if err := cu.check("cuMemGetInfo_v2", cu.memGetInfo(&rep.FreeBytes, &total)); err != nil {
-		return err
-	}
-	chunks, err := allocAll(ctx, cu, rep.FreeBytes, o.ChunkBytes)
-	defer func() {
-		for _, c := range chunks {
-			cu.memFree(c.ptr)
+	err = session(ctx, busID, o, 0, func(s *sess) error {
+		var ver int32
+		if s.cu.driverVersion(&ver) == 0 {
+			rep.CUDADriverVersion = int(ver)
 		}
-	}()
-	for _, c := range chunks {
-		rep.CoveredBytes += c.n
-	}
-	rep.Chunks = len(chunks)
+		if err := s.cu.check("cuDeviceTotalMem_v2", s.cu.deviceTotalMem(&rep.TotalBytes, s.dev)); err != nil {
+			return err
+		}
+		rep.FreeBytes, rep.Chunks = s.free, len(s.chunks)
+		for _, c := range s.chunks {
+			rep.CoveredBytes += c.n
+		}
+		return wipe(ctx, s.cu, s.chunks, o.Pattern, rep, progress)
+	})
 	if err != nil {
-		return err
-	}
-	if err := wipe(ctx, cu, chunks, o.Pattern, rep, progress); err != nil {
 		return err
 	}
 	if cov := rep.Coverage(); cov < o.MinCoverage {

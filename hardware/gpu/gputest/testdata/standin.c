@@ -7,6 +7,10 @@
  * Fault injection, read at each call from the environment:
  *   SCOUR_FAKE_GPU_MEM=<bytes>       device memory (default 64 MiB)
  *   SCOUR_FAKE_GPU_BUSID=<id>        the one bus id present (default 0000:41:00.0)
+ *   SCOUR_FAKE_GPU_MEMFILE=<path>    device memory is this file, shared by every
+ *                                    process and never cleared (as a GPU's memory
+ *                                    outlives the process that wrote it); without
+ *                                    it each allocation starts as tenant data 0x5A
  *   SCOUR_FAKE_CUDA_FAULT=
  *     alloc-limit=<bytes>  cuMemAlloc fails (out of memory) past this many bytes
  *     alloc-error          cuMemAlloc fails with CUDA_ERROR_UNKNOWN
@@ -20,6 +24,8 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -70,6 +76,20 @@ CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
 	*free_ = *total - CTX_RESERVE - allocated;
 	return 0;
 }
+/* The shared device memory of SCOUR_FAKE_GPU_MEMFILE, mapped once. */
+static char *arena_base;
+static size_t arena_off;
+static char *arena(void) {
+	if (arena_base) return arena_base;
+	size_t size = total_mem() + 4096 * sizeof(size_t);
+	int fd = open(getenv("SCOUR_FAKE_GPU_MEMFILE"), O_RDWR | O_CREAT, 0600);
+	if (fd < 0) return 0;
+	if (ftruncate(fd, size) != 0) { close(fd); return 0; }
+	void *m = mmap(0, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) return 0;
+	return arena_base = m;
+}
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	if (fault("alloc-error")) return 999;
 	if (fault("alloc-limit=")) {
@@ -78,10 +98,18 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	}
 	if (allocated + n > total_mem() - CTX_RESERVE) return 2;
 	/* size_t header in front records the size for cuMemFree. */
-	size_t *h = malloc(n + sizeof(size_t));
-	if (!h) return 2;
+	size_t *h;
+	if (getenv("SCOUR_FAKE_GPU_MEMFILE")) {
+		char *a = arena();
+		if (!a) return 999;
+		h = (size_t *)(a + arena_off);
+		arena_off += n + sizeof(size_t);
+	} else {
+		h = malloc(n + sizeof(size_t));
+		if (!h) return 2;
+		memset(h + 1, RESIDUE, n); /* the last tenant's data */
+	}
 	*h = n;
-	memset(h + 1, RESIDUE, n); /* the last tenant's data */
 	allocated += n;
 	*p = (CUdeviceptr)(uintptr_t)(h + 1);
 	return 0;
@@ -89,7 +117,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 CUresult cuMemFree_v2(CUdeviceptr p) {
 	size_t *h = (size_t *)(uintptr_t)p - 1;
 	allocated -= *h;
-	free(h);
+	if (!getenv("SCOUR_FAKE_GPU_MEMFILE"))
+		free(h);
+	else if (allocated == 0)
+		arena_off = 0;
 	return 0;
 }
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
