@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins/builtin"
 )
 
 // ParseConfig decodes a pipelines config document (unknown keys are
@@ -50,6 +51,10 @@ type PlannedStep struct {
 	Required    bool
 	Verifies    bool
 	Does        string
+	// Warnings say why the step cannot succeed on the device as it is
+	// bound now, or what the plan cannot know before the step binds
+	// another driver.
+	Warnings []string
 }
 
 // Plan says what Clean would do for t without touching the device: it
@@ -66,32 +71,15 @@ func (e *Engine) Plan(ctx context.Context, t Target) (*Plan, error) {
 		return p, nil
 	}
 	p.Profile, p.Pipeline, p.Version, p.Category = prof.Name, prof.Pipeline.Name, prof.Pipeline.Version, prof.Pipeline.Category
-	for _, s := range prof.Pipeline.Steps {
-		ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required, Verifies: s.verifies()}
-		if spec, ok := lookupBuiltin(s.Type); ok {
-			ps.Does = spec.Does
-		} else {
-			ps.Does = fmt.Sprintf("%s (CLEAN; CHECK decides support at run time)", s.Path)
-		}
-		req, err := ParseRequirements(s.Requires)
-		var unmet []string
-		ok := err == nil
-		if ok {
-			ok, unmet = req.Match(dev.Capabilities)
-		}
-		switch {
-		case err != nil:
-			ps.Action, ps.Why = "fail", err.Error()
-		case !ok:
-			ps.Action, ps.Why = s.OnUnsupported, "requirements unmet: "+strings.Join(unmet, "; ")
-		default:
-			ps.Why = "requirements met"
-			if len(s.Requires) == 0 {
-				ps.Why = "no requirements"
-			}
-		}
-		if s.Driver != "" && s.Driver != dev.Driver {
-			ps.Does += fmt.Sprintf(" [binds %s for the step, then back to %s]", s.Driver, prof.Pipeline.HomeDriver)
+	var prior *builtin.Erasure // what the erase steps so far would leave
+	priorKnown := true
+	for i := range prof.Pipeline.Steps {
+		s := &prof.Pipeline.Steps[i]
+		ps := planStep(s, dev, prof.Pipeline.HomeDriver, prior, priorKnown)
+		if spec, ok := lookupBuiltin(s.Type); ok && ps.Action == "run" && builtin.Erases(spec.Name) {
+			prior, priorKnown = builtin.PredictErasure(spec.Name, s.Args, dev)
+		} else if s.Type == TypePlugin && ps.Action == "run" && *s.Destructive {
+			prior, priorKnown = nil, false // a plugin may erase: unknown how
 		}
 		p.Steps = append(p.Steps, ps)
 	}
@@ -135,9 +123,97 @@ func (p *Plan) Write(w io.Writer) {
 			fmt.Fprintf(w, " [%s]", strings.Join(flags, "; "))
 		}
 		fmt.Fprintf(w, "\n       %s\n", s.Does)
+		for _, warn := range s.Warnings {
+			fmt.Fprintf(w, "       WARNING: %s\n", warn)
+		}
 		if s.Action == "fail" {
 			fmt.Fprintf(w, "  the run would stop here and the device would be quarantined\n")
 			return
 		}
 	}
+}
+
+// planStep decides what Clean would do with step s of a device as
+// discovered now (dev), given what the erase steps before it would leave
+// (prior, or priorKnown false when that cannot be told), and warns about
+// whatever keeps it from succeeding on the device as it is bound now.
+// It reads no flags and prints nothing: every CLI shape can use it.
+func planStep(s *Step, dev *hardware.Device, home string, prior *builtin.Erasure, priorKnown bool) PlannedStep {
+	ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required, Verifies: s.verifies()}
+	spec, isBuiltin := lookupBuiltin(s.Type)
+	if isBuiltin {
+		ps.Does = spec.Does
+	} else {
+		ps.Does = fmt.Sprintf("%s (CLEAN; CHECK decides support at run time)", s.Path)
+	}
+	driver := dev.Driver // the driver the step runs on
+	rebinds := s.Driver != "" && s.Driver != dev.Driver
+	if rebinds {
+		driver = s.Driver
+		ps.Does += fmt.Sprintf(" [binds %s for the step, then back to %s]", s.Driver, home)
+	}
+	if isBuiltin && spec.Skip != nil {
+		if why, _ := spec.Skip(s.Args, prior); why != "" {
+			ps.Action, ps.Why = "skip", why
+			return ps
+		}
+		if !priorKnown {
+			ps.Warnings = append(ps.Warnings, "which erase technique runs before it cannot be told before the device is bound to nvme: after a crypto erase this step is skipped as not applicable")
+		}
+	}
+	req, err := ParseRequirements(s.Requires)
+	if err != nil {
+		ps.Action, ps.Why = "fail", err.Error()
+		return ps
+	}
+	ok, unmet := req.Match(dev.Capabilities)
+	remembered := dev.NVMe != nil && dev.NVMe.Remembered
+	switch {
+	case !ok && rebinds && !remembered:
+		// Requirements are evaluated on the device as bound for the step.
+		ps.Why = fmt.Sprintf("requirements decided once bound to %s (bound to %q now: %s)", s.Driver, dev.Driver, strings.Join(unmet, "; "))
+		ps.Warnings = append(ps.Warnings, fmt.Sprintf("cannot tell before binding %s whether the device meets %v: on %q its capabilities are unknown; if unmet there the step will %s", s.Driver, map[string]any(s.Requires), dev.Driver, s.OnUnsupported))
+	case !ok:
+		ps.Action, ps.Why = s.OnUnsupported, "requirements unmet: "+strings.Join(unmet, "; ")
+		if remembered {
+			ps.Why += " (NVMe facts as last seen bound to nvme)"
+		}
+	case len(s.Requires) == 0:
+		ps.Why = "no requirements"
+	default:
+		ps.Why = "requirements met"
+	}
+	if ps.Action != "run" {
+		return ps
+	}
+	if isBuiltin {
+		ps.Warnings = append(ps.Warnings, builtinWarnings(spec, s, dev, driver)...)
+	}
+	return ps
+}
+
+// builtinWarnings says why a built-in step cannot succeed on dev when it
+// runs on driver.
+func builtinWarnings(spec builtin.Spec, s *Step, dev *hardware.Device, driver string) []string {
+	var out []string
+	if need, ok := spec.Needs[dev.Kind]; ok && need != driver {
+		out = append(out, fmt.Sprintf("cannot succeed: %s is bound to %q and the step runs there; it needs the %s driver: give the step driver: %s", dev.Address, driver, need, need))
+	}
+	switch spec.Name {
+	case "pci-reset":
+		if !dev.ResetAvailable {
+			out = append(out, fmt.Sprintf("cannot succeed: %s has no sysfs reset file (no reset method the kernel can use)", dev.Address))
+		}
+	case "firmware-flash":
+		how, _ := s.Args["activate"].(string)
+		switch {
+		case dev.Kind != hardware.KindNIC && dev.Kind != hardware.KindNVMe:
+			out = append(out, fmt.Sprintf("cannot succeed: %s is a %s device: no firmware flashing", dev.Address, dev.Kind))
+		case dev.Kind == hardware.KindNVMe && how != "reset":
+			out = append(out, "cannot succeed: devlink fw_activate does not apply to NVMe: give the step args.activate: reset")
+		case dev.Kind == hardware.KindNIC && dev.NIC != nil && len(dev.NIC.Firmware) == 0:
+			out = append(out, fmt.Sprintf("cannot succeed: devlink reports no firmware versions for %s (%s), so none can be compared after flashing", dev.Address, dev.Absent[hardware.NICFirmwarePrefix+"*"]))
+		}
+	}
+	return out
 }

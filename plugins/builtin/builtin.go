@@ -44,10 +44,11 @@ type Spec struct {
 	CheckArgs func(args map[string]any) error
 	// Does says in one line what the step runs, for dry runs.
 	Does string
-	// NVMeDriver: on an NVMe device the step needs it bound to the nvme
-	// driver (controller, namespaces); give the step driver: nvme when the
-	// device lives on vfio-pci.
-	NVMeDriver bool
+	// Needs is the driver a device of each kind must be bound to for the
+	// step to work (an NVMe's controller and namespaces exist only on
+	// nvme); a device living on vfio-pci gets it from the step's driver:
+	// option. Dry runs warn when neither provides it.
+	Needs map[hardware.DeviceKind]string
 	// Skip, when set, says why the step is pointless after the run's last
 	// erasure ("" to run it), with details to record: verify after a
 	// crypto erase.
@@ -73,3 +74,5 @@ func Names() []string {
 	sort.Strings(out)
 	return out
 }
+
+var nvmeDriver = map[hardware.DeviceKind]string{hardware.KindNVMe: "nvme"}

@@ -21,6 +21,7 @@ func init() {
 		Destructive: true,
 		Does:        "zero all device memory and read it back (built-in NVIDIA scrubber over libcuda, or hardware.gpu_scrub_tool)",
 		Run:         gpuScrub,
+		Needs:       map[hardware.DeviceKind]string{hardware.KindGPU: "nvidia"},
 		CheckArgs:   func(a map[string]any) error { return onlyArgs(a) },
 	})
 	register(Spec{

@@ -66,7 +66,7 @@ func init() {
 	register(Spec{
 		Name:        "nvme-erase",
 		Destructive: true,
-		NVMeDriver:  true,
+		Needs:       nvmeDriver,
 		Does: "the strongest erase the controller offers: nvme sanitize (by sanicap: crypto > block > overwrite), else nvme format -s 2|1 (by oacs/fna), " +
 			"else an O_DIRECT zero overwrite of every namespace; the record names the technique that ran",
 		Run: eraseStep,
@@ -169,4 +169,58 @@ func pickSanitize(d *hardware.Device, crypto bool) (hardware.SanitizeAction, boo
 		}
 	}
 	return "", false
+}
+
+// PredictErasure says which erasure step type with args would perform on
+// dev, from the same choices the step makes at run time, for dry runs.
+// False when the step erases nothing or dev's controller facts are
+// unknown (an NVMe on vfio-pci never seen on nvme by this process).
+func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) (*Erasure, bool) {
+	if stepType == "overwrite" {
+		o, err := mediaArgs(args, false)
+		if err != nil {
+			return nil, false
+		}
+		return &Erasure{ID: "overwrite", Expect: hexByte(o.Pattern)}, true
+	}
+	n := dev.NVMe
+	known := n != nil && ((n.Controller != "" && !n.BoundToVFIO) || n.Remembered)
+	if !known {
+		return nil, false
+	}
+	crypto, _ := argBool(args, "crypto", true)
+	switch stepType {
+	case "nvme-sanitize":
+		forced, _ := argString(args, "action", "")
+		a, err := chooseSanitize(dev, forced)
+		if err != nil {
+			return nil, false
+		}
+		e := sanitizeErasure(a)
+		return &e, true
+	case "nvme-format":
+		e := formatErasure(formatSES(dev, crypto))
+		return &e, true
+	case "nvme-erase":
+		if a, ok := pickSanitize(dev, crypto); ok {
+			e := sanitizeErasure(a)
+			return &e, true
+		}
+		if formatSupported(dev) {
+			e := formatErasure(formatSES(dev, crypto))
+			return &e, true
+		}
+		return &Erasure{ID: "overwrite", Expect: hexByte(0)}, true
+	}
+	return nil, false
+}
+
+// Erases reports whether a built-in step type erases media (and reports
+// an Erasure).
+func Erases(stepType string) bool {
+	switch stepType {
+	case "overwrite", "nvme-sanitize", "nvme-format", "nvme-erase":
+		return true
+	}
+	return false
 }

@@ -30,16 +30,16 @@ func init() {
 		Destructive: true,
 		Does:        "write args.pattern (default zero) over every media path with aligned O_DIRECT writes of args.block_size (default 4MiB), args.queue_depth at once (default 2), then fsync",
 		Run:         overwriteStep,
-		NVMeDriver:  true,
+		Needs:       nvmeDriver,
 		CheckArgs:   func(a map[string]any) error { _, err := mediaArgs(a, false); return err },
 	})
 	register(Spec{
-		Name:       "verify",
-		Does:       "read back every media path with O_DIRECT (args.mode: all, or sample args.samples blocks; default sample 64) and compare with args.pattern, else with what the run's erase step says it leaves (zeros); not applicable after a crypto erase",
-		Run:        verifyStep,
-		NVMeDriver: true,
-		Skip:       SkipVerify,
-		CheckArgs:  func(a map[string]any) error { _, err := mediaArgs(a, true); return err },
+		Name:      "verify",
+		Does:      "read back every media path with O_DIRECT (args.mode: all, or sample args.samples blocks; default sample 64) and compare with args.pattern, else with what the run's erase step says it leaves (zeros); not applicable after a crypto erase",
+		Run:       verifyStep,
+		Needs:     nvmeDriver,
+		Skip:      SkipVerify,
+		CheckArgs: func(a map[string]any) error { _, err := mediaArgs(a, true); return err },
 	})
 }
 

@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func planText(t *testing.T, e *Engine, addr string) (*Plan, string) {
+	t.Helper()
+	p, err := e.Plan(context.Background(), simTarget(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	p.Write(&b)
+	return p, b.String()
+}
+
+// TestDryRunWarnsAboutWhatCannotSucceed: the dry run of a vfio-bound
+// drive warns about every step that cannot succeed as the device is bound
+// now, does not call requirements unmet that are decided after a bind,
+// and plans no pointless verify after a crypto erase it can predict.
+func TestDryRunWarnsAboutWhatCannotSucceed(t *testing.T) {
+	cfg := nvmeSteps(t, `
+        - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-sanitize, driver: nvme, requires: {nvme.sanitize: ">=block"}, args: {poll: 10ms}}
+        - {name: verify, type: verify, driver: nvme}
+        - {name: fw, type: firmware-flash, required: false, args: {image: /x, sha256: "`+strings.Repeat("0", 64)+`", version: "1"}}
+        - {name: reset, type: pci-reset}`)
+	dev := qemuNVMe("0000:81:00.0", "S1", 1)
+	dev.SANICAP, dev.NoReset = 0b111, true
+	e, sm, _ := simEngine(t, cfg, dev)
+	p, out := planText(t, e, "0000:81:00.0")
+	want := map[string][]string{
+		"wear":   {"cannot succeed", `bound to "vfio-pci"`, "driver: nvme"},
+		"erase":  {"cannot tell before binding nvme"},
+		"verify": {"crypto erase"},
+		"fw":     {"fw_activate does not apply to NVMe"},
+		"reset":  {"no sysfs reset file"},
+	}
+	for _, s := range p.Steps {
+		w := strings.Join(s.Warnings, "\n")
+		for _, frag := range want[s.Name] {
+			if !strings.Contains(w, frag) {
+				t.Errorf("step %s: warnings %q lack %q", s.Name, s.Warnings, frag)
+			}
+		}
+		if s.Name == "erase" && (s.Action != "run" || !strings.Contains(s.Why, "decided once bound to nvme")) {
+			t.Errorf("erase planned %s: %s", s.Action, s.Why)
+		}
+	}
+	if !strings.Contains(out, "WARNING: cannot succeed") {
+		t.Errorf("output shows no warnings:\n%s", out)
+	}
+
+	// Once seen on nvme (any driver step did that), the drive's facts are
+	// remembered: the dry run predicts the crypto sanitize and plans
+	// verify as skipped.
+	ctx := context.Background()
+	sm.BindDriver(ctx, "0000:81:00.0", "nvme")
+	if d, err := sm.Discover(ctx, "0000:81:00.0"); err != nil || d.Serial != "S1" {
+		t.Fatalf("on nvme: %v, %v", d, err)
+	}
+	sm.BindDriver(ctx, "0000:81:00.0", "vfio-pci")
+	p, _ = planText(t, e, "0000:81:00.0")
+	for _, s := range p.Steps {
+		switch s.Name {
+		case "erase":
+			if s.Action != "run" || s.Why != "requirements met" || len(s.Warnings) != 0 {
+				t.Errorf("erase with remembered facts: %s %q %q", s.Action, s.Why, s.Warnings)
+			}
+		case "verify":
+			if s.Action != "skip" || !strings.Contains(s.Why, "not applicable after sanitize-crypto") {
+				t.Errorf("verify after a predicted crypto erase: %s %q", s.Action, s.Why)
+			}
+		}
+	}
+}
+
+// TestDryRunOfShippedPipelineIsClean: the shipped NVMe pipeline raises no
+// "cannot succeed" warning on a vfio-bound QEMU drive.
+func TestDryRunOfShippedPipelineIsClean(t *testing.T) {
+	e, _, _ := simEngine(t, shippedPipelines(t), qemuNVMe("0000:01:00.0", "A", 1))
+	p, out := planText(t, e, "0000:01:00.0")
+	if p.Profile != "nvme" || strings.Contains(out, "cannot succeed") || strings.Contains(out, "FAIL") {
+		t.Fatalf("shipped pipeline dry run:\n%s", out)
+	}
+}
