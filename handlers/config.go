@@ -30,7 +30,8 @@ type Config struct {
 	// migration allocation). Default 30s; negative disables.
 	FollowUpDelay time.Duration `yaml:"follow_up_delay"`
 	// MaxConcurrentCleans bounds the cleaning runs this reconciler has in
-	// flight (default 4); the cleaner may bound further per profile.
+	// flight (default 32: a run mostly waits on its device; the cleaner
+	// bounds host-bound steps and may bound further per profile).
 	MaxConcurrentCleans int `yaml:"max_concurrent_cleans"`
 	// BackoffBase/BackoffMax bound the per-device wait after retry-later,
 	// a cleaner error or a failed Placement write (defaults 1m, 30m).
@@ -63,7 +64,7 @@ func (c *Config) setDefaults() {
 		c.ReconcileJitter = 0.1
 	}
 	if c.MaxConcurrentCleans == 0 {
-		c.MaxConcurrentCleans = 4
+		c.MaxConcurrentCleans = 32
 	}
 }
 

@@ -116,3 +116,46 @@ func TestConcurrencyLimits(t *testing.T) {
 		t.Fatalf("peaks %v; want all=3 nvme=1 gpu>=2", peak)
 	}
 }
+
+// In-device steps are bounded only by the run limit; host-bound steps
+// (plugins by default) share max_host_bound_steps slots.
+func TestHostBoundStepLimit(t *testing.T) {
+	for _, tc := range []struct {
+		inDevice bool
+		want     int
+	}{{true, 6}, {false, 2}} {
+		cfg := testConfig(pluginStep("a", func(s *Step) { s.InDevice = &tc.inDevice }))
+		cfg.MaxConcurrent, cfg.MaxHostBoundSteps = 8, 2
+		h := newHarness(t, cfg)
+		var cur, peak atomic.Int32
+		release := make(chan struct{})
+		h.pr.clean["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			<-release
+			cur.Add(-1)
+			return plugins.OK(nil), nil
+		}
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if res := h.clean(t, target(i+1)); res.Verdict != VerdictClean {
+					t.Errorf("%v", res)
+				}
+			}()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for cur.Load() < int32(tc.want) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // room for a wrong extra step to start
+		close(release)
+		wg.Wait()
+		if got := peak.Load(); got != int32(tc.want) {
+			t.Errorf("in_device=%v: %d steps at once, want %d", tc.inDevice, got, tc.want)
+		}
+	}
+}

@@ -16,8 +16,16 @@ import (
 type Config struct {
 	// PluginDirs are the only directories executable plugins run from.
 	PluginDirs []string `yaml:"plugin_dirs"`
-	// MaxConcurrent bounds cleaning runs on this host (default 4).
+	// MaxConcurrent bounds cleaning runs on this host (default 32). A
+	// run spends most of its time in steps that work inside the device
+	// (sanitize, format, reset, firmware) while scourd waits, so only the
+	// host-bound steps have a small limit (MaxHostBoundSteps).
 	MaxConcurrent int `yaml:"max_concurrent"`
+	// MaxHostBoundSteps bounds the steps running at once that make the
+	// host do the work (overwrite, verify, gpu-scrub, plugins unless their
+	// step says in_device: true): they share its CPU, memory bandwidth and
+	// PCIe links, so more at once finish no sooner (default 4).
+	MaxHostBoundSteps int `yaml:"max_host_bound_steps"`
 	// Profiles are tried in order; the first that matches a device wins.
 	Profiles []Profile `yaml:"profiles"`
 }
@@ -102,6 +110,11 @@ type Step struct {
 	// Driver, when set, binds the device to this driver for the step and
 	// back to the pipeline's home driver afterwards, even on failure.
 	Driver string `yaml:"driver"`
+	// InDevice marks a step whose work runs inside the device while the
+	// host waits: it takes no host-bound slot. Default: the built-in's own
+	// nature (sanitize, format, erase, reset, firmware, wear check);
+	// plugins: false (assume the host does the work).
+	InDevice *bool `yaml:"in_device"`
 	// Verifies marks a plugin step that checks the cleaning's result
 	// (reporting details.verification); the built-in verify always does.
 	Verifies bool `yaml:"verifies"`
@@ -126,7 +139,10 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 func (c *Config) setDefaults() {
 	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = 4
+		c.MaxConcurrent = 32
+	}
+	if c.MaxHostBoundSteps == 0 {
+		c.MaxHostBoundSteps = 4
 	}
 	for i := range c.Profiles {
 		p := &c.Profiles[i].Pipeline
@@ -172,6 +188,13 @@ func (s *Step) setDefaults() {
 		}
 		s.Destructive = &d
 	}
+	if s.InDevice == nil {
+		in := false
+		if spec, ok := lookupBuiltin(s.Type); ok {
+			in = spec.InDevice
+		}
+		s.InDevice = &in
+	}
 }
 
 // Validate reports every problem in c.
@@ -180,6 +203,9 @@ func (c *Config) Validate() error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.MaxConcurrent < 1 {
 		add("pipelines.max_concurrent must be at least 1")
+	}
+	if c.MaxHostBoundSteps < 1 {
+		add("pipelines.max_host_bound_steps must be at least 1")
 	}
 	if len(c.Profiles) == 0 {
 		add("pipelines.profiles: no profile configured, so no device can ever be cleaned")

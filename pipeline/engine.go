@@ -74,6 +74,7 @@ type Engine struct {
 	log     *slog.Logger
 
 	hostSlots chan struct{}
+	hostBound chan struct{} // slots of host-bound steps
 	profSlots map[string]chan struct{}
 
 	mu      sync.Mutex
@@ -112,6 +113,7 @@ func New(cfg Config, o Options) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins,
 		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
+		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps),
 		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
 	for _, p := range cfg.Profiles {
 		if p.MaxConcurrent > 0 {
@@ -214,6 +216,20 @@ func (e *Engine) acquire(ctx context.Context, profile string) (func(), error) {
 			<-ps
 		}
 	}, nil
+}
+
+// stepSlot waits for a host-bound slot unless the step works inside the
+// device.
+func (e *Engine) stepSlot(ctx context.Context, s *Step) (func(), error) {
+	if *s.InDevice {
+		return func() {}, nil
+	}
+	select {
+	case e.hostBound <- struct{}{}:
+		return func() { <-e.hostBound }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // preflight checks every plugin step's file and protocol version once, so

@@ -62,6 +62,11 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, &notSupported{why}
 			}
 		}
+		release, err := r.e.stepSlot(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return r.attempts(ctx, s, &rec, impl, dev)
 	})
 	switch {

@@ -39,7 +39,11 @@ type Spec struct {
 	Name string
 	// Destructive is the default for the step's destructive flag.
 	Destructive bool
-	Run         Func
+	// InDevice: the work runs inside the device (the controller
+	// sanitizes, formats, resets, flashes) while scourd only waits, so the
+	// step takes no host-bound slot (pipelines.max_host_bound_steps).
+	InDevice bool
+	Run      Func
 	// CheckArgs validates the step's args from config.
 	CheckArgs func(args map[string]any) error
 	// Does says in one line what the step runs, for dry runs.

@@ -26,6 +26,7 @@ func init() {
 	})
 	register(Spec{
 		Name:        "pci-reset",
+		InDevice:    true,
 		Destructive: true,
 		Does:        "echo 1 > /sys/bus/pci/devices/<addr>/reset; with args.methods ([flr, bus]) each kernel reset method in turn via reset_method, a bus reset only when the device is alone behind its bridge",
 		Run:         pciReset,
@@ -33,6 +34,7 @@ func init() {
 	})
 	register(Spec{
 		Name:        "firmware-flash",
+		InDevice:    true,
 		Destructive: true,
 		Does:        "check args.image against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>], activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
 		Run:         flash,

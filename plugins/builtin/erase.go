@@ -65,6 +65,7 @@ func formatErasure(ses int) Erasure {
 func init() {
 	register(Spec{
 		Name:        "nvme-erase",
+		InDevice:    true,
 		Destructive: true,
 		Needs:       nvmeDriver,
 		Does: "the strongest erase the controller offers: nvme sanitize (by sanicap: crypto > block > overwrite), else nvme format -s 2|1 (by oacs/fna), " +

@@ -14,6 +14,7 @@ import (
 func init() {
 	register(Spec{
 		Name:        "nvme-sanitize",
+		InDevice:    true,
 		Destructive: true,
 		Does:        "nvme sanitize <ctrl> -a <4 crypto|2 block|3 overwrite> (best the controller's sanicap offers, or args.action), then poll nvme sanitize-log -o json",
 		Run:         sanitize,
@@ -29,6 +30,7 @@ func init() {
 	})
 	register(Spec{
 		Name:        "nvme-format",
+		InDevice:    true,
 		Destructive: true,
 		Does:        "nvme format <namespace> -s 2 (crypto erase when id-ctrl fna bit 2 allows and args.crypto is not false) else -s 1 (user-data erase); never -s 0",
 		Run:         format,

@@ -15,10 +15,11 @@ import (
 // below spare_thresh. It records the values either way.
 func init() {
 	register(Spec{
-		Name:  "nvme-wear-check",
-		Does:  "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh (a threshold of 0 is none)",
-		Run:   wearCheck,
-		Needs: nvmeDriver,
+		Name:     "nvme-wear-check",
+		InDevice: true,
+		Does:     "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh (a threshold of 0 is none)",
+		Run:      wearCheck,
+		Needs:    nvmeDriver,
 		CheckArgs: func(a map[string]any) error {
 			_, err := wearThreshold(a)
 			return errors.Join(onlyArgs(a, "max_percent_used"), err)
