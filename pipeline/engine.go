@@ -146,6 +146,20 @@ func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
 	}
 	prof, why := e.cfg.match(t, dev)
 	if prof == nil {
+		if name := e.cfg.lookProfile(t, dev); name != "" {
+			looked, skipped, err := e.lookOnNVMe(ctx, t, dev, name)
+			if err != nil {
+				return nil, err
+			}
+			if looked != nil {
+				dev = looked
+				prof, why = e.cfg.match(t, dev)
+			} else {
+				why = append(why, skipped)
+			}
+		}
+	}
+	if prof == nil {
 		res := &Result{Verdict: VerdictNoProfile, Device: string(t.Address), Duration: time.Since(started),
 			Reason: fmt.Sprintf("no cleaning profile matches %s (resource class %s, %s:%s, class %s); it stays reserved until a profile is configured: %v",
 				t.Address, t.ResourceClass, dev.VendorID, dev.DeviceID, dev.Class, why)}

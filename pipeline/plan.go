@@ -68,6 +68,9 @@ func (e *Engine) Plan(ctx context.Context, t Target) (*Plan, error) {
 	prof, why := e.cfg.match(t, dev)
 	p := &Plan{Device: dev, Target: t, NotMatched: why}
 	if prof == nil {
+		if name := e.cfg.lookProfile(t, dev); name != "" {
+			p.NotMatched = append(p.NotMatched, fmt.Sprintf("WARNING: profile %s requires capabilities unknown while bound to %q; a run binds the device to nvme for a moment (after the Placement check) to read them, then decides", name, dev.Driver))
+		}
 		return p, nil
 	}
 	p.Profile, p.Pipeline, p.Version, p.Category = prof.Name, prof.Pipeline.Name, prof.Pipeline.Version, prof.Pipeline.Category

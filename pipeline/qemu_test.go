@@ -271,3 +271,63 @@ func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 		t.Fatal("the quarantined drive was wiped")
 	}
 }
+
+// TestProfileRequirementsReadOnNVMe: a profile that requires an NVMe
+// capability matches a vfio-bound drive that has it: the engine binds the
+// drive to nvme for a moment (after asking Placement) to read it, where
+// before the drive was never cleaned (no-profile). An allocated drive is
+// not touched.
+func TestProfileRequirementsReadOnNVMe(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+profiles:
+  - name: sanitizable
+    match: {kinds: [nvme], requires: {nvme.sanitize: ">=block"}}
+    pipeline:
+      name: nvme
+      steps:
+        - {name: erase, type: nvme-sanitize, driver: nvme, args: {poll: 10ms}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := qemuNVMe("0000:81:00.0", "S1", 1)
+	good.SANICAP = 0b010
+	e, s, alloc := simEngine(t, cfg, good, qemuNVMe("0000:82:00.0", "S2", 1))
+	ctx := context.Background()
+	p, _ := planText(t, e, "0000:81:00.0")
+	if p.Profile != "" || !strings.Contains(strings.Join(p.NotMatched, "\n"), "binds the device to nvme for a moment") {
+		t.Fatalf("dry run before any look: profile %q, %q", p.Profile, p.NotMatched)
+	}
+
+	alloc.allocated = true
+	res, err := e.Clean(ctx, simTarget("0000:81:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictNoProfile || !strings.Contains(res.Reason, "Placement no longer shows it dirty") {
+		t.Fatalf("allocated: %s (%s)", res.Verdict, res.Reason)
+	}
+	if d, _ := s.Discover(ctx, "0000:81:00.0"); d.Serial != "" {
+		t.Fatal("an allocated drive was bound to nvme")
+	}
+
+	alloc.allocated = false
+	res, err = e.Clean(ctx, simTarget("0000:81:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictClean || res.Profile != "sanitizable" {
+		t.Fatalf("sanicap 0b010 on vfio-pci: %s (%s)", res.Verdict, res.Reason)
+	}
+	if d, _ := s.Discover(ctx, "0000:81:00.0"); d.Driver != "vfio-pci" {
+		t.Fatalf("left on %s", d.Driver)
+	}
+	// sanicap 0: looked at, still not matched, back on vfio-pci.
+	res, err = e.Clean(ctx, simTarget("0000:82:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Discover(ctx, "0000:82:00.0"); res.Verdict != VerdictNoProfile || d.Driver != "vfio-pci" || d.Serial != "S2" {
+		t.Fatalf("sanicap 0: %s (%s), driver %s serial %q", res.Verdict, res.Reason, d.Driver, d.Serial)
+	}
+}
