@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/e2e/harness"
+)
+
+// Regression (issue 16, repro 1), as an operator did it: Placement frozen
+// from the last step on, so the un-reserve after the clean verdict hangs;
+// scourd killed -9 there; Placement thawed; scourd restarted. Before, the
+// verdict had already stored a "returned" record for a return that never
+// happened, and the re-clean added a second one. Now the run waits as
+// "cleaned", the restart resumes it without cleaning again, and the one
+// record of the release says returned only after the un-reserve.
+func TestKillBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
+	t.Parallel()
+	c := NewCloud(t)
+	// Sanitize takes ten steps of 300ms; after it, nothing asks Placement
+	// before the un-reserve (the reset step, destructive, would: dropped).
+	noReset := func(cfg map[string]any) {
+		p := cfg["pipelines"].(map[string]any)["profiles"].([]map[string]any)[0]["pipeline"].(map[string]any)
+		steps := p["steps"].([]map[string]any)
+		p["steps"] = steps[:len(steps)-1]
+	}
+	h := c.AddHost(t, []SimDevice{{Address: addrA}}, WithReconcileInterval(time.Hour), WithSlowWipes(300*time.Millisecond), noReset)
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, addrA)
+	waitClaim(t, h, inst)
+	c.Delete(t, h, inst, harness.Versioned)
+
+	run := logAttr(waitLog(t, h, 60*time.Second, `msg="step started"`, "step=sanitize"), "run")
+	c.P.Hang(10 * time.Minute) // SIGSTOP Placement: the un-reserve after the verdict will hang
+	finished := waitLog(t, h, 30*time.Second, `msg="cleaning run finished"`, "verdict=clean")
+	if logAttr(finished, "run") != run {
+		t.Fatalf("finished %q, want run %s", finished, run)
+	}
+	time.Sleep(time.Second) // the un-reserve is in flight, held by the proxy
+	h.Kill(t)
+	killedAt := len(h.Logs())
+	c.P.Heal()
+	if r := c.Reserved(t, h.Device(addrA)); r != 1 {
+		t.Fatalf("reserved=%d after the kill: the un-reserve must not have happened", r)
+	}
+	if st := aRecordStates(t, h, addrA); len(st) != 0 {
+		t.Fatalf("records before the restart: %v; want none closed (the run waits, cleaned, for its un-reserve)", st)
+	}
+
+	h.Start(t)
+	c.WaitAvailable(t, h, addrA, 60*time.Second)
+	after := h.Logs()[killedAt:]
+	if n := countLines(after, `msg="step started"`); n != 0 {
+		t.Errorf("the restart ran %d steps again; the cleaned run needed only its un-reserve", n)
+	}
+	recs := h.Records(t, addrA)
+	if len(recs) != 1 || nested(recs[0], "run_id") != run || nested(recs[0], "result", "state") != "returned" {
+		t.Fatalf("records of the release: %v; want exactly one, run %s, returned", recs, run)
+	}
+}
