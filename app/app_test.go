@@ -14,6 +14,7 @@ import (
 
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 )
 
@@ -82,7 +83,7 @@ func TestPublishedNotificationIsDispatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.PublishOslo(ctx, ch, cfg.Bus.Nova.Exchange, "versioned_notifications.info", inner); err != nil {
+	if err := oslo.Publish(ctx, ch, cfg.Bus.Nova.Exchange, "versioned_notifications.info", inner); err != nil {
 		t.Fatal(err)
 	}
 	rec := a.Handler.(*bus.Recorder)

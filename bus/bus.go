@@ -1,21 +1,27 @@
-// Package bus is scour's RabbitMQ side: the topology, the dispatcher that
-// turns Nova notifications into per-host commands, and the per-host intake
-// that hands commands to a CommandHandler.
+// Package bus is scour's application side of RabbitMQ: the topology of
+// scour's queues, the dispatcher that turns Nova notifications into
+// per-host commands, and the per-host intake that hands commands to a
+// CommandHandler. The connection, publisher and subscriber are package
+// broker's; the ack contract, retries, panics and the poison queue are
+// watermill's router and middleware.
 //
 //	nova (topic, Nova's) ──versioned_notifications.info / notifications.info──▶
 //	  scour.notifications (durable quorum; all scourd compete)
-//	    └─ dispatch handler: Decode → Dispatch → publish (confirmed) → ack
+//	    └─ dispatch handler: Decode → Dispatch → publish one command (confirmed) → ack
 //	         ──host.<h> / broadcast.instance──▶ scour (durable topic)
 //	              └─▶ scour.host.<h> (durable quorum, one per host)
 //	                    └─ intake handler: CommandHandler.Handle → ack
-//	  anything undecodable or invalid ──▶ scour.poison (x-scour-poison-reason)
+//	  no queue bound for it, or past the delivery limit ──▶ scour.unroutable
+//	    └─ park handler ──▶ scour.poison
+//	  anything undecodable, invalid, rejected or panicking ──▶ scour.poison
+//	  (every message there carries x-scour-poison-reason)
 //
-// Ack discipline: a delivery is acked only after its handler returned and
-// every message it published was confirmed by the broker. Permanent errors
-// (undecodable input, command.ErrInvalid, Permanent(err), a handler panic)
-// go to the poison queue and are acked once the poison publish is
-// confirmed; other errors are retried in-process with backoff, then the
-// delivery is nacked and requeued. Nothing is acked before it is safe.
+// Ack discipline: a delivery is acked only after its handler returned nil,
+// which for the dispatcher means the broker confirmed the command it
+// published. Permanent errors (undecodable input, command.ErrInvalid,
+// Permanent(err), a panic) go to the poison queue and the delivery is
+// acked once the poison publish is confirmed; other errors are retried
+// with backoff, then the delivery is nacked and requeued.
 package bus
 
 import (
@@ -23,24 +29,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	wmetrics "github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/sethvargo/go-retry"
 
+	"github.com/scour-project/scour/bus/broker"
+	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/metrics"
 	"github.com/scour-project/scour/notification"
 )
 
 // HeaderPoisonReason carries the stable reason of a poisoned message
-// (notification.Reason values, "invalid_command", "panic", ...). watermill
-// adds reason_poisoned (the error text) and the handler name beside it.
+// (notification.Reason values, "invalid_command", "panic", "unroutable",
+// ...). watermill adds reason_poisoned (the error text) and the handler
+// name beside it.
 const HeaderPoisonReason = "x-scour-poison-reason"
 
 // Bus runs scour's consumers. Create it with New, run it with Run.
@@ -50,21 +57,20 @@ type Bus struct {
 	handler CommandHandler
 	m       *metrics.Metrics
 	log     *slog.Logger
-	decoder notification.Decoder
-	pool    *decoders // runs decoder on long-lived goroutines (set by Run)
-	seen    *recent
-	topo    *topology
-	slots   chan struct{} // one per CommandHandler call running (HandlerConcurrency)
+	// decoders of the two queues' bodies (tests make them panic)
+	decodeEvent    func([]byte) (*notification.Event, error)
+	decodeCommands func([]byte) ([]command.Element, error)
+	seen           *recent
+	topo           *topology
+	slots          chan struct{} // one per CommandHandler call running (HandlerConcurrency)
 
 	mu     sync.Mutex
-	conn   *conn
+	conn   *broker.Conn
 	router *message.Router
-	dialer *dialer
-	sub    *subscriber
-	subs   int32 // subscriptions the router makes
+	sub    *broker.Subscriber
+	subs   int // subscriptions the router makes
 
 	settledNotifications, settledCommands atomic.Uint64
-	poisonSeq                             atomic.Uint64 // names commands poisoned out of a batch
 }
 
 // Stats counts deliveries this bus settled (acked, or nacked for a
@@ -74,9 +80,8 @@ type Stats struct {
 	Commands      uint64 // from this host's command queue
 }
 
-// Stats returns the counts so far (cheap: for tests and benchmarks that
-// need to know when a queue has been worked off, without polling the
-// broker).
+// Stats returns the counts so far (for tests and benchmarks that need to
+// know when a queue has been worked off, without polling the broker).
 func (b *Bus) Stats() Stats {
 	return Stats{Notifications: b.settledNotifications.Load(), Commands: b.settledCommands.Load()}
 }
@@ -104,10 +109,11 @@ func New(cfg Config, host string, h CommandHandler, m *metrics.Metrics, log *slo
 	}
 	return &Bus{
 		cfg: cfg, host: host, handler: h, m: m, log: log,
-		decoder: notification.Decoder{MaxBytes: cfg.MaxMessageBytes},
-		seen:    newRecent(4096),
-		slots:   make(chan struct{}, cfg.HandlerConcurrency),
-		topo:    &topology{cfg: &cfg, host: host, queue: queue},
+		decodeEvent:    notification.Decoder{MaxBytes: cfg.MaxMessageBytes}.Decode,
+		decodeCommands: command.Decode,
+		seen:           newRecent(4096),
+		slots:          make(chan struct{}, cfg.HandlerConcurrency),
+		topo:           &topology{cfg: &cfg, host: host, queue: queue},
 	}, nil
 }
 
@@ -129,8 +135,8 @@ func (b *Bus) Ready() error {
 		return errors.New("not connected to the broker (reconnecting)")
 	case !router.IsRunning() || router.IsClosed():
 		return errors.New("consumers not running")
-	case sub.consuming.Load() < b.subs:
-		return fmt.Errorf("%d of %d consumers running (re-subscribing)", sub.consuming.Load(), b.subs)
+	case sub.Consuming() < b.subs:
+		return fmt.Errorf("%d of %d consumers running (re-subscribing)", sub.Consuming(), b.subs)
 	}
 	return nil
 }
@@ -138,10 +144,10 @@ func (b *Bus) Ready() error {
 // Run connects (retrying with backoff until ctx ends), declares the
 // topology and consumes until ctx is cancelled; then it stops taking
 // messages, requeues in-flight ones and waits at most ShutdownTimeout for
-// running handlers. A *TopologyError is returned as is: retrying cannot fix
-// it.
+// running handlers. A *TopologyError or *broker.AccessError is returned as
+// is: retrying cannot fix it.
 func (b *Bus) Run(ctx context.Context) error {
-	conn, err := b.connect(ctx)
+	conn, err := broker.Connect(ctx, broker.Options{URL: b.cfg.URL, TLS: b.cfg.TLS, Heartbeat: b.cfg.Heartbeat, Name: "scourd " + b.host}, b.log)
 	if err != nil {
 		return err
 	}
@@ -149,8 +155,6 @@ func (b *Bus) Run(ctx context.Context) error {
 	if err := b.declare(conn); err != nil {
 		return err
 	}
-	b.pool = newDecoders(b.decoder, runtime.GOMAXPROCS(0))
-	defer b.pool.Close() // after the router: handlers that outlive its close timeout get errDecodersStopped
 	router, err := b.buildRouter(conn)
 	if err != nil {
 		return err
@@ -164,7 +168,7 @@ func (b *Bus) Run(ctx context.Context) error {
 	select {
 	case <-router.Running():
 		b.log.Info("consuming", "mode", b.cfg.Mode, "notifications_queue", b.topo.queue,
-			"host_queue", b.HostQueue(), "broker", b.redactedURL())
+			"host_queue", b.HostQueue(), "broker", redacted(b.cfg.URL))
 	case err := <-done:
 		return fmt.Errorf("router: %w", err)
 	}
@@ -179,72 +183,28 @@ func (b *Bus) Run(ctx context.Context) error {
 	}
 }
 
-func (b *Bus) redactedURL() string {
-	u, err := ParseBrokerURL(b.cfg.URL)
+func redacted(url string) string {
+	u, err := broker.ParseURL(url)
 	if err != nil {
-		return Redact(b.cfg.URL)
+		return broker.Redact(url)
 	}
 	return u.String()
-}
-
-// connect dials the broker, retrying with capped exponential backoff: a
-// broker that is down at start-up is waited for, not a reason to exit. The
-// connection then reconnects by itself (conn).
-func (b *Bus) connect(ctx context.Context) (*conn, error) {
-	uri, ac, d, err := amqpConfig(&b.cfg, "scourd "+b.host)
-	if err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	b.dialer = d
-	b.mu.Unlock()
-	dial := func() (*amqp.Connection, error) { return amqp.DialConfig(uri, *ac) }
-	backoff := func() retry.Backoff {
-		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
-	}
-	var c *conn
-	refused := 0
-	err = retry.Do(ctx, backoff(), func(context.Context) error {
-		k, err := openConn(dial, backoff, b.log)
-		if ae := asAccessError(err, b.redactedURL(), vhostOf(b.cfg.URL)); ae != nil {
-			b.log.Error("the broker refused scour's login: change the configuration", "err", ae, "attempt", refused+1)
-			if refused++; refused >= refusalAttempts {
-				return ae
-			}
-			return retry.RetryableError(err)
-		}
-		if err != nil {
-			refused = 0
-			b.log.Warn("broker not reachable, retrying", "broker", b.redactedURL(), "err", err)
-			return retry.RetryableError(err)
-		}
-		c = k
-		return nil
-	})
-	var ae *AccessError
-	if errors.As(err, &ae) {
-		return nil, ae
-	}
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", b.redactedURL(), err)
-	}
-	return c, nil
 }
 
 // declare runs every declaration once up front, each on its own channel
 // (a refused declaration closes its channel), so a mismatch is reported
 // before anything is consumed.
-func (b *Bus) declare(conn *conn) error {
-	steps := []func(channel) error{b.topo.notifications, b.topo.poison}
+func (b *Bus) declare(conn *broker.Conn) error {
+	queues := []string{b.topo.queue, b.cfg.PoisonQueue}
 	if b.cfg.Mode == ModeDispatch {
-		steps = append(steps, b.topo.hostQueue)
+		queues = append(queues, b.HostQueue(), b.cfg.UnroutableQueue())
 	}
-	for _, step := range steps {
+	for _, q := range queues {
 		ch, err := conn.Channel()
 		if err != nil {
 			return fmt.Errorf("opening a channel: %w", err)
 		}
-		err = step(ch)
+		err = b.topo.declareFor(ch, q)
 		_ = ch.Close()
 		if err != nil {
 			return err
@@ -254,166 +214,128 @@ func (b *Bus) declare(conn *conn) error {
 }
 
 func (b *Bus) wmLogger() watermill.LoggerAdapter {
-	l := b.log.With("component", "watermill")
-	return levelGate{watermill.NewSlogLoggerWithLevelMapping(l, map[slog.Level]slog.Level{
+	return watermill.NewSlogLoggerWithLevelMapping(b.log.With("component", "watermill"), map[slog.Level]slog.Level{
 		slog.LevelInfo: slog.LevelDebug, // watermill's info is per-subscription chatter
-	}), l}
+	})
 }
 
-// levelGate drops watermill's debug, info and trace lines before they are
-// built when the logger would discard them: the router logs two trace
-// lines per message, and watermill's slog adapter builds their attributes
-// first.
-type levelGate struct {
-	watermill.LoggerAdapter
-	log *slog.Logger
-}
-
-func (g levelGate) Info(msg string, fields watermill.LogFields) { // mapped to debug
-	if g.log.Enabled(context.Background(), slog.LevelDebug) {
-		g.LoggerAdapter.Info(msg, fields)
-	}
-}
-
-func (g levelGate) Debug(msg string, fields watermill.LogFields) {
-	if g.log.Enabled(context.Background(), slog.LevelDebug) {
-		g.LoggerAdapter.Debug(msg, fields)
-	}
-}
-
-func (g levelGate) Trace(msg string, fields watermill.LogFields) {
-	if g.log.Enabled(context.Background(), watermill.LevelTrace) {
-		g.LoggerAdapter.Trace(msg, fields)
-	}
-}
-
-func (g levelGate) With(fields watermill.LogFields) watermill.LoggerAdapter {
-	return levelGate{g.LoggerAdapter.With(fields), g.log}
-}
-
-// buildRouter wires the handlers. Middleware, outermost first: the
-// subscriber's (it acks or nacks the delivery with the chain's verdict),
-// PoisonQueue (permanent errors only), then Recoverer (a panic becomes a
-// permanent error: retrying a bug loops forever), then the router metrics
-// (routerMetrics: watermill's names, without its per-message goroutine and
-// label maps). Transient errors are
-// retried inside the handlers (withRetry), so counting happens once per
-// delivery.
-func (b *Bus) buildRouter(conn *conn) (*message.Router, error) {
-	log := b.wmLogger()
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: b.cfg.ShutdownTimeout}, log)
+// buildRouter wires the handlers. Middleware, outermost first:
+// watermill's metrics; count (Stats); PoisonQueue (permanent errors only, published with
+// their reason header); poisonReason (names the reason, counts and logs
+// it); Retry (transient errors only); Recoverer (a panic becomes an error,
+// which poisonReason makes permanent: retrying a bug loops forever).
+func (b *Bus) buildRouter(conn *broker.Conn) (*message.Router, error) {
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: b.cfg.ShutdownTimeout}, b.wmLogger())
 	if err != nil {
 		return nil, err
 	}
-	poisonPub := newConfirmPublisher(conn, "", 1) // default exchange: topic = queue name
-	pq, err := middleware.PoisonQueueWithFilter(poisonPub, b.cfg.PoisonQueue, b.poisonFilter)
+	poisonPub := broker.NewPublisher(conn, "") // default exchange: topic = queue name
+	pq, err := middleware.PoisonQueueWithFilter(poisonPub, b.cfg.PoisonQueue, IsPermanent)
 	if err != nil {
 		return nil, err
 	}
-	rm, err := newRouterMetrics(b.m.Registry)
-	if err != nil {
-		return nil, fmt.Errorf("registering router metrics: %w", err)
+	r := b.cfg.Retry
+	retry := middleware.Retry{MaxRetries: r.Attempts - 1, InitialInterval: r.Initial, MaxInterval: r.Max,
+		Multiplier: 2, RandomizationFactor: 0.2,
+		ShouldRetry: func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) && !isPanic(p.Err) }}
+	wmetrics.NewPrometheusMetricsBuilder(b.m.Registerer(), "scour", "watermill").AddPrometheusRouterMetrics(router)
+	router.AddMiddleware(b.count, pq, b.poisonReason, retry.Middleware, middleware.Recoverer)
+
+	sub := broker.NewSubscriber(conn, broker.SubscriberConfig{Prefetch: b.cfg.Prefetch, ShutdownTimeout: b.cfg.ShutdownTimeout,
+		Declare: func(ch *amqp.Channel, queue string) error { return b.topo.declareFor(ch, queue) }}, b.log)
+	handlers := map[string]message.NoPublishHandlerFunc{}
+	switch b.cfg.Mode {
+	case ModeDirect:
+		handlers[b.topo.queue] = (&direct{b: b}).handle
+	default:
+		d := &dispatcher{b: b, pub: broker.NewPublisher(conn, b.cfg.Exchange)}
+		handlers[b.topo.queue] = d.handle
+		handlers[b.HostQueue()] = (&intake{b: b}).handle
+		handlers[b.cfg.UnroutableQueue()] = park
 	}
-	declare := map[string]func(channel) error{b.topo.queue: b.topo.notifications, b.HostQueue(): b.topo.hostQueue}
-	sub := newSubscriber(conn, b.cfg.Prefetch, b.cfg.ShutdownTimeout, func(ch channel, queue string) error {
-		if d, ok := declare[queue]; ok {
-			return d(ch)
+	subs := 0
+	for queue, h := range handlers {
+		workers := b.cfg.Workers
+		if queue == b.cfg.UnroutableQueue() {
+			workers = 1
 		}
-		return fmt.Errorf("no topology for queue %q", queue)
-	}, b.log)
-	router.AddMiddleware(sub.middleware, pq, b.recoverer, rm.middleware)
-	sub.settled = func(queue string, msg *message.Message, acked bool) {
-		rm.settled(msg, acked)
-		if queue == b.topo.queue {
-			b.settledNotifications.Add(1)
-		} else {
-			b.settledCommands.Add(1)
+		for i := range workers {
+			router.AddConsumerHandler(fmt.Sprintf("%s-%d", queue, i), queue, sub, h)
+			subs++
 		}
-	}
-	subs := int32(b.cfg.Workers)
-	if b.cfg.Mode == ModeDispatch {
-		subs *= 2 // notifications + host queue
 	}
 	b.mu.Lock()
 	b.sub, b.subs = sub, subs
 	b.mu.Unlock()
-	switch b.cfg.Mode {
-	case ModeDirect:
-		d := &direct{b: b}
-		for i := range b.cfg.Workers {
-			router.AddConsumerHandler(fmt.Sprintf("direct-%d", i), b.topo.queue, sub, d.handle)
-		}
-	default:
-		cmdPub := newConfirmPublisher(conn, b.cfg.Exchange, publishLanes)
-		d := &dispatcher{b: b, batch: newBatcher(cmdPub, b.m.CommandBatch)}
-		in := &intake{b: b, poison: poisonPub}
-		for i := range b.cfg.Workers {
-			router.AddConsumerHandler(fmt.Sprintf("dispatch-%d", i), b.topo.queue, sub, d.handle)
-			router.AddConsumerHandler(fmt.Sprintf("intake-%d", i), b.HostQueue(), sub, in.handle)
-		}
-	}
 	return router, nil
 }
 
-// publishLanes is the number of confirm channels commands are published
-// on, so one slow confirm stream (a queue leader on a busy node) does not
-// hold up every publish. On a single-node broker 1 and 4 measured the same.
-const publishLanes = 2
-
-// poisonFilter: only errors retrying cannot fix go to the poison queue.
-func (b *Bus) poisonFilter(err error) bool {
-	return IsPermanent(err) || errors.Is(err, notification.ErrDecode)
-}
-
-// recoverer turns a handler panic into a permanent error (poisoned with
-// reason "panic") instead of crashing the worker.
-func (b *Bus) recoverer(h message.HandlerFunc) message.HandlerFunc {
-	return func(msg *message.Message) (out []*message.Message, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = b.poison(msg, "panic", fmt.Errorf("handler panic: %v", r))
-			}
-		}()
-		return h(msg)
-	}
-}
-
-// withRetry runs fn, retrying transient errors with capped, jittered
-// exponential backoff. It returns the last error.
-//
-// The first try runs without go-retry: building the backoff allocates
-// five closures, which every message paid for although nearly all succeed
-// at once. A retryable first error is handed to retry.Do as its first
-// attempt, so the attempts and delays are exactly go-retry's.
-func (b *Bus) withRetry(ctx context.Context, fn func(context.Context) error) error {
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	first := fn(ctx)
-	if first == nil || IsPermanent(first) {
-		return first
-	}
-	r := b.cfg.Retry
-	bo := retry.WithMaxRetries(uint64(r.Attempts-1),
-		retry.WithJitterPercent(20, retry.WithCappedDuration(r.Max, retry.NewExponential(r.Initial))))
-	return retry.Do(ctx, bo, func(ctx context.Context) error {
-		err := first
-		if err != nil {
-			first = nil // the try above
+// count counts the deliveries handled (for Stats), once per delivery:
+// acked, or nacked for a redelivery.
+func (b *Bus) count(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		if message.SubscribeTopicFromCtx(msg.Context()) == b.topo.queue {
+			b.settledNotifications.Add(1)
 		} else {
-			err = fn(ctx)
+			b.settledCommands.Add(1)
 		}
-		if err != nil && !IsPermanent(err) {
-			return retry.RetryableError(err)
-		}
-		return err
-	})
+		return out, err
+	}
 }
 
-// poison marks msg with reason and returns err as permanent.
-func (b *Bus) poison(msg *message.Message, reason string, err error) error {
-	msg.Metadata.Set(HeaderPoisonReason, reason)
-	b.m.Poisoned(reason)
-	b.log.Warn("message poisoned", "reason", reason, "queue", b.cfg.PoisonQueue, "err", err)
-	return Permanent(err)
+// poisonError is an error whose message goes to the poison queue with
+// reason.
+type poisonError struct {
+	reason string
+	err    error
+}
+
+func (e *poisonError) Error() string { return e.err.Error() }
+func (e *poisonError) Unwrap() error { return e.err }
+
+// poison marks err for the poison queue with reason.
+func poison(reason string, err error) error { return &poisonError{reason, err} }
+
+func isPanic(err error) bool {
+	var p middleware.RecoveredPanicError
+	return errors.As(err, &p)
+}
+
+// poisonReason gives every error that goes to the poison queue its
+// x-scour-poison-reason header, counts it and logs it: a panic ("panic",
+// its stack logged, not put in a header), a decode error (its
+// notification.Reason), an invalid command ("invalid_command"), a
+// handler's Permanent error ("handler_rejected").
+func (b *Bus) poisonReason(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		var reason string
+		var pe *poisonError
+		var p middleware.RecoveredPanicError
+		switch {
+		case err == nil:
+			return out, nil
+		case errors.As(err, &p):
+			b.log.Error("panic while handling a message; it goes to the poison queue", "message", msg.UUID,
+				"handler", message.HandlerNameFromCtx(msg.Context()), "panic", fmt.Sprint(p.V), "stack", p.Stacktrace)
+			reason, err = "panic", Permanent(fmt.Errorf("panic: %v", p.V))
+		case errors.As(err, &pe):
+			reason = pe.reason
+		case errors.Is(err, notification.ErrDecode):
+			reason = string(notification.ReasonOf(err))
+		case IsPermanent(err):
+			reason = "handler_rejected"
+			if errors.Is(err, command.ErrInvalid) {
+				reason = "invalid_command"
+			}
+		default:
+			return out, err
+		}
+		msg.Metadata.Set(HeaderPoisonReason, reason)
+		b.m.Poisoned(reason)
+		b.log.Warn("message poisoned", "reason", reason, "queue", b.cfg.PoisonQueue, "message", msg.UUID,
+			"handler", message.HandlerNameFromCtx(msg.Context()), "err", err)
+		return out, Permanent(err)
+	}
 }

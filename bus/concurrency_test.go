@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 )
 
@@ -63,8 +64,8 @@ func TestHandlerConcurrencyIsBounded(t *testing.T) {
 			const n = 12
 			for i := range n {
 				id := fmt.Sprintf("m-%d", i)
-				body := sample(t, "versioned/instance-delete-end.json", id, func(d map[string]any) { d["uuid"] = "i-" + id })
-				if err := PublishOslo(context.Background(), ch, cfg.Nova.Exchange, key, body); err != nil {
+				body := sample(t, "versioned/instance-delete-end.json", id, func(d map[string]any) { d["uuid"] = uid("i-" + id) })
+				if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, key, body); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/scour-project/scour/bus/broker"
 )
 
 // Modes of the notification path.
@@ -24,8 +26,8 @@ const (
 type Config struct {
 	// URL of the broker: Nova's transport_url form
 	// rabbit://user:pass@h1:5672,user:pass@h2:5672/vhost, or amqp(s)://.
-	URL string    `yaml:"url"`
-	TLS TLSConfig `yaml:"tls"`
+	URL string           `yaml:"url"`
+	TLS broker.TLSConfig `yaml:"tls"`
 	// Heartbeat interval of the AMQP connection.
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	Mode      string        `yaml:"mode"`
@@ -89,18 +91,6 @@ type NovaConfig struct {
 	// RoutingKeys bound to scour's queue: <topic>.info for each of Nova's
 	// [oslo_messaging_notifications] topics.
 	RoutingKeys []string `yaml:"routing_keys"`
-}
-
-// TLSConfig applies to amqps:// URLs (or rabbit://...?ssl=1).
-type TLSConfig struct {
-	CAFile   string `yaml:"ca_file"`
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ServerName overrides the name checked in the server certificate
-	// (default: each URL host).
-	ServerName string `yaml:"server_name"`
-	// InsecureSkipVerify disables certificate verification. Never in production.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // RetryConfig is the in-process backoff for transient failures (a publish
@@ -168,7 +158,7 @@ func (c *Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("bus.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if u, err := ParseBrokerURL(c.URL); err != nil {
+	if u, err := broker.ParseURL(c.URL); err != nil {
 		bad("url", "%v", err)
 	} else if err := u.Validate(); err != nil {
 		bad("url", "%s: %v", u, err)

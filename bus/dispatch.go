@@ -4,23 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strconv"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
+	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/notification"
 )
-
-// dispatcher consumes Nova's notifications and publishes commands.
-type dispatcher struct {
-	b     *Bus
-	batch *batcher
-}
 
 // RoutingKey is where c is published on scour's exchange.
 func (c *Config) RoutingKey(cmd *command.Command) string {
@@ -32,12 +24,9 @@ func (c *Config) RoutingKey(cmd *command.Command) string {
 
 // decode classifies a notification: (nil, nil) means ignored (acked).
 func (b *Bus) decode(msg *message.Message) (*command.Command, error) {
-	ev, err := b.pool.Decode(msg.Payload)
-	if errors.Is(err, errDecodersStopped) {
-		return nil, err // shutting down: requeued
-	}
+	ev, err := b.decodeEvent(msg.Payload)
 	if err != nil {
-		return nil, b.poison(msg, string(notification.ReasonOf(err)), err)
+		return nil, err // a *notification.DecodeError: poisoned with its reason
 	}
 	b.m.NotificationReceived(ev.EventType, string(ev.Format))
 	if !ev.Relevant() {
@@ -46,14 +35,19 @@ func (b *Bus) decode(msg *message.Message) (*command.Command, error) {
 	}
 	c, err := notification.Dispatch(ev)
 	if err != nil {
-		return nil, b.poison(msg, string(notification.ReasonInvalidCommand), err)
+		return nil, poison(string(notification.ReasonInvalidCommand), err)
 	}
 	return c, nil
 }
 
-// handle: decode, publish the command (broker-confirmed, retried; it may
-// share its message with other commands for the same host, see batcher),
-// then return nil so the router acks the notification.
+// dispatcher consumes Nova's notifications and publishes commands.
+type dispatcher struct {
+	b   *Bus
+	pub *broker.Publisher // scour's exchange
+}
+
+// handle: decode, publish the command as one message and wait for the
+// broker's confirm, then return nil so the router acks the notification.
 func (d *dispatcher) handle(msg *message.Message) error {
 	c, err := d.b.decode(msg)
 	if c == nil || err != nil {
@@ -61,22 +55,17 @@ func (d *dispatcher) handle(msg *message.Message) error {
 	}
 	body, err := command.Marshal(c)
 	if err != nil {
-		return d.b.poison(msg, string(notification.ReasonInvalidCommand), err)
+		return poison(string(notification.ReasonInvalidCommand), err)
 	}
 	key := d.b.cfg.RoutingKey(c)
-	dispatched := func() { // on the batcher's goroutine, once confirmed
-		d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
-		d.b.log.LogAttrs(context.Background(), slog.LevelInfo, "notification dispatched", // LogAttrs: no boxing
-			slog.String("event", c.EventType), slog.String("instance", c.InstanceUUID), slog.String("kind", string(c.Kind)),
-			slog.String("target", targetOf(c)), slog.String("routing_key", key), slog.String("request_id", c.RequestID),
-			slog.String("format", c.Format))
+	out := message.NewMessage(msg.UUID+"/command", body)
+	out.SetContext(msg.Context())
+	if err := d.pub.Publish(key, out); err != nil {
+		return fmt.Errorf("publishing %s command for instance %s to %s: %w", c.Kind, c.InstanceUUID, key, err)
 	}
-	err = d.b.withRetry(msg.Context(), func(ctx context.Context) error {
-		return d.batch.publish(ctx, key, msg.UUID, body, dispatched)
-	})
-	if err != nil {
-		return fmt.Errorf("publishing %s command for instance %s to %s: %w (message requeued)", c.Kind, c.InstanceUUID, key, err)
-	}
+	d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
+	d.b.log.Info("notification dispatched", "event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind,
+		"target", targetOf(c), "routing_key", key, "request_id", c.RequestID, "format", c.Format)
 	return nil
 }
 
@@ -87,132 +76,55 @@ func targetOf(c *command.Command) string {
 	return c.Host
 }
 
-// intake consumes this host's command queue. A message carries one
-// command or a batch (command.UnmarshalBatch).
-type intake struct {
-	b      *Bus
-	poison *confirmPublisher // default exchange: the poison queue's name is the key
-}
+// intake consumes this host's command queue: one command per message.
+type intake struct{ b *Bus }
 
+// handle runs the message's command. The array form that dispatchers
+// before this release sent (command.Decode, rolling upgrade only) is run
+// command by command, in message order; a command rejected for good
+// (invalid, misrouted, a handler's Permanent error) sends the whole
+// message to the poison queue once the others ran, with the first
+// rejected command's reason. A transient failure retries, then requeues
+// the message, and on redelivery the commands already handled are acked
+// as duplicates (Bus.execute) while the rest run again.
 func (in *intake) handle(msg *message.Message) error {
-	els, err := command.UnmarshalBatch(msg.Payload)
+	els, err := in.b.decodeCommands(msg.Payload)
 	if err != nil {
-		return in.b.poison(msg, "invalid_command", err)
+		return err // ErrInvalid: poisoned
 	}
-	if len(els) == 1 { // the whole message is the command: poisoned as is
-		c, reason, err := in.check(els[0])
-		if err != nil {
-			return in.b.poison(msg, reason, err)
+	var rejected error
+	for i, el := range els {
+		err := in.run(msg.Context(), el)
+		switch {
+		case err == nil:
+		case !IsPermanent(err):
+			return err // retried, then requeued
+		case len(els) > 1 && rejected == nil:
+			rejected = fmt.Errorf("command %d of the %d in this message (the others were handled, or rejected too): %w", i+1, len(els), err)
+		case rejected == nil:
+			rejected = err
 		}
-		return in.b.execute(msg.Context(), c, func(err error) error {
-			return in.b.poison(msg, "handler_rejected", err)
-		})
 	}
-	return in.batch(msg, els)
+	return rejected
 }
 
-// check returns the element's command, or why it cannot run here.
-func (in *intake) check(el command.Element) (*command.Command, string, error) {
+// run checks el and hands its command to the handler.
+func (in *intake) run(ctx context.Context, el command.Element) error {
 	switch c := el.Command; {
 	case el.Err != nil:
-		return nil, "invalid_command", el.Err
+		return poison("invalid_command", el.Err)
 	case c.Scope == command.ScopeHost && c.Host != in.b.host:
-		return nil, "misrouted", fmt.Errorf("command for host %q reached %q's queue", c.Host, in.b.host)
+		return poison("misrouted", fmt.Errorf("command for host %q reached %q's queue", c.Host, in.b.host))
 	default:
-		return c, "", nil
+		return in.b.execute(ctx, c)
 	}
 }
 
-// batch runs the commands of one message: those of one instance in
-// message order, different instances side by side. A command rejected for
-// good is published alone to the poison queue (its neighbours are not);
-// when any command fails transiently the message is requeued, and on
-// redelivery the commands already handled or poisoned are acked as
-// duplicates (Bus.execute) while the rest run again.
-func (in *intake) batch(msg *message.Message, els []command.Element) error {
-	ctx := msg.Context()
-	errs := make([]error, len(els))
-	groups := map[string][]int{}
-	var order []string
-	type unusable struct {
-		i      int
-		reason string
-		err    error
-	}
-	var bad []unusable
-	for i, el := range els {
-		c, reason, err := in.check(el)
-		if err != nil {
-			bad = append(bad, unusable{i, reason, err})
-			continue
-		}
-		if _, ok := groups[c.InstanceUUID]; !ok {
-			order = append(order, c.InstanceUUID)
-		}
-		groups[c.InstanceUUID] = append(groups[c.InstanceUUID], i)
-	}
-	var wg sync.WaitGroup
-	for _, inst := range order {
-		wg.Go(func() {
-			for j, i := range groups[inst] {
-				errs[i] = in.b.execute(ctx, els[i].Command, func(err error) error {
-					return in.poisonOne(ctx, msg, els[i].Raw, "handler_rejected", err)
-				})
-				if errs[i] != nil { // later commands of the instance must not overtake it
-					for _, k := range groups[inst][j+1:] {
-						errs[k] = fmt.Errorf("%s command for instance %s not run: an earlier command for the instance failed", els[k].Command.Kind, inst)
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	var failed []error
-	for _, err := range errs {
-		if err != nil {
-			failed = append(failed, err)
-		}
-	}
-	if len(failed) == 0 { // parked once the rest is through: no copy per redelivery
-		for _, u := range bad {
-			if err := in.poisonOne(ctx, msg, els[u.i].Raw, u.reason, u.err); err != nil {
-				failed = append(failed, err)
-			}
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d commands of message %s failed (message requeued; commands already handled are not run again): %w",
-			len(failed), len(els), msg.UUID, errors.Join(failed...))
-	}
-	return nil
-}
-
-// poisonOne publishes one command of a batch (its JSON text) to the
-// poison queue with the reason headers the poison middleware gives a whole
-// message, and returns nil once the broker confirmed it.
-func (in *intake) poisonOne(ctx context.Context, msg *message.Message, raw []byte, reason string, cause error) error {
-	out := message.NewMessage(msg.UUID+"/"+strconv.FormatUint(in.b.poisonSeq.Add(1), 10), raw)
-	out.SetContext(ctx)
-	out.Metadata.Set(HeaderPoisonReason, reason)
-	out.Metadata.Set(middleware.ReasonForPoisonedKey, cause.Error())
-	out.Metadata.Set(middleware.PoisonedTopicKey, message.SubscribeTopicFromCtx(msg.Context()))
-	out.Metadata.Set(middleware.PoisonedHandlerKey, message.HandlerNameFromCtx(msg.Context()))
-	if err := in.poison.Publish(in.b.cfg.PoisonQueue, out); err != nil {
-		return fmt.Errorf("moving a %s command of message %s to the poison queue: %w (message requeued)", reason, msg.UUID, err)
-	}
-	in.b.m.Poisoned(reason)
-	in.b.log.Warn("command poisoned", "reason", reason, "queue", in.b.cfg.PoisonQueue, "message", msg.UUID, "err", cause)
-	return nil
-}
-
-// execute hands c to the handler with retries, once per delivery key,
-// waiting for one of the HandlerConcurrency slots. A
-// permanent failure is given to poison while the key is still owned; when
-// poison returns nil (the command is parked) the key counts as done, so a
-// redelivery does not run it again. It returns nil, poison's error, or the
-// transient error (the message is requeued).
-func (b *Bus) execute(ctx context.Context, c *command.Command, poison func(error) error) error {
+// execute hands c to the handler once per delivery key, waiting for one
+// of the HandlerConcurrency slots. It returns nil (handled, or a
+// duplicate), a Permanent error (poisoned), or a transient one (retried,
+// then requeued).
+func (b *Bus) execute(ctx context.Context, c *command.Command) error {
 	key := ""
 	if c.MessageID != "" {
 		key = c.MessageID + "/" + string(c.Kind) + "/" + c.InstanceUUID
@@ -226,7 +138,7 @@ func (b *Bus) execute(ctx context.Context, c *command.Command, poison func(error
 			return nil
 		}
 	}
-	select { // at most HandlerConcurrency handler calls, from every batch and consumer
+	select { // at most HandlerConcurrency handler calls, from every consumer
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():
 		if key != "" {
@@ -234,22 +146,29 @@ func (b *Bus) execute(ctx context.Context, c *command.Command, poison func(error
 		}
 		return fmt.Errorf("%s command for instance %s not run: %w (message requeued)", c.Kind, c.InstanceUUID, ctx.Err())
 	}
+	// done: handled; a redelivery is then acked without running it again.
+	// A command rejected for good (or panicking) is not done: should its
+	// poison publish fail, the redelivery runs it again and poisons it.
+	done := false
+	defer func() {
+		<-b.slots
+		if key != "" {
+			b.seen.end(key, done)
+		}
+	}()
 	start := time.Now()
-	err := b.withRetry(ctx, func(ctx context.Context) error { return b.handler.Handle(ctx, c) })
-	<-b.slots
+	err := b.handler.Handle(ctx, c)
 	switch {
 	case err == nil:
 		b.m.CommandHandled(string(c.Kind), "ok", time.Since(start))
 	case IsPermanent(err):
 		b.m.CommandHandled(string(c.Kind), "poisoned", time.Since(start))
-		err = poison(fmt.Errorf("%s command for instance %s: %w", c.Kind, c.InstanceUUID, err))
+		err = fmt.Errorf("%s command for instance %s: %w", c.Kind, c.InstanceUUID, err)
 	default:
 		b.m.CommandHandled(string(c.Kind), "retried", time.Since(start))
-		err = fmt.Errorf("%s command for instance %s: %w (message requeued)", c.Kind, c.InstanceUUID, err)
+		err = fmt.Errorf("%s command for instance %s: %w", c.Kind, c.InstanceUUID, err)
 	}
-	if key != "" {
-		b.seen.end(key, err == nil)
-	}
+	done = err == nil
 	return err
 }
 
@@ -267,7 +186,22 @@ func (d *direct) handle(msg *message.Message) error {
 		d.b.m.NotificationIgnored()
 		return nil
 	}
-	return d.b.execute(msg.Context(), c, func(err error) error {
-		return d.b.poison(msg, "handler_rejected", err)
-	})
+	return d.b.execute(msg.Context(), c)
+}
+
+// park moves what reached scour's unroutable queue to the poison queue
+// with its reason: a command no host queue is bound for (the host's
+// scourd never started, or its `host` differs from Nova's name for it),
+// or a message a quorum queue dead-lettered after bus.delivery_limit
+// deliveries (RabbitMQ's x-first-death-reason says which).
+func park(msg *message.Message) error {
+	why := msg.Metadata.Get("x-first-death-reason")
+	switch {
+	case why == "":
+		return poison("unroutable", errors.New("no queue is bound for the command's routing key: is scourd running on that host, with the host name Nova uses?"))
+	case strings.Contains(why, "delivery_limit"):
+		return poison("delivery_limit", fmt.Errorf("requeued more than bus.delivery_limit times from %s", msg.Metadata.Get("x-first-death-queue")))
+	default:
+		return poison("dead_lettered", fmt.Errorf("dead-lettered from %s (%s)", msg.Metadata.Get("x-first-death-queue"), why))
+	}
 }

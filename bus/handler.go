@@ -7,14 +7,16 @@ import (
 	"sync"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/notification"
 )
 
 // CommandHandler acts on a command addressed to this host (or broadcast).
 //
 // Ack discipline: the command's message is acked only after Handle returned
-// nil. An error wrapping command.ErrInvalid or marked with Permanent sends
-// the message to the poison queue (never retried); any other error is
-// retried in-process with backoff, then the message is nacked and requeued.
+// nil. An error wrapping command.ErrInvalid or marked with Permanent, or a
+// panic, sends the message to the poison queue (never retried); any other
+// error is retried in-process with backoff (bus.retry), then the message is
+// nacked and requeued.
 // Handle may therefore see a command again after a crash or a lost ack:
 // handlers must be idempotent.
 type CommandHandler interface {
@@ -40,10 +42,12 @@ func Permanent(err error) error {
 	return permanentError{err}
 }
 
-// IsPermanent reports whether err must not be retried.
+// IsPermanent reports whether err must not be retried: it goes to the
+// poison queue.
 func IsPermanent(err error) bool {
 	var p permanentError
-	return errors.As(err, &p) || errors.Is(err, command.ErrInvalid)
+	var pe *poisonError
+	return errors.As(err, &p) || errors.As(err, &pe) || errors.Is(err, command.ErrInvalid) || errors.Is(err, notification.ErrDecode)
 }
 
 // Recorder is the default CommandHandler until the real handlers are

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/metrics"
 )
@@ -26,6 +28,13 @@ import (
 // SCOUR_TEST_AMQP_URL). They FAIL when it is unreachable; only
 // `go test -short` skips them. Every test uses names of its own and
 // deletes them, because other engineers' tests share the broker.
+
+// uid is a UUID named by s (instance ids must be UUIDs).
+func uid(s string) string {
+	h := md5.Sum([]byte(s))
+	x := hex.EncodeToString(h[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
 
 func uniq() string {
 	b := make([]byte, 4)
@@ -55,7 +64,7 @@ func testConfig(t *testing.T, conn *amqp.Connection) Config {
 			return
 		}
 		defer ch.Close()
-		for _, q := range []string{cfg.NotificationsQueue, cfg.PoisonQueue, cfg.HostQueue("compute"), cfg.HostQueue("host2"), cfg.NotificationsQueue + ".compute"} {
+		for _, q := range []string{cfg.NotificationsQueue, cfg.PoisonQueue, cfg.HostQueue("compute"), cfg.HostQueue("host2"), cfg.NotificationsQueue + ".compute", cfg.UnroutableQueue()} {
 			_, _ = ch.QueueDelete(q, false, false, false)
 		}
 		_ = ch.ExchangeDelete(cfg.Nova.Exchange, false, false)
@@ -80,6 +89,13 @@ func startBus(t *testing.T, cfg Config, host string, h CommandHandler) (*Bus, *m
 	if err != nil {
 		t.Fatal(err)
 	}
+	runBus(t, b)
+	return b, m
+}
+
+// runBus runs b until the test ends and waits until it consumes.
+func runBus(t *testing.T, b *Bus) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
@@ -102,18 +118,11 @@ func startBus(t *testing.T, cfg Config, host string, h CommandHandler) (*Bus, *m
 		}
 		return b.Ready() == nil
 	})
-	return b, m
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, d, what, cond)
 }
 
 func confirmModeChannel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
@@ -213,24 +222,26 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	ctx := context.Background()
 	pub := func(key string, inner []byte) {
 		t.Helper()
-		if err := PublishOslo(ctx, ch, cfg.Nova.Exchange, key, inner); err != nil {
+		if err := oslo.Publish(ctx, ch, cfg.Nova.Exchange, key, inner); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end.json", "m-delete", func(d map[string]any) { d["uuid"] = "i-delete" }))
-	pub("versioned_notifications.info", sample(t, "versioned/instance-live_migration_post_dest-end.json", "m-dest", func(d map[string]any) { d["uuid"] = "i-dest" }))
-	pub("versioned_notifications.info", sample(t, "versioned/instance-resize_revert-end.json", "m-revert", func(d map[string]any) { d["uuid"] = "i-revert" }))
-	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end_not_scheduled.json", "m-api", func(d map[string]any) { d["uuid"] = "i-api-delete" }))
-	pub("versioned_notifications.info", sample(t, "versioned/instance-shelve_offload-end.json", "m-shelve", func(d map[string]any) { d["uuid"] = "i-shelve" }))
+	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end.json", "m-delete", func(d map[string]any) { d["uuid"] = uid("i-delete") }))
+	pub("versioned_notifications.info", sample(t, "versioned/instance-live_migration_post_dest-end.json", "m-dest", func(d map[string]any) { d["uuid"] = uid("i-dest") }))
+	pub("versioned_notifications.info", sample(t, "versioned/instance-resize_revert-end.json", "m-revert", func(d map[string]any) { d["uuid"] = uid("i-revert") }))
+	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end_not_scheduled.json", "m-api", func(d map[string]any) { d["uuid"] = uid("i-api-delete") }))
+	pub("versioned_notifications.info", sample(t, "versioned/instance-shelve_offload-end.json", "m-shelve", func(d map[string]any) { d["uuid"] = uid("i-shelve") }))
 	pub("notifications.info", sample(t, "legacy/compute.instance.volume.detach.json", "m-legacy", nil))
 	pub("versioned_notifications.info", sample(t, "versioned/instance-update.json", "m-update", nil)) // ignored
 	// garbage, and a relevant event without an instance
-	if err := PublishRaw(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info", []byte("this is not json")); err != nil {
+	if err := oslo.PublishRaw(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info", []byte("this is not json")); err != nil {
 		t.Fatal(err)
 	}
 	pub("versioned_notifications.info", []byte(`{"event_type": "instance.delete.end", "publisher_id": "nova-compute:compute", "payload": {"nova_object.data": {"host": "compute"}}}`))
+	// an instance id that is a path: rejected at decode, never retried
+	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end.json", "m-path", func(d map[string]any) { d["uuid"] = "../../etc/passwd" }))
 	// a routing key scour did not bind: never seen
-	pub("versioned_notifications.error", sample(t, "versioned/instance-delete-end.json", "m-error", func(d map[string]any) { d["uuid"] = "i-unbound" }))
+	pub("versioned_notifications.error", sample(t, "versioned/instance-delete-end.json", "m-error", func(d map[string]any) { d["uuid"] = uid("i-unbound") }))
 
 	// compute: delete, revert (broadcast), api delete (broadcast), shelve (publisher host), legacy detach.
 	// host2: post_dest, revert, api delete.
@@ -240,8 +251,8 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // nothing more may arrive
 	got := map[string]map[string][]command.Command{"compute": byInstance(compute.Commands()), "host2": byInstance(host2.Commands())}
 	want := map[string]map[string]command.Kind{
-		"compute": {"i-delete": command.KindRelease, "i-revert": command.KindRevert, "i-api-delete": command.KindRelease, "i-shelve": command.KindShelveOffload, "178b0921-8f85-4257-88b6-2e743b5a975c": command.KindVolume},
-		"host2":   {"i-dest": command.KindClaim, "i-revert": command.KindRevert, "i-api-delete": command.KindRelease},
+		"compute": {uid("i-delete"): command.KindRelease, uid("i-revert"): command.KindRevert, uid("i-api-delete"): command.KindRelease, uid("i-shelve"): command.KindShelveOffload, "178b0921-8f85-4257-88b6-2e743b5a975c": command.KindVolume},
+		"host2":   {uid("i-dest"): command.KindClaim, uid("i-revert"): command.KindRevert, uid("i-api-delete"): command.KindRelease},
 	}
 	for host, cmds := range want {
 		if len(got[host]) != len(cmds) {
@@ -254,11 +265,11 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 			}
 		}
 	}
-	if c := got["compute"]["i-revert"]; len(c) == 1 && c[0].Scope != command.ScopeBroadcast {
+	if c := got["compute"][uid("i-revert")]; len(c) == 1 && c[0].Scope != command.ScopeBroadcast {
 		t.Errorf("resize_revert must be a broadcast: %+v", c[0])
 	}
 
-	waitFor(t, 10*time.Second, "2 poisoned messages", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 2 })
+	waitFor(t, 10*time.Second, "3 poisoned messages", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 3 })
 	reasons := map[string]string{}
 	for _, d := range getAll(t, conn, cfg.PoisonQueue) {
 		reasons[fmt.Sprint(d.Headers[HeaderPoisonReason])] = string(d.Body)
@@ -269,8 +280,11 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	if reasons["not_json"] != "this is not json" {
 		t.Errorf("garbage not poisoned byte-exact with reason not_json: %q", reasons)
 	}
-	if _, ok := reasons["missing_instance_uuid"]; !ok || len(reasons) != 2 {
-		t.Errorf("poison reasons %v, want not_json and missing_instance_uuid", keys(reasons))
+	if !strings.Contains(reasons["invalid_id"], "../../etc/passwd") {
+		t.Errorf("the path instance id was not poisoned with reason invalid_id: %q", reasons)
+	}
+	if _, ok := reasons["missing_instance_uuid"]; !ok || len(reasons) != 3 {
+		t.Errorf("poison reasons %v, want not_json, missing_instance_uuid and invalid_id", keys(reasons))
 	}
 	// Everything was acked: nothing left in scour's queues.
 	for _, q := range []string{cfg.NotificationsQueue, cfg.HostQueue("compute"), cfg.HostQueue("host2")} {
@@ -278,7 +292,20 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 			t.Errorf("%s still holds %d messages", q, n)
 		}
 	}
-	_ = mCompute
+	// watermill's router metrics, under the names dashboards use
+	names := map[string]bool{}
+	mfs, err := mCompute.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"scour_watermill_handler_execution_time_seconds", "scour_watermill_subscriber_messages_received_total"} {
+		if !names[n] {
+			t.Errorf("metric %s missing", n)
+		}
+	}
 }
 
 func keys[V any](m map[string]V) []string {
@@ -360,7 +387,7 @@ func (f *flaky) Handle(ctx context.Context, c *command.Command) error {
 	k := f.fails[c.InstanceUUID]
 	f.mu.Unlock()
 	switch {
-	case strings.HasPrefix(c.InstanceUUID, "perm-"):
+	case c.InstanceUUID == uid("perm-1"):
 		return Permanent(errors.New("device retired"))
 	case k <= f.n:
 		return errors.New("placement unavailable")
@@ -377,9 +404,8 @@ func TestHandlerErrorClassification(t *testing.T) {
 	ch := confirmModeChannel(t, conn)
 	ctx := context.Background()
 	for _, id := range []string{"transient-1", "perm-1"} {
-		id := id
-		if err := PublishOslo(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info",
-			sample(t, "versioned/instance-delete-end.json", "m-"+id, func(d map[string]any) { d["uuid"] = id })); err != nil {
+		if err := oslo.Publish(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info",
+			sample(t, "versioned/instance-delete-end.json", "m-"+id, func(d map[string]any) { d["uuid"] = uid(id) })); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -391,11 +417,11 @@ func TestHandlerErrorClassification(t *testing.T) {
 		t.Fatalf("poison queue: %v", d)
 	}
 	var c command.Command
-	if err := json.Unmarshal(d[0].Body, &c); err != nil || c.InstanceUUID != "perm-1" {
+	if err := json.Unmarshal(d[0].Body, &c); err != nil || c.InstanceUUID != uid("perm-1") {
 		t.Errorf("poisoned body %s: %v", d[0].Body, err)
 	}
 	h.mu.Lock()
-	if h.fails["perm-1"] != 1 || h.fails["transient-1"] != 4 {
+	if h.fails[uid("perm-1")] != 1 || h.fails[uid("transient-1")] != 4 {
 		t.Errorf("calls: %v (want perm-1 once, transient-1 4 times)", h.fails)
 	}
 	h.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/metrics"
 )
@@ -33,17 +34,17 @@ func TestDirectMode(t *testing.T) {
 	ch := confirmModeChannel(t, conn)
 	ctx := context.Background()
 	pub := func(inner []byte) {
-		if err := PublishOslo(ctx, ch, cfg.Nova.Exchange, "notifications-compute.info", inner); err != nil {
+		if err := oslo.Publish(ctx, ch, cfg.Nova.Exchange, "notifications-compute.info", inner); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pub(sample(t, "versioned/instance-live_migration_post_dest-end.json", "m-other", func(d map[string]any) { d["uuid"] = "i-other" })) // host2
-	pub(sample(t, "versioned/instance-delete-end.json", "m-mine", func(d map[string]any) { d["uuid"] = "i-mine" }))
-	pub(sample(t, "versioned/instance-resize_revert-end.json", "m-revert", func(d map[string]any) { d["uuid"] = "i-revert" }))
+	pub(sample(t, "versioned/instance-live_migration_post_dest-end.json", "m-other", func(d map[string]any) { d["uuid"] = uid("i-other") })) // host2
+	pub(sample(t, "versioned/instance-delete-end.json", "m-mine", func(d map[string]any) { d["uuid"] = uid("i-mine") }))
+	pub(sample(t, "versioned/instance-resize_revert-end.json", "m-revert", func(d map[string]any) { d["uuid"] = uid("i-revert") }))
 	waitFor(t, 10*time.Second, "two commands", func() bool { return len(rec.Commands()) == 2 })
 	time.Sleep(200 * time.Millisecond)
 	got := byInstance(rec.Commands())
-	if len(got["i-mine"]) != 1 || len(got["i-revert"]) != 1 || len(got["i-other"]) != 0 {
+	if len(got[uid("i-mine")]) != 1 || len(got[uid("i-revert")]) != 1 || len(got[uid("i-other")]) != 0 {
 		t.Errorf("direct mode handled %v", got)
 	}
 	dch, err := conn.Channel()
@@ -82,7 +83,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	go func() { done <- b.Run(ctx) }()
 	waitFor(t, 20*time.Second, "ready", func() bool { return b.Ready() == nil })
 	ch := confirmModeChannel(t, conn)
-	if err := PublishOslo(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
+	if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
 		sample(t, "versioned/instance-delete-end.json", "m-slow", nil)); err != nil {
 		t.Fatal(err)
 	}

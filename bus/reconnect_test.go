@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 )
 
@@ -16,19 +17,14 @@ import (
 func cutConnection(t *testing.T, b *Bus) {
 	t.Helper()
 	b.mu.Lock()
-	d := b.dialer
+	conn := b.conn
 	b.mu.Unlock()
-	d.mu.Lock()
-	old := d.last
-	err := old.Close()
-	d.mu.Unlock()
-	if err != nil {
+	old := conn.Socket()
+	if err := old.Close(); err != nil {
 		t.Fatalf("closing the socket: %v", err)
 	}
 	waitFor(t, 60*time.Second, "a new connection", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.last != old && b.Ready() == nil
+		return conn.Socket() != old && b.Ready() == nil
 	})
 }
 
@@ -42,8 +38,8 @@ func TestNoLossNoDuplicateAcrossConnectionLoss(t *testing.T) {
 	published := make(chan error, 1)
 	go func() {
 		for i := range n {
-			id := fmt.Sprintf("inst-%04d", i)
-			if err := PublishOslo(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
+			id := uid(fmt.Sprintf("inst-%04d", i))
+			if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
 				sample(t, "versioned/instance-delete-end.json", "msg-"+id, func(d map[string]any) { d["uuid"] = id })); err != nil {
 				published <- err
 				return

@@ -57,6 +57,7 @@ type channel interface {
 	ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp.Table) error
 	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp.Table) (amqp.Queue, error)
 	QueueBind(name, key, exchange string, noWait bool, args amqp.Table) error
+	QueueUnbind(name, key, exchange string, args amqp.Table) error
 }
 
 // topology declares scour's side of the broker. Every declaration is
@@ -116,8 +117,31 @@ func (t *topology) notifications(ch channel) error {
 	return nil
 }
 
-// UnroutableExchange is the alternate exchange of scour's command exchange.
+// UnroutableExchange is the alternate exchange of scour's command exchange
+// and the dead-letter exchange of its quorum queues.
 func (c *Config) UnroutableExchange() string { return c.Exchange + ".unroutable" }
+
+// UnroutableQueue is the queue bound to UnroutableExchange (same name):
+// scourd moves what arrives there to the poison queue with its reason.
+func (c *Config) UnroutableQueue() string { return c.UnroutableExchange() }
+
+// declareFor declares queue and everything it needs (exchanges, bindings,
+// the dead-letter path). Run before every (re)subscription: Nova's
+// exchange is not durable by default, so after a broker restart it and
+// our bindings to it exist again only because we re-declare them.
+func (t *topology) declareFor(ch channel, queue string) error {
+	switch queue {
+	case t.queue:
+		return t.notifications(ch)
+	case t.cfg.HostQueue(t.host):
+		return t.hostQueue(ch)
+	case t.cfg.UnroutableQueue():
+		return t.deadLetter(ch)
+	case t.cfg.PoisonQueue:
+		return t.poison(ch)
+	}
+	return fmt.Errorf("no topology for queue %q", queue)
+}
 
 // commandExchange declares scour's own durable topic exchange, with an
 // alternate exchange that sends every command no queue is bound for (a
@@ -154,9 +178,11 @@ func (t *topology) hostQueue(ch channel) error {
 	return nil
 }
 
-// deadLetter declares the fanout exchange that leads to the poison queue:
-// the command exchange's alternate exchange and the quorum queues'
-// dead-letter exchange.
+// deadLetter declares the fanout exchange that is the command exchange's
+// alternate exchange and the quorum queues' dead-letter exchange, and the
+// unroutable queue bound to it, which scourd empties into the poison queue
+// with a reason header (park). Earlier releases bound the poison queue to
+// the exchange directly, without a reason; that binding is removed.
 func (t *topology) deadLetter(ch channel) error {
 	ae := t.cfg.UnroutableExchange()
 	if err := ch.ExchangeDeclare(ae, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
@@ -166,14 +192,24 @@ func (t *topology) deadLetter(ch channel) error {
 	if err := t.poison(ch); err != nil {
 		return err
 	}
-	if err := ch.QueueBind(t.cfg.PoisonQueue, "", ae, false, nil); err != nil {
-		return asTopologyError(err, "binding "+t.cfg.PoisonQueue+" to "+ae, "bus.poison_queue", "check the broker user's permissions")
+	q := t.cfg.UnroutableQueue()
+	if err := t.declare(ch, q, "bus.exchange", t.queueArgs()); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(q, "", ae, false, nil); err != nil {
+		return asTopologyError(err, "binding "+q+" to "+ae, "bus.exchange", "check the broker user's permissions")
+	}
+	if err := ch.QueueUnbind(t.cfg.PoisonQueue, "", ae, nil); err != nil {
+		return asTopologyError(err, "unbinding "+t.cfg.PoisonQueue+" from "+ae, "bus.poison_queue", "check the broker user's permissions")
 	}
 	return nil
 }
 
 // poison declares the poison queue (durable; classic or quorum like the
 // others, without a delivery limit: nothing consumes it).
+//
+// The unroutable queue is declared the same way: without a dead-letter
+// exchange of its own (which would loop back to it).
 func (t *topology) poison(ch channel) error {
 	return t.declare(ch, t.cfg.PoisonQueue, "bus.poison_queue", t.queueArgs())
 }

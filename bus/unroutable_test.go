@@ -11,13 +11,14 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 )
 
 // A command for a host whose queue nobody declared (its scourd never
 // started, or its `host` differs from Nova's name for it) is not silently
 // dropped by the broker: the command exchange's alternate exchange puts it
-// in the poison queue.
+// in the poison queue, with reason "unroutable".
 func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
 	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
@@ -28,13 +29,13 @@ func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
 	ctx := context.Background()
 	pub := func(uuid, host string) {
 		t.Helper()
-		if err := PublishOslo(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info",
+		if err := oslo.Publish(ctx, ch, cfg.Nova.Exchange, "versioned_notifications.info",
 			sample(t, "versioned/instance-delete-end.json", "m-"+uuid, func(d map[string]any) { d["uuid"], d["host"] = uuid, host })); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pub("i-known", "compute")
-	pub("i-unknown", "compute-nobody-runs")
+	pub(uid("i-known"), "compute")
+	pub(uid("i-unknown"), "compute-nobody-runs")
 
 	waitFor(t, 20*time.Second, "the known host's command", func() bool { return len(compute.Commands()) >= 1 })
 	waitFor(t, 10*time.Second, "the unroutable command in the poison queue", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 1 })
@@ -46,8 +47,11 @@ func TestCommandForUnknownHostLandsInPoisonQueue(t *testing.T) {
 	if err := json.Unmarshal(msgs[0].Body, &c); err != nil {
 		t.Fatalf("poisoned message is not a command: %v: %s", err, msgs[0].Body)
 	}
-	if c.InstanceUUID != "i-unknown" || c.Host != "compute-nobody-runs" {
+	if c.InstanceUUID != uid("i-unknown") || c.Host != "compute-nobody-runs" {
 		t.Errorf("poisoned command %+v, want the one for compute-nobody-runs", c)
+	}
+	if r := msgs[0].Headers[HeaderPoisonReason]; r != "unroutable" {
+		t.Errorf("poisoned command has reason %v, want unroutable (headers %v)", r, msgs[0].Headers)
 	}
 	if n := queueDepth(t, conn, cfg.NotificationsQueue); n != 0 {
 		t.Errorf("notifications queue holds %d messages: the notification must be acked", n)
@@ -72,15 +76,18 @@ func TestDeliveryLimitDeadLettersToPoison(t *testing.T) {
 	h := &alwaysDown{}
 	startBus(t, cfg, "compute", h)
 	ch := confirmModeChannel(t, conn)
-	if err := PublishOslo(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
-		sample(t, "versioned/instance-delete-end.json", "m-down", func(d map[string]any) { d["uuid"] = "i-down" })); err != nil {
+	if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, "versioned_notifications.info",
+		sample(t, "versioned/instance-delete-end.json", "m-down", func(d map[string]any) { d["uuid"] = uid("i-down") })); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the command dead-lettered to the poison queue", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 1 })
 	msgs := getAll(t, conn, cfg.PoisonQueue)
 	var c command.Command
-	if len(msgs) != 1 || json.Unmarshal(msgs[0].Body, &c) != nil || c.InstanceUUID != "i-down" {
+	if len(msgs) != 1 || json.Unmarshal(msgs[0].Body, &c) != nil || c.InstanceUUID != uid("i-down") {
 		t.Fatalf("poison queue: %d messages, first %q; want the i-down command", len(msgs), firstBody(msgs))
+	}
+	if r := msgs[0].Headers[HeaderPoisonReason]; r != "delivery_limit" {
+		t.Errorf("dead-lettered command has reason %v, want delivery_limit (headers %v)", r, msgs[0].Headers)
 	}
 	if n := queueDepth(t, conn, cfg.HostQueue("compute")); n != 0 {
 		t.Errorf("host queue still holds %d messages", n)

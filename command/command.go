@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Version is the schema version of Command written by this binary. A
@@ -114,6 +116,18 @@ func (c *Command) Validate() error {
 	if c.Kind != KindReconcile && c.InstanceUUID == "" {
 		errs = append(errs, fmt.Errorf("%s command without instance_uuid", c.Kind))
 	}
+	if c.InstanceUUID != "" && !IsUUID(c.InstanceUUID) {
+		errs = append(errs, fmt.Errorf("instance_uuid %.40q is not a UUID", c.InstanceUUID))
+	}
+	ids := c.Volumes
+	if v := c.Volume; v != nil {
+		ids = append([]string{v.VolumeID, v.OldVolumeID, v.NewVolumeID}, ids...)
+	}
+	for _, id := range ids {
+		if id != "" && !IsUUID(id) {
+			errs = append(errs, fmt.Errorf("volume id %.40q is not a UUID", id))
+		}
+	}
 	if c.Kind == KindVolume && c.Volume == nil {
 		errs = append(errs, errors.New("volume command without volume change"))
 	}
@@ -123,36 +137,15 @@ func (c *Command) Validate() error {
 	return nil
 }
 
-// MaxBatch is the most commands one message on scour's exchange carries.
-const MaxBatch = 256
+// MaxBytes bounds a command message body (a command is a few hundred
+// bytes; an array of the rolling-upgrade form at most MaxArray of them).
+const MaxBytes = 1 << 20
 
-// A message on scour's exchange carries one command as a JSON object, or
-// several commands for the same routing key as a JSON array of such
-// objects: under load the dispatcher sends every command it has for a host
-// in one broker-confirmed message instead of one message each (see
-// bus.batcher). A single command is always sent as an object, so the common
-// case, and whatever lands in the poison queue on its own, reads the same.
+// MaxArray is the most commands an array-form message may carry.
+const MaxArray = 256
 
-// MarshalBatch encodes cs (1..MaxBatch commands, already marshalled with
-// Marshal) as one message body.
-func MarshalBatch(cs [][]byte) ([]byte, error) {
-	switch {
-	case len(cs) == 0 || len(cs) > MaxBatch:
-		return nil, fmt.Errorf("a batch holds 1 to %d commands, not %d", MaxBatch, len(cs))
-	case len(cs) == 1:
-		return cs[0], nil
-	}
-	n := len(cs) + 1
-	for _, c := range cs {
-		n += len(c)
-	}
-	out := make([]byte, 0, n)
-	for i, c := range cs {
-		out = append(out, "[,"[min(i, 1)]) // "[" before the first, "," between
-		out = append(out, c...)
-	}
-	return append(out, ']'), nil
-}
+// Marshal encodes c as one message body: one command per message.
+func Marshal(c *Command) ([]byte, error) { return json.Marshal(c) }
 
 // Element is one command of a message: Raw is its JSON text, and either
 // Command is set or Err (wrapping ErrInvalid) says why it cannot be used.
@@ -162,19 +155,18 @@ type Element struct {
 	Err     error
 }
 
-// UnmarshalBatch decodes a message body: one command object or a non-empty
-// array of them. Each element is decoded and validated on its own, so one
-// invalid command does not take its neighbours with it. err (wrapping
-// ErrInvalid) is set only when the body as a whole is neither form.
-func UnmarshalBatch(b []byte) ([]Element, error) {
-	if els, ok := fastBatch(b); ok {
-		return els, nil
+// Decode decodes a message body from scour's exchange. The current form is
+// one command object. For the rolling upgrade from releases that batched
+// commands (scourd before issue 18 sent a JSON array of up to 256 commands
+// for one host in one message), a non-empty array is also accepted and
+// yields one element per command, each decoded and validated on its own.
+// The array form is accepted by this release only: the next release
+// (scour 0.3) removes it, once no older dispatcher can still be running.
+// err (wrapping ErrInvalid) is set when the body as a whole is neither form.
+func Decode(b []byte) ([]Element, error) {
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalid, len(b), MaxBytes)
 	}
-	return slowBatch(b)
-}
-
-// slowBatch is UnmarshalBatch with encoding/json.
-func slowBatch(b []byte) ([]Element, error) {
 	body := bytes.TrimLeft(b, " \t\r\n")
 	if len(body) == 0 || body[0] != '[' {
 		c, err := Unmarshal(b)
@@ -184,8 +176,8 @@ func slowBatch(b []byte) ([]Element, error) {
 	if err := json.Unmarshal(body, &raws); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON array of commands: %w", ErrInvalid, err)
 	}
-	if len(raws) == 0 || len(raws) > MaxBatch {
-		return nil, fmt.Errorf("%w: a batch holds 1 to %d commands, this one %d", ErrInvalid, MaxBatch, len(raws))
+	if len(raws) == 0 || len(raws) > MaxArray {
+		return nil, fmt.Errorf("%w: an array holds 1 to %d commands, this one %d", ErrInvalid, MaxArray, len(raws))
 	}
 	out := make([]Element, len(raws))
 	for i, raw := range raws {
@@ -206,3 +198,7 @@ func Unmarshal(b []byte) (*Command, error) {
 	}
 	return &c, nil
 }
+
+// IsUUID reports whether s is a UUID in its canonical 36-character form
+// (8-4-4-4-12 hexadecimal digits), as Nova and Cinder write ids.
+func IsUUID(s string) bool { return len(s) == 36 && uuid.Validate(s) == nil }

@@ -16,7 +16,7 @@ func valid() *Command {
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	c := valid()
-	c.Volume = &VolumeChange{Action: "detach", VolumeID: "v1", IsRoot: true}
+	c.Volume = &VolumeChange{Action: "detach", VolumeID: "a07f71dc-8151-4e7d-a0cc-cd24a3f11113", IsRoot: true}
 	b, err := Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -82,55 +82,42 @@ func TestUnmarshalRejectsGarbage(t *testing.T) {
 	}
 }
 
-// A batch round-trips in order; one command stays a plain object (what a
-// single message, and the poison queue, always showed).
-func TestBatchRoundTrip(t *testing.T) {
+// The rolling-upgrade array form (what batching dispatchers sent) decodes
+// into its commands in order; a single command is one element.
+func TestDecodeArrayForm(t *testing.T) {
 	t.Parallel()
-	var raws [][]byte
-	for _, id := range []string{"i-1", "i-2", "i-3"} {
+	ids := []string{"178b0921-8f85-4257-88b6-2e743b5a9751", "178b0921-8f85-4257-88b6-2e743b5a9752", "178b0921-8f85-4257-88b6-2e743b5a9753"}
+	var raws []string
+	for _, id := range ids {
 		c := valid()
 		c.InstanceUUID = id
 		b, err := Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		raws = append(raws, b)
+		raws = append(raws, string(b))
 	}
-	one, err := MarshalBatch(raws[:1])
-	if err != nil || string(one) != string(raws[0]) {
-		t.Fatalf("batch of one = %s, %v; want the command object itself", one, err)
-	}
-	body, err := MarshalBatch(raws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	els, err := UnmarshalBatch(body)
+	els, err := Decode([]byte("[" + strings.Join(raws, ",") + "]"))
 	if err != nil || len(els) != 3 {
-		t.Fatalf("UnmarshalBatch: %d elements, %v", len(els), err)
+		t.Fatalf("Decode: %d elements, %v", len(els), err)
 	}
-	for i, want := range []string{"i-1", "i-2", "i-3"} {
-		if els[i].Err != nil || els[i].Command.InstanceUUID != want || string(els[i].Raw) != string(raws[i]) {
+	for i, want := range ids {
+		if els[i].Err != nil || els[i].Command.InstanceUUID != want || string(els[i].Raw) != raws[i] {
 			t.Errorf("element %d: %+v", i, els[i])
 		}
 	}
-	els, err = UnmarshalBatch(one)
-	if err != nil || len(els) != 1 || els[0].Command == nil || els[0].Command.InstanceUUID != "i-1" {
+	els, err = Decode([]byte(raws[0]))
+	if err != nil || len(els) != 1 || els[0].Command == nil || els[0].Command.InstanceUUID != ids[0] {
 		t.Errorf("single command: %+v, %v", els, err)
-	}
-	if _, err := MarshalBatch(nil); err == nil {
-		t.Error("empty batch accepted")
-	}
-	if _, err := MarshalBatch(make([][]byte, MaxBatch+1)); err == nil {
-		t.Error("oversized batch accepted")
 	}
 }
 
 // One invalid element is reported on its own; the body as a whole is
 // rejected only when it is neither a command nor an array of them.
-func TestBatchInvalidElements(t *testing.T) {
+func TestDecodeInvalidElements(t *testing.T) {
 	t.Parallel()
 	good, _ := Marshal(valid())
-	els, err := UnmarshalBatch([]byte(` [` + string(good) + `, {"version": 9, "kind": "teleport"}, null, 7]`))
+	els, err := Decode([]byte(` [` + string(good) + `, {"version": 9, "kind": "teleport"}, null, 7]`))
 	if err != nil || len(els) != 4 {
 		t.Fatalf("%d elements, %v", len(els), err)
 	}
@@ -145,13 +132,90 @@ func TestBatchInvalidElements(t *testing.T) {
 	if !strings.Contains(els[1].Err.Error(), `unknown kind "teleport"`) {
 		t.Errorf("element 1 error %q does not say why", els[1].Err)
 	}
-	for _, body := range []string{`[]`, `[`, `[1,`, strings.Repeat(" ", 3) + "[" + strings.TrimSuffix(strings.Repeat(string(good)+",", MaxBatch+1), ",") + "]"} {
-		if _, err := UnmarshalBatch([]byte(body)); !errors.Is(err, ErrInvalid) {
+	for _, body := range []string{`[]`, `[`, `[1,`, strings.Repeat(" ", 3) + "[" + strings.TrimSuffix(strings.Repeat(string(good)+",", MaxArray+1), ",") + "]",
+		"[" + strings.Repeat(" ", MaxBytes) + "]"} {
+		if _, err := Decode([]byte(body)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("body %.40q: err %v, want ErrInvalid", body, err)
 		}
 	}
-	els, err = UnmarshalBatch([]byte(`{"kind": 1}`))
+	els, err = Decode([]byte(`{"kind": 1}`))
 	if err != nil || len(els) != 1 || !errors.Is(els[0].Err, ErrInvalid) {
 		t.Errorf("invalid single command: %+v, %v", els, err)
 	}
+}
+
+// Ids are checked at decode: a path, or anything else that is not a UUID,
+// in an instance or volume id makes the command invalid (poisoned, never
+// retried against Placement).
+func TestDecodeRejectsNonUUIDIDs(t *testing.T) {
+	t.Parallel()
+	for name, mod := range map[string]func(*Command){
+		"instance path":    func(c *Command) { c.InstanceUUID = "../../etc/passwd" },
+		"instance short":   func(c *Command) { c.InstanceUUID = "178b0921-8f85-4257-88b6-2e743b5a975" },
+		"instance bad hex": func(c *Command) { c.InstanceUUID = "178b0921-8f85-4257-88b6-2e743b5a975g" },
+		"volume": func(c *Command) {
+			c.Kind = KindVolume
+			c.Volume = &VolumeChange{Action: "attach", VolumeID: "v1"}
+		},
+		"block device volume": func(c *Command) { c.Volumes = []string{"a07f71dc-8151-4e7d-a0cc-cd24a3f11113", "/dev/vda"} },
+	} {
+		c := valid()
+		mod(c)
+		b, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		els, err := Decode(b)
+		if err != nil || len(els) != 1 || !errors.Is(els[0].Err, ErrInvalid) || !strings.Contains(els[0].Err.Error(), "is not a UUID") {
+			t.Errorf("%s: %+v, %v; want ErrInvalid naming the id", name, els, err)
+		}
+	}
+}
+
+// FuzzDecode: the plain decoder never panics, every rejection is
+// ErrInvalid, and every command it returns is valid and re-encodes to a
+// body that decodes to the same command.
+func FuzzDecode(f *testing.F) {
+	c := valid()
+	c.MessageID, c.RequestID, c.Node = "m-1", "req-1", "node-1"
+	c.Volumes = []string{"a07f71dc-8151-4e7d-a0cc-cd24a3f11113"}
+	one, _ := Marshal(c)
+	c.Kind = KindVolume
+	c.Volume = &VolumeChange{Action: "swap", OldVolumeID: "a07f71dc-8151-4e7d-a0cc-cd24a3f11113", NewVolumeID: "227cc671-f30b-4488-96fd-7d0bf13648d8", IsRoot: true}
+	two, _ := Marshal(c)
+	for _, s := range []string{
+		string(one), string(two), "[" + string(one) + "," + string(two) + "]",
+		`[` + string(one) + `, {"version": 2}]`, `{"version":1,"kind":"release","kind":"claim"}`,
+		`{"version":"1"}`, `{"instance_uuid":"../../etc/passwd"}`, `[]`, `[1]`, `{} x`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		els, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		for i, el := range els {
+			if el.Err != nil {
+				if !errors.Is(el.Err, ErrInvalid) || el.Command != nil {
+					t.Fatalf("element %d: %+v", i, el)
+				}
+				continue
+			}
+			if err := el.Command.Validate(); err != nil {
+				t.Fatalf("element %d decoded but invalid: %v", i, err)
+			}
+			again, err := Marshal(el.Command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Unmarshal(again)
+			if err != nil || !back.Timestamp.Equal(el.Command.Timestamp) || back.InstanceUUID != el.Command.InstanceUUID || back.Kind != el.Command.Kind {
+				t.Fatalf("element %d does not round-trip: %+v, %v", i, back, err)
+			}
+		}
+	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/hardware"
@@ -130,7 +131,7 @@ func (c *Config) Validate() error {
 // brokerPorts reports each host of bus.url whose port is not a TCP port
 // (the URL parser keeps whatever follows the colon).
 func brokerPorts(raw string) []error {
-	u, err := bus.ParseBrokerURL(raw)
+	u, err := broker.ParseURL(raw)
 	if err != nil {
 		return nil // bus.url's own error is reported by the bus section
 	}
@@ -146,16 +147,16 @@ func brokerPorts(raw string) []error {
 
 // Redacted returns a copy safe to log: secrets replaced.
 func (c Config) Redacted() Config {
-	if u, err := bus.ParseBrokerURL(c.Bus.URL); err == nil {
+	if u, err := broker.ParseURL(c.Bus.URL); err == nil {
 		c.Bus.URL = u.String()
 	} else {
-		c.Bus.URL = bus.Redact(c.Bus.URL)
+		c.Bus.URL = broker.Redact(c.Bus.URL)
 	}
 	if c.Placement.Token != "" {
 		c.Placement.Token = "(hidden)"
 	}
 	if c.Claims.DSN != "" {
-		c.Claims.DSN = bus.Redact(c.Claims.DSN)
+		c.Claims.DSN = broker.Redact(c.Claims.DSN)
 	}
 	return c
 }

@@ -36,7 +36,6 @@ type Metrics struct {
 	poisoned   *prometheus.CounterVec
 	dispatched *prometheus.CounterVec
 	handled    *prometheus.HistogramVec
-	batch      prometheus.Histogram
 
 	mu         sync.Mutex
 	eventTypes map[string]struct{}
@@ -70,11 +69,6 @@ func New() *Metrics {
 			Help:    "Time the command handler took, by kind and outcome (ok, retried, poisoned, duplicate).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"kind", "outcome"}),
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "scour", Subsystem: "commands", Name: "batch_size",
-			Help:    "Commands per message published to scour's exchange (commands that wait at the same time for the same host share one message).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 9), // 1 .. 256 (command.MaxBatch)
-		}),
 		eventTypes: map[string]struct{}{},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -87,7 +81,7 @@ func New() *Metrics {
 	for _, r := range PoisonReasons {
 		m.poisoned.WithLabelValues(r)
 	}
-	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.batch, buildInfo,
+	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -97,8 +91,8 @@ func New() *Metrics {
 var PoisonReasons = []string{
 	"too_large", "invalid_utf8", "not_json", "truncated", "not_object", "unknown_oslo_version",
 	"envelope_message_not_string", "missing_event_type", "invalid_field", "bad_timestamp", "bad_payload",
-	"missing_instance_uuid", "missing_volume_id", "invalid_command", "unroutable",
-	"misrouted", "handler_rejected", "panic",
+	"missing_instance_uuid", "missing_volume_id", "invalid_id", "invalid_command", "unroutable",
+	"delivery_limit", "dead_lettered", "misrouted", "handler_rejected", "panic",
 }
 
 // Registerer registers on the registry and remembers the metric names,
@@ -170,9 +164,6 @@ func (m *Metrics) Poisoned(reason string) { m.poisoned.WithLabelValues(reason).I
 func (m *Metrics) CommandDispatched(kind, scope string) {
 	m.dispatched.WithLabelValues(kind, scope).Inc()
 }
-
-// CommandBatch observes the size of one confirmed command message.
-func (m *Metrics) CommandBatch(n int) { m.batch.Observe(float64(n)) }
 
 // CommandHandled observes one handler run.
 func (m *Metrics) CommandHandled(kind, outcome string, d time.Duration) {

@@ -24,6 +24,7 @@ const (
 	ReasonBadPayload         Reason = "bad_payload"           // payload of a relevant event is not an object
 	ReasonMissingInstance    Reason = "missing_instance_uuid" // relevant event without instance uuid
 	ReasonMissingVolume      Reason = "missing_volume_id"     // volume event without its volume id(s)
+	ReasonInvalidID          Reason = "invalid_id"            // instance or volume id is not a UUID
 	ReasonInvalidCommand     Reason = "invalid_command"       // dispatch produced an invalid command
 	ReasonUndeliverableRoute Reason = "unroutable"            // no host and broadcast not allowed
 )

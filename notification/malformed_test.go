@@ -4,13 +4,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/scour-project/scour/internal/oslo"
 )
 
 func TestMalformed(t *testing.T) {
 	t.Parallel()
-	good := `{"event_type": "instance.delete.end", "publisher_id": "nova-compute:c1", "payload": {"nova_object.data": {"uuid": "u1", "host": "c1"}}}`
+	good := `{"event_type": "instance.delete.end", "publisher_id": "nova-compute:c1", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c", "host": "c1"}}}`
 	env := func(inner string) string {
-		b, err := EncodeOslo([]byte(inner))
+		b, err := oslo.Encode([]byte(inner))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,8 +51,12 @@ func TestMalformed(t *testing.T) {
 		{"payload field wrong type", env(`{"event_type": "instance.delete.end", "payload": {"nova_object.data": {"uuid": 5}}}`), ReasonInvalidField},
 		{"missing uuid versioned", env(`{"event_type": "instance.delete.end", "payload": {"nova_object.data": {"host": "c1"}}}`), ReasonMissingInstance},
 		{"missing uuid legacy", env(`{"event_type": "compute.instance.delete.end", "payload": {"host": "c1"}}`), ReasonMissingInstance},
-		{"attach without volume", env(`{"event_type": "instance.volume_attach.end", "payload": {"nova_object.data": {"uuid": "u1"}}}`), ReasonMissingVolume},
-		{"swap without new volume", env(`{"event_type": "instance.volume_swap.end", "payload": {"nova_object.data": {"uuid": "u1", "old_volume_id": "v"}}}`), ReasonMissingVolume},
+		{"attach without volume", env(`{"event_type": "instance.volume_attach.end", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c"}}}`), ReasonMissingVolume},
+		{"instance uuid is a path", env(`{"event_type": "instance.delete.end", "payload": {"nova_object.data": {"uuid": "../../etc/passwd"}}}`), ReasonInvalidID},
+		{"legacy instance id not a uuid", env(`{"event_type": "compute.instance.delete.end", "payload": {"instance_id": "i-1"}}`), ReasonInvalidID},
+		{"volume id not a uuid", env(`{"event_type": "instance.volume_attach.end", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c", "volume_id": "../v"}}}`), ReasonInvalidID},
+		{"block device volume not a uuid", env(`{"event_type": "instance.delete.end", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c", "block_devices": [{"nova_object.data": {"volume_id": "x"}}]}}}`), ReasonInvalidID},
+		{"swap without new volume", env(`{"event_type": "instance.volume_swap.end", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c", "old_volume_id": "a07f71dc-8151-4e7d-a0cc-cd24a3f11113"}}}`), ReasonMissingVolume},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,9 +86,9 @@ func TestMalformed(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add([]byte(`{"oslo.version": "2.0", "oslo.message": "{\"event_type\": \"instance.delete.end\", \"payload\": {\"nova_object.data\": {\"uuid\": \"u\", \"host\": null}}, \"publisher_id\": \"nova-api:x\"}"}`))
-	f.Add([]byte(`{"event_type": "compute.instance.volume.attach", "publisher_id": "compute.c1", "payload": {"instance_id": "u", "volume_id": "v"}}`))
-	f.Add([]byte(`{"event_type": "instance.volume_swap.end", "payload": {"nova_object.data": {"uuid": "u", "old_volume_id": "a", "new_volume_id": "b", "block_devices": [{"nova_object.data": {"volume_id": "b", "boot_index": 0}}]}}}`))
+	f.Add([]byte(`{"oslo.version": "2.0", "oslo.message": "{\"event_type\": \"instance.delete.end\", \"payload\": {\"nova_object.data\": {\"uuid\": \"178b0921-8f85-4257-88b6-2e743b5a975c\", \"host\": null}}, \"publisher_id\": \"nova-api:x\"}"}`))
+	f.Add([]byte(`{"event_type": "compute.instance.volume.attach", "publisher_id": "compute.c1", "payload": {"instance_id": "178b0921-8f85-4257-88b6-2e743b5a975c", "volume_id": "a07f71dc-8151-4e7d-a0cc-cd24a3f11113"}}`))
+	f.Add([]byte(`{"event_type": "instance.volume_swap.end", "payload": {"nova_object.data": {"uuid": "178b0921-8f85-4257-88b6-2e743b5a975c", "old_volume_id": "a07f71dc-8151-4e7d-a0cc-cd24a3f11113", "new_volume_id": "227cc671-f30b-4488-96fd-7d0bf13648d8", "block_devices": [{"nova_object.data": {"volume_id": "227cc671-f30b-4488-96fd-7d0bf13648d8", "boot_index": 0}}]}}}`))
 	f.Add([]byte(`{"oslo.version": "2.0", "oslo.message": 1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ev, err := Decode(body)

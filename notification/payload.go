@@ -3,6 +3,8 @@ package notification
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/scour-project/scour/command"
 )
 
 // instanceFields are the payload fields scour reads. Versioned payloads
@@ -29,7 +31,6 @@ type blockDevice struct {
 		DeviceName string `json:"device_name"`
 		BootIndex  *int   `json:"boot_index"`
 	} `json:"nova_object.data"`
-	seenData bool // fast path only
 }
 
 type payload struct {
@@ -85,6 +86,14 @@ func applyFields(ev *Event, f *instanceFields) {
 func checkPayload(ev *Event, sp spec) error {
 	if ev.InstanceUUID == "" {
 		return decodeErr(ReasonMissingInstance, ev.EventType, "payload has no instance uuid (uuid / instance_id)")
+	}
+	if !command.IsUUID(ev.InstanceUUID) {
+		return decodeErr(ReasonInvalidID, ev.EventType, "instance uuid %q is not a UUID", clip([]byte(ev.InstanceUUID)))
+	}
+	for _, id := range append([]string{ev.VolumeID, ev.OldVolumeID, ev.NewVolumeID}, ev.VolumeIDs()...) {
+		if id != "" && !command.IsUUID(id) {
+			return decodeErr(ReasonInvalidID, ev.EventType, "instance %s: volume id %q is not a UUID", ev.InstanceUUID, clip([]byte(id)))
+		}
 	}
 	switch sp.volume {
 	case "attach", "detach":

@@ -14,7 +14,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
-	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/bus/broker"
+	"github.com/scour-project/scour/internal/oslo"
 )
 
 func init() {
@@ -99,7 +100,7 @@ func prepareSample(path, host, instance string) ([]byte, string, error) {
 // dialBroker connects to the first host of a scour broker URL (rabbit://
 // with several hosts, amqp://, amqps://).
 func dialBroker(url string) (*amqp.Connection, error) {
-	u, err := bus.ParseBrokerURL(url)
+	u, err := broker.ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func publishSample(ctx context.Context, url, exchange, key string, inner []byte)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return bus.PublishOslo(ctx, ch, exchange, key, inner)
+	return oslo.Publish(ctx, ch, exchange, key, inner)
 }
 
 func uuid4() string {

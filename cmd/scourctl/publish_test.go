@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/notification"
 )
@@ -29,7 +30,7 @@ func TestPrepareSampleOverrides(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := notification.EncodeOslo(inner)
+		body, err := oslo.Encode(inner)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/scour-project/scour/app"
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/internal/gctune"
 	"github.com/scour-project/scour/placement"
@@ -119,7 +120,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	err = a.Run(ctx)
 	var te *bus.TopologyError
-	var ae *bus.AccessError
+	var ae *broker.AccessError
 	switch {
 	case errors.As(err, &te):
 		log.Error("the broker refused scour's topology: change the configuration (scourd will not retry)",

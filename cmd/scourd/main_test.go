@@ -18,8 +18,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
-	"github.com/scour-project/scour/notification"
 )
 
 func TestInvalidConfigExits2ListingEveryProblem(t *testing.T) {
@@ -251,7 +251,7 @@ func TestDocumentedBrokerPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, err := notification.EncodeOslo(inner)
+	good, err := oslo.Encode(inner)
 	if err != nil {
 		t.Fatal(err)
 	}

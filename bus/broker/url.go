@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"errors"
@@ -16,23 +16,23 @@ type Endpoint struct {
 	Password string
 }
 
-// BrokerURL is a parsed broker address. It accepts Nova's transport_url
+// URL is a parsed broker address. It accepts Nova's transport_url
 // form, rabbit://user:pass@h1:5672,user:pass@h2:5672/vhost, and the
 // amqp:// / amqps:// forms of the AMQP URI spec (one or several hosts).
-type BrokerURL struct {
+type URL struct {
 	Scheme    string // rabbit | amqp | amqps
 	Endpoints []Endpoint
 	Vhost     string
 	TLS       bool // amqps://, or rabbit://...?ssl=1
 }
 
-// ParseBrokerURL parses s. Errors never contain the password.
-func ParseBrokerURL(s string) (*BrokerURL, error) {
+// ParseURL parses s. Errors never contain the password.
+func ParseURL(s string) (*URL, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return nil, fmt.Errorf("broker url %q: want rabbit://, amqp:// or amqps://", Redact(s))
 	}
-	u := &BrokerURL{Scheme: strings.ToLower(scheme)}
+	u := &URL{Scheme: strings.ToLower(scheme)}
 	var defPort string
 	switch u.Scheme {
 	case "rabbit", "amqp":
@@ -97,7 +97,7 @@ func parseEndpoint(s, defPort string) (Endpoint, error) {
 }
 
 // Validate reports problems scour cannot work around.
-func (u *BrokerURL) Validate() error {
+func (u *URL) Validate() error {
 	var errs []error
 	for _, ep := range u.Endpoints[1:] {
 		if ep.User != u.Endpoints[0].User || ep.Password != u.Endpoints[0].Password {
@@ -111,7 +111,7 @@ func (u *BrokerURL) Validate() error {
 }
 
 // String is the URL with passwords replaced by "***": safe to log.
-func (u *BrokerURL) String() string {
+func (u *URL) String() string {
 	var hosts []string
 	for _, ep := range u.Endpoints {
 		h := ep.Addr

@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"errors"
@@ -45,7 +45,7 @@ func TestConnReconnectsUntilClosed(t *testing.T) {
 	first := last
 	mu.Unlock()
 	first.Close() // the connection drops
-	waitFor(t, 10*time.Second, "a new connection", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a new connection", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return dials.Load() >= 3 && last != first && k.IsConnected()

@@ -1,8 +1,11 @@
-package bus
+package broker
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -10,7 +13,7 @@ import (
 	"github.com/sethvargo/go-retry"
 )
 
-// conn is scourd's broker connection: it re-dials with capped, jittered
+// Conn is scourd's broker connection: it re-dials with capped, jittered
 // backoff whenever the connection drops, until Close. Subscribers and
 // publishers ask it for channels and re-subscribe or re-open on their own.
 //
@@ -18,7 +21,8 @@ import (
 // goroutine replaces its connection and its "connected" channel without the
 // lock that IsConnected and Connection read them under (go test -race
 // reported it during reconnect tests).
-type conn struct {
+type Conn struct {
+	dialer  *dialer // nil in tests that dial by hand
 	dial    func() (*amqp.Connection, error)
 	backoff func() retry.Backoff // a fresh one per outage
 	log     *slog.Logger
@@ -29,27 +33,93 @@ type conn struct {
 	closing chan struct{}
 }
 
+// Options say how to reach the broker.
+type Options struct {
+	URL       string // Nova's transport_url form or an AMQP URI; see ParseURL
+	TLS       TLSConfig
+	Heartbeat time.Duration
+	Name      string // the connection's name in the broker's management UI
+}
+
+// Connect dials the broker, retrying with capped, jittered backoff until
+// ctx ends: a broker that is down at start-up is waited for, not a reason
+// to exit. A login the broker refuses refusalAttempts times in a row is
+// returned as an *AccessError. The connection then reconnects by itself.
+func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
+	uri, ac, d, err := amqpConfig(&o)
+	if err != nil {
+		return nil, err
+	}
+	redacted := Redact(o.URL)
+	if u, err := ParseURL(o.URL); err == nil {
+		redacted = u.String()
+	}
+	dial := func() (*amqp.Connection, error) { return amqp.DialConfig(uri, *ac) }
+	backoff := func() retry.Backoff {
+		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
+	}
+	var c *Conn
+	refused := 0
+	err = retry.Do(ctx, backoff(), func(context.Context) error {
+		k, err := openConn(dial, backoff, log)
+		if ae := asAccessError(err, redacted, vhostOf(o.URL)); ae != nil {
+			log.Error("the broker refused scour's login: change the configuration", "err", ae, "attempt", refused+1)
+			if refused++; refused >= refusalAttempts {
+				return ae
+			}
+			return retry.RetryableError(err)
+		}
+		if err != nil {
+			refused = 0
+			log.Warn("broker not reachable, retrying", "broker", redacted, "err", err)
+			return retry.RetryableError(err)
+		}
+		c = k
+		return nil
+	})
+	var ae *AccessError
+	if errors.As(err, &ae) {
+		return nil, ae
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", redacted, err)
+	}
+	c.dialer = d
+	return c, nil
+}
+
+// Socket is the current connection's network socket (tests close it to
+// simulate a network failure); nil before the first dial.
+func (k *Conn) Socket() net.Conn {
+	if k.dialer == nil {
+		return nil
+	}
+	k.dialer.mu.Lock()
+	defer k.dialer.mu.Unlock()
+	return k.dialer.last
+}
+
 // openConn dials once (the caller retries a broker that is down at start)
 // and keeps the connection up from then on.
-func openConn(dial func() (*amqp.Connection, error), backoff func() retry.Backoff, log *slog.Logger) (*conn, error) {
+func openConn(dial func() (*amqp.Connection, error), backoff func() retry.Backoff, log *slog.Logger) (*Conn, error) {
 	c0, err := dial()
 	if err != nil {
 		return nil, err
 	}
-	k := &conn{dial: dial, backoff: backoff, log: log, c: c0, closing: make(chan struct{})}
+	k := &Conn{dial: dial, backoff: backoff, log: log, c: c0, closing: make(chan struct{})}
 	go k.watch(c0)
 	return k, nil
 }
 
 // IsConnected reports whether a connection is up.
-func (k *conn) IsConnected() bool {
+func (k *Conn) IsConnected() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.c != nil && !k.c.IsClosed()
 }
 
 // Channel opens a channel on the current connection.
-func (k *conn) Channel() (*amqp.Channel, error) {
+func (k *Conn) Channel() (*amqp.Channel, error) {
 	k.mu.Lock()
 	c := k.c
 	k.mu.Unlock()
@@ -63,7 +133,7 @@ func (k *conn) Channel() (*amqp.Channel, error) {
 // whatever is unacked on it). It does not wait for a re-dial in progress
 // (up to the dial timeout per broker host): watch closes what that dial
 // returns.
-func (k *conn) Close() error {
+func (k *Conn) Close() error {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -81,7 +151,7 @@ func (k *conn) Close() error {
 }
 
 // watch waits for cur to drop, then re-dials until it succeeds or Close.
-func (k *conn) watch(cur *amqp.Connection) {
+func (k *Conn) watch(cur *amqp.Connection) {
 	for {
 		dropped := cur.NotifyClose(make(chan *amqp.Error, 1)) // closed at once if cur already is
 		select {

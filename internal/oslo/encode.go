@@ -1,4 +1,9 @@
-package notification
+// Package oslo produces Nova-shaped traffic the way oslo.messaging's
+// rabbit driver does: the v2.0 envelope, serialised like Python's
+// json.dumps, and the message properties. scourctl publish-sample, the
+// tests and the ingest benchmark use it; scourd itself only consumes
+// (package notification decodes).
+package oslo
 
 import (
 	"bytes"
@@ -9,12 +14,12 @@ import (
 	"strconv"
 )
 
-// EncodeOslo wraps an inner oslo message (JSON object text) in the
+// Encode wraps an inner oslo message (JSON object text) in the
 // oslo.messaging v2.0 envelope, byte for byte as oslo's rabbit driver
 // writes it: both levels serialised like Python's json.dumps (separators
 // ", " and ": ", ensure_ascii \uXXXX escapes, key order kept).
 // Publishers of test and sample traffic use it; scour itself only decodes.
-func EncodeOslo(inner []byte) ([]byte, error) {
+func Encode(inner []byte) ([]byte, error) {
 	msg, err := PythonJSON(inner)
 	if err != nil {
 		return nil, err

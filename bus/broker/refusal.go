@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"errors"
@@ -68,7 +68,7 @@ func asAccessError(err error, broker, vhost string) *AccessError {
 
 // vhostOf is the vhost url names ("/" when it names none).
 func vhostOf(url string) string {
-	if u, err := ParseBrokerURL(url); err == nil && u.Vhost != "" {
+	if u, err := ParseURL(url); err == nil && u.Vhost != "" {
 		return u.Vhost
 	}
 	return "/"

@@ -1,23 +1,21 @@
-package bus
+package oslo
 
 import (
 	"context"
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/scour-project/scour/notification"
 )
 
-// PublishOslo publishes an inner oslo message (JSON object text, e.g. one of
+// Publish publishes an inner oslo message (JSON object text, e.g. one of
 // Nova's notification samples) the way oslo.messaging's rabbit driver does:
 // v2.0 envelope serialised like Python's json.dumps, content_type
 // application/json, content_encoding utf-8, delivery_mode 2, no headers.
 // It waits for the broker's confirm when ch is in confirm mode. For
 // scourctl publish-sample, tests and benchmarks; scourd never publishes to
 // Nova's exchange.
-func PublishOslo(ctx context.Context, ch *amqp.Channel, exchange, routingKey string, inner []byte) error {
-	body, err := notification.EncodeOslo(inner)
+func Publish(ctx context.Context, ch *amqp.Channel, exchange, routingKey string, inner []byte) error {
+	body, err := Encode(inner)
 	if err != nil {
 		return fmt.Errorf("encoding oslo envelope: %w", err)
 	}

@@ -1,4 +1,4 @@
-package bus
+package broker
 
 import (
 	"crypto/tls"
@@ -74,9 +74,21 @@ func (d *dialer) dialOne(ep Endpoint) (net.Conn, error) {
 	return tc, nil
 }
 
-// amqpConfig builds the amqp091 configuration and the URI conn dials (its host part is ignored by dialer; credentials and vhost count).
-func amqpConfig(cfg *Config, name string) (string, *amqp.Config, *dialer, error) {
-	u, err := ParseBrokerURL(cfg.URL)
+// TLSConfig applies to amqps:// URLs (or rabbit://...?ssl=1).
+type TLSConfig struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name checked in the server certificate
+	// (default: each URL host).
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify disables certificate verification. Never in production.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// amqpConfig builds the amqp091 configuration and the URI Conn dials (its host part is ignored by dialer; credentials and vhost count).
+func amqpConfig(cfg *Options) (string, *amqp.Config, *dialer, error) {
+	u, err := ParseURL(cfg.URL)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -89,7 +101,7 @@ func amqpConfig(cfg *Config, name string) (string, *amqp.Config, *dialer, error)
 	ep := u.Endpoints[0]
 	uri := amqp.URI{Scheme: "amqp", Host: ep.Host, Port: 5672, Username: ep.User, Password: ep.Password, Vhost: u.Vhost}
 	props := amqp.NewConnectionProperties()
-	props.SetClientConnectionName(name)
+	props.SetClientConnectionName(cfg.Name)
 	return uri.String(), &amqp.Config{Heartbeat: cfg.Heartbeat, Locale: "en_US", Dial: d.Dial, Properties: props}, d, nil
 }
 
