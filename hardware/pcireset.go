@@ -13,7 +13,13 @@ import (
 // a secondary bus reset is refused while other devices sit behind the
 // same bridge. The details list every attempt, for the record.
 func (r *Real) ResetEscalating(ctx context.Context, addr Address, methods []string) (map[string]any, error) {
-	tried, err := pcireset.Sysfs(r.fs).Reset(ctx, string(addr), methods)
+	return ResetEscalating(ctx, r.fs, addr, methods)
+}
+
+// ResetEscalating is Real.ResetEscalating on any sysfs tree (the
+// simulator's too, so it selects and validates methods as a kernel does).
+func ResetEscalating(ctx context.Context, fs FS, addr Address, methods []string) (map[string]any, error) {
+	tried, err := pcireset.Sysfs(fs).Reset(ctx, string(addr), methods)
 	d := map[string]any{"attempts": tried}
 	if err == nil {
 		d["method"] = tried[len(tried)-1].Method

@@ -297,6 +297,30 @@ func (s *Simulator) ResetFunction(ctx context.Context, addr hardware.Address) er
 	return err
 }
 
+// ResetEscalating resets with the first of methods the device's
+// reset_method lists (the simulated sysfs says flr), as the real backend
+// does; it counts the reset like ResetFunction.
+func (s *Simulator) ResetEscalating(ctx context.Context, addr hardware.Address, methods []string) (map[string]any, error) {
+	d, err := s.dev(addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.enter(ctx, d, "reset"); err != nil {
+		return nil, err
+	}
+	details, err := hardware.ResetEscalating(ctx, s.fs, addr, methods)
+	if err != nil {
+		return details, err
+	}
+	_, err = s.update(d, func(st *state) {
+		st.Resets++
+		if d.cfg.Kind == hardware.KindNVMe {
+			activate(st)
+		}
+	})
+	return details, err
+}
+
 // BindDriver moves the device to driver (persisted) and returns the
 // previous one; an NVMe not bound to nvme has no controller or media.
 func (s *Simulator) BindDriver(ctx context.Context, addr hardware.Address, driver string) (string, error) {

@@ -37,7 +37,8 @@ func (s *Simulator) writeSysfs(d *simDev, driver string) error {
 		"class": def.class, "numa_node": "0", "driver_override": "",
 	}
 	if !d.cfg.NoReset {
-		attrs["reset"] = ""
+		// As QEMU's NVMe (and most endpoints): FLR is the one method.
+		attrs["reset"], attrs["reset_method"] = "", "flr"
 	}
 	if d.cfg.Kind == hardware.KindNIC {
 		attrs["sriov_totalvfs"], attrs["sriov_numvfs"] = "8", "0"

@@ -198,3 +198,24 @@ func TestSimFirmwareFlash(t *testing.T) {
 		t.Fatalf("firmware after flash and activation: %v, %v", v, res.Details)
 	}
 }
+
+// TestSimResetMethods: the simulator selects reset methods through
+// reset_method as the kernel does (it lists flr, like QEMU's NVMe), where
+// it used to ignore them and reset "the kernel's way".
+func TestSimResetMethods(t *testing.T) {
+	s := newSim(t, simDevices()...)
+	res, err := simRun(t, s, nvmeA, "pci-reset", map[string]any{"methods": []any{"flr"}})
+	if err != nil || res.Details["method"] != "flr" {
+		t.Fatalf("flr: %v, %v", res, err)
+	}
+	// bus is not among the methods (and a root-bus device has no bridge
+	// to reset): refused before any reset, as unsupported.
+	_, err = simRun(t, s, nvmeA, "pci-reset", map[string]any{"methods": []any{"bus"}})
+	if plugins.CodeOf(err) != plugins.CodeUnsupported || !strings.Contains(err.Error(), "not among the device's reset methods") {
+		t.Fatalf("bus: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(string(s.FS()), "bus/pci/devices", string(nvmeA), "reset_method"))
+	if strings.TrimSpace(string(b)) != "flr" {
+		t.Fatalf("reset_method not restored: %q", b)
+	}
+}
