@@ -5,7 +5,8 @@
 # kernel command line asks for, reports on the second serial port (ttyS1,
 # read by kernellane's host tests) and powers off.
 #   scour.run=tests   run /tests/guest.test (-test.run from scour.test=...)
-#   scour.run=scourd  start scourd with /scour/etc/scour.yaml (host-supplied)
+#   scour.run=scourd  network up (eth0 10.0.2.15), then /scour/etc/run.sh,
+#                     which the host test supplies with scourd's config
 #   scour.run=probe   report and power off at once (the host's KVM probe)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -47,6 +48,11 @@ tests)
 	report "SCOUR-GUEST-EXIT $?"
 	;;
 scourd)
+	for m in $(cat /lib/modules/net.order); do
+		insmod "/lib/modules/$m" || fail "insmod $m"
+	done
+	ip link set lo up
+	ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || fail "no eth0"
 	[ -x /scour/etc/run.sh ] || fail "no /scour/etc/run.sh from the host"
 	report "SCOUR-GUEST-BEGIN scourd"
 	/scour/etc/run.sh >"$out" 2>&1

@@ -74,6 +74,7 @@ type Result struct {
 	Wall     time.Duration // QEMU start to exit
 	Report   string        // everything the guest wrote to ttyS1
 	Console  string        // the kernel console (ttyS0)
+	Record   string        // what the guest wrote to ttyS2 (scourd's record)
 	ExitCode int           // of the guest's workload; -1 when it never reported
 }
 
@@ -105,10 +106,46 @@ func Accel(assets, dir string) string {
 
 // Run boots b and waits for the guest to power off (or b.Timeout).
 func Run(ctx context.Context, b Boot) (*Result, error) {
-	return run(ctx, b, Accel(b.Assets, b.Dir))
+	g, err := Start(ctx, b, Accel(b.Assets, b.Dir))
+	if err != nil {
+		return nil, err
+	}
+	return g.Wait()
 }
 
 func run(ctx context.Context, b Boot, accel string) (*Result, error) {
+	g, err := Start(ctx, b, accel)
+	if err != nil {
+		return nil, err
+	}
+	return g.Wait()
+}
+
+// Guest is a running QEMU.
+type Guest struct {
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	ctx     context.Context
+	stderr  bytes.Buffer
+	args    []string
+	accel   string
+	start   time.Time
+	timeout time.Duration
+	done    chan struct{} // closed when QEMU exited; then waitErr is set
+	waitErr error
+	// Console, Report and Record are the host files behind ttyS0..ttyS2.
+	Console, Report, Record string
+}
+
+// ImagePath is the host file behind namespace ns (from 1) of d.
+func ImagePath(dir string, d Disk, ns int) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-n%d.img", d.Serial, ns))
+}
+
+// Start boots b with accel ("kvm" or "tcg"; Accel picks). Namespace
+// images that exist in b.Dir are kept (a test may put tenant data there
+// first); missing ones are created sparse.
+func Start(ctx context.Context, b Boot, accel string) (*Guest, error) {
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -119,11 +156,11 @@ func run(ctx context.Context, b Boot, accel string) (*Result, error) {
 			return nil, err
 		}
 	}
-	console, report := filepath.Join(b.Dir, "console.log"), filepath.Join(b.Dir, "report.log")
+	g := &Guest{accel: accel, Console: filepath.Join(b.Dir, "console.log"), Report: filepath.Join(b.Dir, "report.log"), Record: filepath.Join(b.Dir, "record.log")}
 	args := []string{
 		"-M", "q35", "-accel", accel, "-m", "1024", "-smp", "1",
 		"-nodefaults", "-display", "none", "-no-reboot",
-		"-serial", "file:" + console, "-serial", "file:" + report,
+		"-serial", "file:" + g.Console, "-serial", "file:" + g.Report, "-serial", "file:" + g.Record,
 		"-kernel", filepath.Join(b.Assets, "vmlinuz"), "-initrd", initrd,
 		"-append", strings.Join(append([]string{"console=ttyS0", "intel_iommu=on", "iommu=pt", "panic=-1", "quiet"}, b.Cmdline...), " "),
 		// An IOMMU, so that vfio-pci can take the controllers as on a
@@ -142,37 +179,71 @@ func run(ctx context.Context, b Boot, accel string) (*Result, error) {
 		}
 		args = append(args, "-device", dev)
 		for j, mib := range d.SizesMiB {
-			img := filepath.Join(b.Dir, fmt.Sprintf("%s-n%d.img", d.Serial, j+1))
-			if err := sparse(img, int64(mib)<<20); err != nil {
-				return nil, err
+			img := ImagePath(b.Dir, d, j+1)
+			if _, err := os.Stat(img); err != nil {
+				if err := sparse(img, int64(mib)<<20); err != nil {
+					return nil, err
+				}
 			}
 			id := fmt.Sprintf("d%dn%d", i, j+1)
 			args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw,cache=unsafe", img, id),
 				"-device", fmt.Sprintf("nvme-ns,drive=%s,bus=nvme%d,nsid=%d,logical_block_size=%d,physical_block_size=%d", id, i, j+1, d.BlockSize, d.BlockSize))
 		}
 	}
-	args = append(args, b.QEMU...)
-	timeout := b.Timeout
-	if timeout == 0 {
-		timeout = 5 * time.Minute
+	g.args = append(args, b.QEMU...)
+	g.timeout = b.Timeout
+	if g.timeout == 0 {
+		g.timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	res := &Result{Accel: accel, Wall: time.Since(start), ExitCode: -1}
-	c, _ := os.ReadFile(console)
-	r, _ := os.ReadFile(report)
-	res.Console, res.Report = string(c), string(r)
+	g.ctx, g.cancel = context.WithTimeout(ctx, g.timeout)
+	g.cmd = exec.CommandContext(g.ctx, "qemu-system-x86_64", g.args...)
+	g.cmd.Stdout, g.cmd.Stderr = &g.stderr, &g.stderr
+	g.start = time.Now()
+	if err := g.cmd.Start(); err != nil {
+		g.cancel()
+		return nil, err
+	}
+	g.done = make(chan struct{})
+	go func() { g.waitErr = g.cmd.Wait(); close(g.done) }()
+	return g, nil
+}
+
+// ReportSoFar is what the guest wrote to ttyS1 until now.
+func (g *Guest) ReportSoFar() string {
+	b, _ := os.ReadFile(g.Report)
+	return string(b)
+}
+
+// Exited reports whether QEMU has exited.
+func (g *Guest) Exited() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill stops the guest at once.
+func (g *Guest) Kill() { g.cancel() }
+
+// Wait waits for the guest to power off (or its timeout) and collects
+// what it reported.
+func (g *Guest) Wait() (*Result, error) {
+	<-g.done
+	err := g.waitErr
+	defer g.cancel()
+	res := &Result{Accel: g.accel, Wall: time.Since(g.start), ExitCode: -1}
+	c, _ := os.ReadFile(g.Console)
+	r, _ := os.ReadFile(g.Report)
+	rec, _ := os.ReadFile(g.Record)
+	res.Console, res.Report, res.Record = string(c), string(r), string(rec)
 	parse(res)
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("guest did not power off within %s (console %s, report %s)", timeout, console, report)
+	if g.ctx.Err() == context.DeadlineExceeded {
+		return res, fmt.Errorf("guest did not power off within %s (console %s, report %s)", g.timeout, g.Console, g.Report)
 	}
 	if err != nil {
-		return res, fmt.Errorf("qemu-system-x86_64 %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		return res, fmt.Errorf("qemu-system-x86_64 %s: %w: %s", strings.Join(g.args, " "), err, g.stderr.String())
 	}
 	return res, nil
 }

@@ -23,6 +23,8 @@ command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
 [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod || missing+=(busybox-static)
 command -v nvme >/dev/null || missing+=(nvme-cli)
 command -v cpio >/dev/null || missing+=(cpio)
+# guestfwd runs socat per connection to the e2e containers' 127.0.0.1 ports.
+command -v socat >/dev/null || missing+=(socat)
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "kernel-lane: installing ${missing[*]}"
 	sudo_ apt-get update -qq
@@ -68,6 +70,14 @@ if [ ! -f "$cache/base.cpio" ]; then
 		[ -n "$f" ] || { echo "kernel-lane: module $m not in $kpkg" >&2; exit 1; }
 		cp "$f" "$r/lib/modules/"
 		echo "$m.ko" >>"$r/lib/modules/order"
+	done
+	# virtio-net for scourd's guest (QEMU user networking, guestfwd only).
+	: >"$r/lib/modules/net.order"
+	for m in failover net_failover virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_net; do
+		f=$(find "$kdir/kernel" -name "$m.ko" | head -1)
+		[ -n "$f" ] || { echo "kernel-lane: module $m not in $kpkg" >&2; exit 1; }
+		cp "$f" "$r/lib/modules/"
+		echo "$m.ko" >>"$r/lib/modules/net.order"
 	done
 	cp "$root/kernellane/init.sh" "$r/init"
 	chmod 755 "$r/init"
