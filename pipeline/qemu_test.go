@@ -331,3 +331,101 @@ profiles:
 		t.Fatalf("sanicap 0: %s (%s), driver %s serial %q", res.Verdict, res.Reason, d.Driver, d.Serial)
 	}
 }
+
+// bindCounter counts driver binds and remembers the driver each reset
+// found the device on.
+type bindCounter struct {
+	*sim.Simulator
+	mu       sync.Mutex
+	binds    []string
+	resetsOn []string
+}
+
+func (b *bindCounter) BindDriver(ctx context.Context, a hardware.Address, drv string) (string, error) {
+	b.mu.Lock()
+	b.binds = append(b.binds, drv)
+	b.mu.Unlock()
+	return b.Simulator.BindDriver(ctx, a, drv)
+}
+
+func (b *bindCounter) ResetFunction(ctx context.Context, a hardware.Address) error {
+	d, _ := b.Simulator.Discover(ctx, a)
+	b.mu.Lock()
+	b.resetsOn = append(b.resetsOn, d.Driver)
+	b.mu.Unlock()
+	return b.Simulator.ResetFunction(ctx, a)
+}
+
+// TestConsecutiveDriverStepsBindOnce: wear, erase and verify all want
+// nvme; the drive is bound once and back once (each bind costs a driver
+// probe), and a step without a driver (reset) still runs on the home
+// driver, also when the step between was skipped.
+func TestConsecutiveDriverStepsBindOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sanicap int
+		verify  StepState
+	}{{"format, verify runs", 0, StepSucceeded}, {"crypto sanitize, verify skipped", 0b001, StepSkipped}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := qemuNVMe("0000:01:00.0", "A", 1)
+			dev.SANICAP = tc.sanicap
+			s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+				StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{dev}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be := &bindCounter{Simulator: s}
+			e, err := New(shippedPipelines(t), Options{Backend: be, Checkpoints: NewMemCheckpoints(), Registerer: prometheus.NewRegistry(),
+				Logger: slog.New(slog.DiscardHandler), Allocations: &countingAllocations{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.Clean(context.Background(), simTarget("0000:01:00.0"))
+			if err != nil || res.Verdict != VerdictClean {
+				t.Fatalf("%v, %v", res, err)
+			}
+			if v := stepNamed(t, res, "verify"); v.State != tc.verify {
+				t.Fatalf("verify %s", v.State)
+			}
+			if strings.Join(be.binds, ",") != "nvme,vfio-pci" {
+				t.Fatalf("binds %v, want nvme then vfio-pci once", be.binds)
+			}
+			if strings.Join(be.resetsOn, ",") != "vfio-pci" {
+				t.Fatalf("reset ran on %v, want vfio-pci", be.resetsOn)
+			}
+			if d, _ := s.Discover(context.Background(), "0000:01:00.0"); d.Driver != "vfio-pci" {
+				t.Fatalf("left on %s", d.Driver)
+			}
+		})
+	}
+}
+
+// TestKeptDriverReleasedWhenRunEnds: a drive kept on nvme after the wear
+// step goes back to vfio-pci when the next step ends the run, failing in
+// its run or refused before it (requirements unmet).
+func TestKeptDriverReleasedWhenRunEnds(t *testing.T) {
+	for _, erase := range []string{
+		`{name: erase, type: nvme-erase, driver: nvme}`,
+		`{name: erase, type: nvme-erase, driver: nvme, requires: {nvme.sanitize: ">=crypto"}}`,
+	} {
+		cfg := nvmeSteps(t, `
+        - {name: wear, type: nvme-wear-check, driver: nvme}
+        - `+erase+`
+        - {name: verify, type: verify, driver: nvme}`)
+		dev := qemuNVMe("0000:01:00.0", "A", 1)
+		dev.Faults = map[string]string{"format": "fail"}
+		e, s, _ := simEngine(t, cfg, dev)
+		keptDriverReleased(t, e, s)
+	}
+}
+
+func keptDriverReleased(t *testing.T, e *Engine, s *sim.Simulator) {
+	t.Helper()
+	res, err := e.Clean(context.Background(), simTarget("0000:01:00.0"))
+	if err != nil || res.Verdict == VerdictClean || res.Step != "erase" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if d, _ := s.Discover(context.Background(), "0000:01:00.0"); d.Driver != "vfio-pci" {
+		t.Fatalf("left on %s after a failed run", d.Driver)
+	}
+}

@@ -30,6 +30,10 @@ type run struct {
 	// serial and model: the best identity known, from the first
 	// discovery or from a step's driver (learnIdentity).
 	serial, model string
+	// homeDev is the device as discovered at the start; kept says the
+	// device stays on the last step's driver for the next step.
+	homeDev *hardware.Device
+	kept    bool
 }
 
 // errStop ends a run with a verdict before a step touched the device
@@ -148,6 +152,8 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 }
 
 func (r *run) execute(ctx context.Context) (*Result, error) {
+	r.homeDev = r.dev
+	defer r.releaseKept()
 	prior, err := r.open(ctx)
 	if err != nil {
 		return nil, err

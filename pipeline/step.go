@@ -23,6 +23,9 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	log := r.log.With("step", s.Name, "run", r.run.ID)
 	impl := r.e.impl(s)
 
+	if err := r.settleDriver(s); err != nil {
+		return rec, err
+	}
 	if why, details := pointless(impl, s, r.lastErasure()); why != "" {
 		rec.State, rec.Message, rec.Details = StepSkipped, "skipped: "+why, details
 		log.Info("step not run", "state", rec.State, "reason", rec.Message)
@@ -53,7 +56,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	log.Info("step started", "destructive", *s.Destructive)
 	began := time.Now()
 	var unsup *notSupported
-	res, err := r.withDriver(ctx, s, func(dev *hardware.Device) (*plugins.Result, error) {
+	res, err := r.withDriver(ctx, i, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		if rebinds {
 			r.learnIdentity(ctx, dev)
 			if why, err := r.unsupported(ctx, s, impl, dev); err != nil {
@@ -237,7 +240,13 @@ func (r *run) progressFunc(ctx context.Context, s *Step, index int) func(float64
 // or a crash mid-step, leaves it there: skipping the restore would return
 // it to the pool on the host's driver). A device that could not be bound
 // back fails the step: it must not return to the pool on the wrong driver.
-func (r *run) withDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
+//
+// One exception saves a bind cycle per step (each costs a driver probe):
+// after a step that succeeded, when the next step wants the same driver,
+// the device stays there (r.kept); settleDriver at the next step's start,
+// and releaseKept at the end of the run whatever its outcome, bind it
+// home when that step turns out not to use it.
+func (r *run) withDriver(ctx context.Context, i int, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
 	if s.Driver == "" {
 		return f(r.dev)
 	}
@@ -252,16 +261,48 @@ func (r *run) withDriver(ctx context.Context, s *Step, f func(*hardware.Device) 
 	if s.Driver == home {
 		return res, err
 	}
+	if steps := r.prof.Pipeline.Steps; err == nil && i+1 < len(steps) && steps[i+1].Driver == s.Driver && r.dev.Driver == s.Driver {
+		r.kept = true
+		return res, nil
+	}
 	if rerr := r.restore(home); rerr != nil {
 		if err == nil {
 			return nil, rerr
 		}
 		return res, err
 	}
-	d := *r.dev // the device is on its home driver again
-	d.Driver = home
-	r.dev = &d
+	r.atHome()
 	return res, err
+}
+
+// atHome records that the device is on its home driver again.
+func (r *run) atHome() {
+	r.kept = false
+	d := *r.homeDev
+	d.Driver = r.prof.Pipeline.HomeDriver
+	r.dev = &d
+}
+
+// settleDriver binds a device kept on the previous step's driver home
+// when step s does not run on that driver.
+func (r *run) settleDriver(s *Step) error {
+	if !r.kept || s.Driver == r.dev.Driver {
+		return nil
+	}
+	if err := r.restore(r.prof.Pipeline.HomeDriver); err != nil {
+		return errStop{VerdictRetryLater, fmt.Sprintf("device %s: binding it back to %s before step %s failed: %s; it stays reserved", r.t.Address, r.prof.Pipeline.HomeDriver, s.Name, plugins.AsError(err).Msg)}
+	}
+	r.atHome()
+	return nil
+}
+
+// releaseKept binds home a device the run kept on a step's driver, when
+// the run ends before the step that was to use it (failure, verdict,
+// shutdown).
+func (r *run) releaseKept() {
+	if r.kept && r.restore(r.prof.Pipeline.HomeDriver) == nil {
+		r.atHome()
+	}
 }
 
 // homeDriverCheck runs at the end of a run whose pipeline has a step with
@@ -303,6 +344,7 @@ func (r *run) onDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*
 	if err != nil {
 		return nil, fmt.Errorf("discovering %s after binding it to %s: %w", r.t.Address, s.Driver, err)
 	}
+	r.dev = dev // on the step's driver until restored (atHome)
 	return f(dev)
 }
 
