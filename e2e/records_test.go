@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,5 +57,41 @@ func TestKillBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
 	recs := h.Records(t, addrA)
 	if len(recs) != 1 || nested(recs[0], "run_id") != run || nested(recs[0], "result", "state") != "returned" {
 		t.Fatalf("records of the release: %v; want exactly one, run %s, returned", recs, run)
+	}
+}
+
+// Regression (issue 16, repro 2): a device allocated with no notification
+// (scourd's scan burns it for the new consumer) and then freed was cleaned
+// in the name of the instance of the claim before, long gone. The record
+// now names the consumer the scan saw holding the device.
+func TestRecordNamesTheConsumerSeenWithoutNotification(t *testing.T) {
+	t.Parallel()
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: addrA}}, WithReconcileInterval(time.Second))
+	dev := h.Device(addrA)
+	first := harness.NewUUID()
+	c.Boot(t, h, first, harness.Versioned, addrA)
+	waitClaim(t, h, first)
+	c.Delete(t, h, first, harness.Versioned)
+	c.WaitAvailable(t, h, addrA, 60*time.Second)
+
+	silent := harness.NewUUID()
+	c.P.AllocateInstance(t, silent, "tenant-b", "user-b", h.Node, dev) // no burn, no notification
+	Eventually(t, 30*time.Second, "the scan burns the device", func() (bool, string) {
+		r := c.Reserved(t, dev)
+		return r == 1, fmt.Sprintf("reserved %d", r)
+	})
+	c.P.DeleteAllocations(t, silent)
+	Eventually(t, 60*time.Second, "a second cleaning record", func() (bool, string) {
+		n := len(aRecordStates(t, h, addrA))
+		return n == 2, fmt.Sprintf("%d records", n)
+	})
+	recs := h.Records(t, addrA) // newest first
+	if got := nested(recs[0], "previous_tenant", "instance_uuid"); got != silent {
+		t.Fatalf("record of the second cleaning names %s, want %s (the consumer the scan saw); the first named %s",
+			got, silent, nested(recs[1], "previous_tenant", "instance_uuid"))
+	}
+	if got := nested(recs[1], "previous_tenant", "instance_uuid"); got != first {
+		t.Errorf("record of the first cleaning names %s, want %s", got, first)
 	}
 }

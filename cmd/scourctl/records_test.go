@@ -185,7 +185,15 @@ func TestRecordsExportPostgres(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "matches runs on 2 hosts; add --host") {
 		t.Fatalf("ambiguous address: exit %d, %s", code, errs)
 	}
-	code, out, errs := recordsCLI("records", "export", "--dsn", sdsn, "--device", "0000:81:00.0", "--host", "compute-2")
+	// With the central store, list shows every host's runs; --host narrows.
+	code, out, errs := recordsCLI("records", "list", "--dsn", sdsn, "-c", "host", "-o", "value")
+	if code != 0 || !strings.Contains(out, "compute-1") || !strings.Contains(out, "compute-2") {
+		t.Fatalf("records list across hosts: exit %d, %q %q", code, out, errs)
+	}
+	if code, out, _ := recordsCLI("records", "list", "--dsn", sdsn, "--host", "compute-2", "-c", "host", "-o", "value"); code != 0 || strings.TrimSpace(out) != "compute-2" {
+		t.Fatalf("records list --host compute-2: exit %d, %q", code, out)
+	}
+	code, out, errs = recordsCLI("records", "export", "--dsn", sdsn, "--device", "0000:81:00.0", "--host", "compute-2")
 	rec, err := claims.ParseRecord([]byte(out))
 	if code != 0 || err != nil || rec.Host != "compute-2" || rec.Result.Summary != "sanitize failed on compute-2" {
 		t.Fatalf("export --host: exit %d, %v, %s", code, err, errs)
