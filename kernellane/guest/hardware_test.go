@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +119,39 @@ func TestFLR(t *testing.T) {
 	if err := r.ResetFunction(ctx, hardware.Address(d.Addr)); err != nil {
 		t.Fatalf("reset while on nvme: %v", err)
 	}
+	if _, err := r.SmartLog(ctx, hardware.Address(d.Addr)); err != nil {
+		t.Errorf("controller does not answer after the reset: %v", err)
+	}
+}
+
+// TestResetEscalating: the chosen-method reset (pci-reset args.methods)
+// against the real kernel's reset_method: FLR is selected, done, and the
+// method list written back as it was; a bus reset is refused, since
+// QEMU's controllers sit on the root bus with no bridge above them.
+func TestResetEscalating(t *testing.T) {
+	d := disk(t, "SCOUR4K")
+	sel := filepath.Join("/sys/bus/pci/devices", d.Addr, "reset_method")
+	before, err := os.ReadFile(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := real(t)
+	det, err := r.ResetEscalating(ctx, hardware.Address(d.Addr), []string{"flr", "bus"})
+	if err != nil || det["method"] != "flr" {
+		t.Fatalf("flr, bus: %v, details %v", err, det)
+	}
+	if after, _ := os.ReadFile(sel); string(after) != string(before) {
+		t.Errorf("reset_method %q after the reset, was %q", after, before)
+	}
+	det, err = r.ResetEscalating(ctx, hardware.Address(d.Addr), []string{"bus"})
+	if !errors.Is(err, hardware.ErrUnsupported) {
+		t.Errorf("bus reset of a root-bus device: %v (details %v), want refused as unsupported", err, det)
+	}
+	if after, _ := os.ReadFile(sel); string(after) != string(before) {
+		t.Errorf("reset_method %q after a refused bus reset, was %q", after, before)
+	}
+	bind(t, d, "nvme")
+	defer bind(t, d, "vfio-pci")
 	if _, err := r.SmartLog(ctx, hardware.Address(d.Addr)); err != nil {
 		t.Errorf("controller does not answer after the reset: %v", err)
 	}
