@@ -161,7 +161,7 @@ func planStep(s *Step, dev *hardware.Device, home string, prior *builtin.Erasure
 			return ps
 		}
 		if !priorKnown {
-			ps.Warnings = append(ps.Warnings, "which erase technique runs before it cannot be told before the device is bound to nvme: after a crypto erase this step is skipped as not applicable")
+			ps.Warnings = append(ps.Warnings, "which erase technique runs before it cannot be told before the device is bound to nvme: it compares with zeros after a user-data erase, and after a crypto erase checks that the blocks sampled before it changed")
 		}
 	}
 	req, err := ParseRequirements(s.Requires)

@@ -17,6 +17,10 @@ type Erasure struct {
 	Expect string // "0x00".."0xff", or plugins.ExpectNone
 	// Technique is the record's wording (plugins.TechniqueKey).
 	Technique string
+	// Samples are blocks read just before a crypto erase (verify checks
+	// they changed); Sampled says a prediction expects them.
+	Samples []BlockSample
+	Sampled bool
 }
 
 // ErasureOf reads an Erasure out of a step's details (false when the step
@@ -28,7 +32,20 @@ func ErasureOf(details map[string]any) (*Erasure, bool) {
 		return nil, false
 	}
 	tech, _ := details[plugins.TechniqueKey].(string)
-	return &Erasure{ID: id, Expect: exp, Technique: tech}, true
+	e := &Erasure{ID: id, Expect: exp, Technique: tech, Samples: samplesOf(details)}
+	e.Sampled = len(e.Samples) > 0
+	return e, true
+}
+
+// withSamples reads, just before a technique that leaves noise runs, the
+// blocks verify will check afterwards (see sample.go).
+func withSamples(ctx context.Context, be hardware.Backend, addr hardware.Address, e Erasure) Erasure {
+	if e.Expect != plugins.ExpectNone {
+		return e
+	}
+	e.Samples, _ = sampleMedia(ctx, be, addr)
+	e.Sampled = len(e.Samples) > 0
+	return e
 }
 
 // erased is the result of an erasing step: details plus what ran, in
@@ -38,6 +55,9 @@ func erased(e Erasure, details map[string]any) *plugins.Result {
 		details = map[string]any{}
 	}
 	details[plugins.EraseKey], details[plugins.ExpectKey], details[plugins.TechniqueKey] = e.ID, e.Expect, e.Technique
+	if len(e.Samples) > 0 {
+		details[preEraseKey] = e.Samples
+	}
 	return plugins.OK(details)
 }
 
@@ -103,10 +123,11 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	start := time.Now()
 
 	if action, ok := pickSanitize(d, crypto); ok {
+		e := withSamples(ctx, be, d.Address, sanitizeErasure(action))
 		err := be.Sanitize(ctx, d.Address, action, poll, t.progress)
 		if err == nil {
 			t.progress(1)
-			return erased(sanitizeErasure(action),
+			return erased(e,
 				map[string]any{"action": string(action), "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
 		}
 		if !errors.Is(err, hardware.ErrUnsupported) {
@@ -124,6 +145,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		notUsed = append(notUsed, fmt.Sprintf("format: no namespace block devices (bound to %q)", d.Driver))
 	default:
 		ses := formatSES(d, crypto)
+		e := withSamples(ctx, be, d.Address, formatErasure(ses))
 		for i, ns := range d.NVMe.Namespaces {
 			err := be.Format(ctx, d.Address, ns, ses)
 			if err != nil && i == 0 && errors.Is(err, hardware.ErrUnsupported) {
@@ -135,7 +157,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 			}
 			t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 			if i == len(d.NVMe.Namespaces)-1 {
-				return erased(formatErasure(ses),
+				return erased(e,
 					map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces, "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
 			}
 		}
@@ -198,18 +220,15 @@ func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) 
 			return nil, false
 		}
 		e := sanitizeErasure(a)
-		return &e, true
+		return predicted(e), true
 	case "nvme-format":
-		e := formatErasure(formatSES(dev, crypto))
-		return &e, true
+		return predicted(formatErasure(formatSES(dev, crypto))), true
 	case "nvme-erase":
 		if a, ok := pickSanitize(dev, crypto); ok {
-			e := sanitizeErasure(a)
-			return &e, true
+			return predicted(sanitizeErasure(a)), true
 		}
 		if formatSupported(dev) {
-			e := formatErasure(formatSES(dev, crypto))
-			return &e, true
+			return predicted(formatErasure(formatSES(dev, crypto))), true
 		}
 		return &Erasure{ID: "overwrite", Expect: hexByte(0)}, true
 	}
@@ -224,4 +243,11 @@ func Erases(stepType string) bool {
 		return true
 	}
 	return false
+}
+
+// predicted marks a predicted crypto erasure as sampled: the step reads
+// its samples at run time.
+func predicted(e Erasure) *Erasure {
+	e.Sampled = e.Expect == plugins.ExpectNone
+	return &e
 }

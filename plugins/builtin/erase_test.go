@@ -1,9 +1,11 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +39,7 @@ func TestEraseFallsBack(t *testing.T) {
 		{name: "qemu: sanicap 0 -> format ses 1", sanicap: 0, oacs: 0x10a, wantTech: "format-ses1", wantExp: "0x00", wantCalls: []string{"Format " + string(addr) + " /dev/nvme0n1 ses=1", "Format " + string(addr) + " /dev/nvme0n2 ses=1"}},
 		{name: "sanicap 0, fna crypto -> format ses 2", sanicap: 0, oacs: 2, fna: 4, wantTech: "format-ses2", wantExp: plugins.ExpectNone},
 		{name: "sanitize refused before acting -> format", sanicap: 0b010, oacs: 2, sanErr: unsup, wantTech: "format-ses1", wantExp: "0x00"},
-		{name: "no sanitize, no format -> overwrite", sanicap: 0, oacs: 0, wantTech: "overwrite", wantExp: "0x00", wantCalls: []string{"Media"}},
+		{name: "no sanitize, no format -> overwrite", sanicap: 0, oacs: 0, wantTech: "overwrite", wantExp: "0x00"},
 		{name: "format refused -> overwrite", oacs: 2, fmtErr: unsup, wantTech: "overwrite", wantExp: "0x00"},
 		{name: "sanitize failed mid-way: no fallback", sanicap: 0b010, oacs: 2, sanErr: errBoom, wantCode: plugins.CodeTryAgainLater},
 		{name: "format of 2nd namespace refused: no fallback", oacs: 2, fmtErr: unsup, fmtErrOnSecond: true, wantCode: plugins.CodeUnsupported},
@@ -79,14 +81,19 @@ func TestEraseFallsBack(t *testing.T) {
 			if !ok || e.ID != tc.wantTech || e.Expect != tc.wantExp || e.Technique == "" {
 				t.Fatalf("erasure %+v from %v; want %s expecting %s", e, res.Details, tc.wantTech, tc.wantExp)
 			}
-			calls := slices.DeleteFunc(be.Calls(), func(c string) bool { return strings.HasPrefix(c, "Discover") })
+			// Media is listed to overwrite, and to sample blocks before a
+			// crypto erase: the order check ignores it.
+			calls := slices.DeleteFunc(be.Calls(), func(c string) bool { return strings.HasPrefix(c, "Discover") || strings.HasPrefix(c, "Media") })
 			for i, want := range tc.wantCalls {
 				if i >= len(calls) || !strings.HasPrefix(calls[i], want) {
 					t.Fatalf("calls %q, want %q", calls, tc.wantCalls)
 				}
 			}
-			if tc.wantTech != "overwrite" && slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "Media") }) {
-				t.Fatalf("overwrite ran after %s succeeded: %q", tc.wantTech, calls)
+			if b, _ := os.ReadFile(m.Path); (tc.wantTech == "overwrite") != (len(bytes.Trim(b, "\x00")) == 0) {
+				t.Fatalf("technique %s, media zeroed: %v", tc.wantTech, len(bytes.Trim(b, "\x00")) == 0)
+			}
+			if (e.Expect == plugins.ExpectNone) != (len(e.Samples) == 16) {
+				t.Fatalf("%s: %d blocks sampled before the erase", tc.wantTech, len(e.Samples))
 			}
 		})
 	}
@@ -135,5 +142,56 @@ func TestVerifySemanticsPerTechnique(t *testing.T) {
 	}
 	if v := verification(res.Details); v["result"] != plugins.VerifyPassed || !strings.Contains(fmt.Sprint(v["expected"]), "0xa5") || v["bytes_read"] != int64(1<<20) {
 		t.Fatalf("verification %v", v)
+	}
+}
+
+// TestVerifyAfterCryptoErase: blocks sampled before a crypto erase must
+// all have changed after it; a "crypto erase" that left the data fails
+// verify, and uniform samples prove nothing (not applicable).
+func TestVerifyAfterCryptoErase(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		erase   func(path string) // what the fake sanitize does to the media
+		uniform bool
+		want    string
+	}{
+		{"noise", func(p string) { os.WriteFile(p, bytes.Repeat([]byte{0x5a, 0xa5}, 1<<19), 0o600) }, false, plugins.VerifyPassed},
+		{"nothing erased", func(string) {}, false, plugins.VerifyFailed},
+		{"unwritten media", func(p string) { os.WriteFile(p, bytes.Repeat([]byte{0x77}, 1<<20), 0o600) }, true, plugins.VerifyNotApplicable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			if tc.uniform {
+				os.WriteFile(m.Path, make([]byte, 1<<20), 0o600)
+			}
+			be := &fakehw.Backend{
+				MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil },
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					tc.erase(m.Path)
+					return nil
+				},
+			}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme", NVMe: &hardware.NVMeInfo{Controller: "nvme0", SANICAP: 1}}
+			res, err := run(t, "nvme-sanitize", be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _ := ErasureOf(res.Details)
+			if why, _ := SkipVerify(nil, e); why != "" {
+				t.Fatalf("verify skipped after a sampled crypto erase: %s", why)
+			}
+			spec, _ := Lookup("verify")
+			vres, err := spec.Run(context.Background(), be, &Target{Device: dev, Erased: e})
+			d := map[string]any{}
+			if err != nil {
+				d = plugins.AsError(err).Details
+			} else {
+				d = vres.Details
+			}
+			v, _ := d[plugins.VerificationKey].(map[string]any)
+			if v["result"] != tc.want || (tc.want == plugins.VerifyFailed) != (plugins.CodeOf(err) == plugins.CodePermanent) {
+				t.Fatalf("verification %v, err %v; want %s", v, err, tc.want)
+			}
+		})
 	}
 }

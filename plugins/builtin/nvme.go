@@ -95,11 +95,12 @@ func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 		return nil, err
 	}
 	start := time.Now()
+	e := withSamples(ctx, be, t.Device.Address, sanitizeErasure(action))
 	if err := be.Sanitize(ctx, t.Device.Address, action, poll, t.progress); err != nil {
 		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
 	}
 	t.progress(1)
-	return erased(sanitizeErasure(action), map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
+	return erased(e, map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
 }
 
 // formatSES is 2 (crypto erase) when the controller's fna allows it and the
@@ -141,11 +142,12 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s has no namespace block devices (bound to %q): give the step driver: nvme", d.Address, d.Driver)
 	}
 	ses := formatSES(d, crypto)
+	e := withSamples(ctx, be, d.Address, formatErasure(ses))
 	for i, ns := range d.NVMe.Namespaces {
 		if err := be.Format(ctx, d.Address, ns, ses); err != nil {
 			return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
 		}
 		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 	}
-	return erased(formatErasure(ses), map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
+	return erased(e, map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
 }

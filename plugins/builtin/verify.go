@@ -27,6 +27,9 @@ func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.R
 		if why, details := SkipVerify(t.Args, t.Erased); why != "" {
 			return plugins.OK(details), nil
 		}
+		if t.Erased.Expect == plugins.ExpectNone {
+			return verifyChanged(ctx, t.Erased)
+		}
 		n, perr := strconv.ParseUint(strings.TrimPrefix(t.Erased.Expect, "0x"), 16, 8)
 		if perr != nil {
 			return nil, plugins.Errorf(plugins.CodeInvalidConfig, "verify of %s: the erase step reported expect %q, not a byte", t.Device.Address, t.Erased.Expect)
@@ -41,13 +44,13 @@ func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.R
 // details to record, or "" when a read-back is meaningful. An explicit
 // args.pattern always verifies.
 func SkipVerify(args map[string]any, prior *Erasure) (string, map[string]any) {
-	if prior == nil || prior.Expect != plugins.ExpectNone {
+	if prior == nil || prior.Expect != plugins.ExpectNone || prior.Sampled {
 		return "", nil
 	}
 	if _, given := args["pattern"]; given {
 		return "", nil
 	}
-	why := fmt.Sprintf("not applicable after %s (%s): the data reads back as noise, so no pattern can be compared; the proof is the controller's successful completion of the erase", prior.ID, prior.Technique)
+	why := fmt.Sprintf("not applicable after %s (%s): the data reads back as noise, so no pattern can be compared, and no blocks could be sampled before the erase to check they changed; the proof is the controller's successful completion of the erase", prior.ID, prior.Technique)
 	v := plugins.Verification{Method: "none (nothing read)", Expected: "nothing: " + prior.ID + " leaves noise", Result: plugins.VerifyNotApplicable, Reason: why}
 	return why, map[string]any{plugins.VerificationKey: v.Map()}
 }
