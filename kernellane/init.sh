@@ -7,6 +7,7 @@
 #   scour.run=tests   run /tests/guest.test (-test.run from scour.test=...)
 #   scour.run=scourd  network up (eth0 10.0.2.15), then /scour/etc/run.sh,
 #                     which the host test supplies with scourd's config
+#   scour.run=bench   the overwrite benchmark on the first controller
 #   scour.run=probe   report and power off at once (the host's KVM probe)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -56,6 +57,22 @@ scourd)
 	[ -x /scour/etc/run.sh ] || fail "no /scour/etc/run.sh from the host"
 	report "SCOUR-GUEST-BEGIN scourd"
 	/scour/etc/run.sh >"$out" 2>&1
+	report "SCOUR-GUEST-EXIT $?"
+	;;
+bench)
+	# make bench-overwrite's guest variant: the first controller on nvme,
+	# overwrite against dd oflag=direct on its namespace.
+	for d in /sys/bus/pci/devices/*; do
+		case $(cat "$d/class") in 0x0108*) break ;; esac
+	done
+	echo nvme >"$d/driver_override"
+	echo "${d##*/}" >"$d/driver/unbind"
+	echo "${d##*/}" >/sys/bus/pci/drivers_probe
+	i=0
+	until [ -b /dev/nvme0n1 ]; do i=$((i+1)); [ $i -gt 200 ] && fail "no /dev/nvme0n1"; sleep 0.1; done
+	report "SCOUR-GUEST-BEGIN bench"
+	cd /tmp
+	SCOUR_BENCH_DEVICE=/dev/nvme0n1 /tests/builtin.test -test.run '^$' -test.bench '^BenchmarkOverwriteVsDD$' -test.benchtime 1x >"$out" 2>&1
 	report "SCOUR-GUEST-EXIT $?"
 	;;
 *) fail "unknown scour.run=$run" ;;

@@ -11,7 +11,7 @@ import (
 // assets returns the folder scripts/kernel-lane.sh filled, or skips: plain
 // `go test ./...` has no kernel; `make test` and `make test-kernel` build
 // one and set SCOUR_KERNEL_LANE.
-func assets(t *testing.T) string {
+func assets(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv(EnvAssets)
 	if dir == "" {

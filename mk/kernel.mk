@@ -16,3 +16,11 @@ test-kernel: kernel-lane
 # `make test` runs the lane inside its one `go test ./...`.
 test-env: kernel-lane
 test: export SCOUR_KERNEL_LANE = $(KERNEL_LANE)
+
+# make bench-overwrite's guest variant: the same benchmark on an emulated
+# NVMe namespace of the lane's guest (plugins/builtin's runs on the host).
+bench-overwrite: bench-overwrite-guest
+.PHONY: bench-overwrite-guest
+## bench-overwrite-guest: overwrite vs dd oflag=direct on a QEMU NVMe block device in the guest (ratio, target >= 0.9).
+bench-overwrite-guest: kernel-lane
+	SCOUR_KERNEL_LANE=$(KERNEL_LANE) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkGuestOverwriteVsDD$$' -benchtime 1x ./kernellane

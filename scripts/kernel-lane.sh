@@ -51,16 +51,18 @@ if [ ! -f "$cache/base.cpio" ]; then
 	r=$tmp/root
 	mkdir -p "$r"/{bin,sbin,dev,proc,sys,tmp,run,etc,lib/modules,scour,tests}
 	cp "$busybox" "$r/bin/busybox"
-	for t in sh mount umount insmod mkdir cat echo ls sleep poweroff dd cmp sync hexdump ip udhcpc grep seq head timeout date; do
+	for t in sh mount umount insmod mkdir cat echo ls sleep poweroff cmp sync hexdump ip udhcpc grep seq head timeout date; do
 		ln -sf busybox "$r/bin/$t"
 	done
-	# nvme-cli and the shared libraries it loads, at their own paths.
-	nvme=$(command -v nvme)
-	mkdir -p "$r$(dirname "$nvme")"
-	cp "$nvme" "$r$nvme"
-	for lib in $(ldd "$nvme" | grep -o '/[^ ]*'); do
-		mkdir -p "$r$(dirname "$lib")"
-		cp -L "$lib" "$r$lib"
+	# nvme-cli, and GNU dd (the overwrite benchmark's baseline), with the
+	# shared libraries they load, at their own paths.
+	for bin in "$(command -v nvme)" "$(command -v dd)"; do
+		mkdir -p "$r$(dirname "$bin")"
+		cp "$bin" "$r$bin"
+		for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
+			mkdir -p "$r$(dirname "$lib")"
+			cp -L "$lib" "$r$lib"
+		done
 	done
 	# Modules, in load order (dependencies first; Debian's are uncompressed).
 	: >"$r/lib/modules/order"
@@ -97,6 +99,8 @@ mkdir -p "$s/scour/etc" "$s/tests" "$s/usr/libexec/scour/plugins"
 cp "$root/deploy/scour.yaml" "$s/scour/etc/deploy-scour.yaml"
 (cd "$root" && CGO_ENABLED=0 $GO build -trimpath -o "$s/scour/" ./cmd/...)
 (cd "$root" && CGO_ENABLED=0 $GO test -c -tags kernelguest -o "$s/tests/guest.test" ./kernellane/guest)
+# For the guest variant of make bench-overwrite (BenchmarkOverwriteVsDD).
+(cd "$root" && CGO_ENABLED=0 $GO test -c -o "$s/tests/builtin.test" ./plugins/builtin)
 (cd "$s" && find scour tests usr | cpio -o -H newc --quiet) >"$s/scour.cpio"
 cp "$cache/vmlinuz" "$out/vmlinuz"
 cat "$cache/base.cpio" "$s/scour.cpio" >"$out/initramfs.cpio"

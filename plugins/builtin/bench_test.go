@@ -19,7 +19,9 @@ import (
 // system, same file size, alternating rounds and comparing medians so a
 // noisy neighbour hits both alike. It prints the ratio (target >= 0.9).
 // Run it with `make bench-overwrite`; SCOUR_BENCH_DIR picks the directory
-// (default /var/tmp), SCOUR_BENCH_MIB the size (default 512).
+// (default /var/tmp), SCOUR_BENCH_MIB the size (default 512);
+// SCOUR_BENCH_DEVICE a block device to write instead (the kernel lane's
+// guest variant, kernellane.BenchmarkGuestOverwriteVsDD).
 func BenchmarkOverwriteVsDD(b *testing.B) {
 	if _, err := exec.LookPath("dd"); err != nil {
 		b.Skip("dd not installed")
@@ -32,17 +34,34 @@ func BenchmarkOverwriteVsDD(b *testing.B) {
 	if s := os.Getenv("SCOUR_BENCH_MIB"); s != "" {
 		mib, _ = strconv.ParseInt(s, 10, 64)
 	}
-	tmp, err := os.MkdirTemp(dir, "scour-bench-")
-	if err != nil {
-		b.Fatal(err)
+	var path string
+	if dev := os.Getenv("SCOUR_BENCH_DEVICE"); dev != "" {
+		// A block device (the kernel lane's emulated NVMe namespace):
+		// both write over it, at most its size.
+		path, dir = dev, dev
+		f, err := os.Open(dev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		end, err := f.Seek(0, 2)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		mib = min(mib, end>>20) &^ 3
+	} else {
+		tmp, err := os.MkdirTemp(dir, "scour-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		path = filepath.Join(tmp, "media")
+		// Preallocate so both write over existing blocks, like a real device.
+		if out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=4M", fmt.Sprint("count=", mib/4), "conv=fsync").CombinedOutput(); err != nil {
+			b.Fatalf("preallocating: %v %s", err, out)
+		}
 	}
-	defer os.RemoveAll(tmp)
-	path := filepath.Join(tmp, "media")
 	size := mib << 20
-	// Preallocate so both write over existing blocks, like a real device.
-	if out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=4M", fmt.Sprint("count=", mib/4), "conv=fsync").CombinedOutput(); err != nil {
-		b.Fatalf("preallocating: %v %s", err, out)
-	}
 	ddFlags := []string{"oflag=direct"}
 	if f, direct, err := openMedia(path, os.O_WRONLY); err != nil {
 		b.Fatal(err)
