@@ -66,3 +66,42 @@ func TestRealRemembersNVMeIdentityOffNVMe(t *testing.T) {
 		t.Fatalf("fresh backend: serial %q", d.Serial)
 	}
 }
+
+// vpdBytes builds VPD: identifier string, VPD-R with PN and SN, end tag.
+func vpdBytes(product, serial string) []byte {
+	large := func(tag byte, data []byte) []byte {
+		return append([]byte{tag, byte(len(data)), byte(len(data) >> 8)}, data...)
+	}
+	kw := func(k, v string) []byte { return append([]byte{k[0], k[1], byte(len(v))}, v...) }
+	ro := append(kw("PN", "MZQL23T8HCLS"), kw("SN", serial)...)
+	ro = append(ro, kw("RV", "\x00")...)
+	b := append(large(0x82, []byte(product)), large(0x90, ro)...)
+	return append(b, 0x78)
+}
+
+func TestParseVPD(t *testing.T) {
+	v, err := ParseVPD(vpdBytes("SAMSUNG PM9A3 3.84TB ", "S64GNE0R600123"))
+	if err != nil || v.Serial != "S64GNE0R600123" || v.Product != "SAMSUNG PM9A3 3.84TB" {
+		t.Fatalf("%+v, %v", v, err)
+	}
+	if _, err := ParseVPD([]byte{0x82, 0x10, 0x00, 'x'}); err == nil {
+		t.Fatal("truncated VPD parsed")
+	}
+}
+
+// TestRealNamesVFIOBoundNVMeFromVPD: a drive with PCI VPD is named on
+// vfio-pci by a fresh backend, without ever binding nvme.
+func TestRealNamesVFIOBoundNVMeFromVPD(t *testing.T) {
+	fs := fakeSys(t)
+	const addr = Address("0000:02:00.0") // vfio-bound in the fixture
+	if err := os.WriteFile(fs.devPath(addr, "vpd"), vpdBytes("SAMSUNG PM9A3 3.84TB", "S64GNE0R600999"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newTestReal(t, Config{SysfsRoot: string(fs)}, fixtureRunner(t, nil)).Discover(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Driver != "vfio-pci" || d.Serial != "S64GNE0R600999" || d.Model != "SAMSUNG PM9A3 3.84TB" {
+		t.Fatalf("driver %s serial %q model %q", d.Driver, d.Serial, d.Model)
+	}
+}

@@ -143,7 +143,13 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 		n.BoundToVFIO = dev.Driver == "vfio-pci"
 		why := fmt.Sprintf("bound to %q, not nvme: no controller or block device; bind to nvme to discover", dev.Driver)
 		markAbsent(dev, why, append(nvmeToolCaps, nvmeSmartCaps...)...)
-		r.memo.recall(dev)
+		if !r.memo.recall(dev) {
+			// The PCI function's own VPD, readable on any driver, names
+			// drives that have one.
+			if v, err := r.fs.VPD(dev.Address); err == nil {
+				dev.Serial, dev.Model = v.Serial, v.Product
+			}
+		}
 		return
 	}
 	defer r.memo.remember(dev)
