@@ -15,18 +15,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/app"
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/config"
-	"github.com/scour-project/scour/internal/gctune"
 	"github.com/scour-project/scour/placement"
 	"github.com/scour-project/scour/version"
 )
@@ -86,8 +87,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return 0
 	}
 	log := app.NewLogger(cfg.Log, stderr)
-	gc := gctune.Apply(func(k string) string { return envOr(environ, k, "") })
-	log.Info("go runtime garbage collection", "settings", gc.String(), "from_environment", gc.FromEnv)
+	// GOMEMLIMIT: the environment's when set, else 75% of the cgroup's
+	// memory limit (the pod's limit, a systemd MemoryMax; the rest is for
+	// the pipelines' tools, which run in the same cgroup), else none.
+	// GOGC stays Go's default unless the environment sets it.
+	limit, _ := memlimit.Set(memlimit.WithRatio(0.75), memlimit.WithLogger(log.With("component", "memlimit")))
+	log.Info("go runtime garbage collection", "gogc", envOr(environ, "GOGC", "100"), "gomemlimit", memLimit(limit))
 	a, cleanup, err := app.New(cfg, log, app.Deps{})
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -144,4 +149,12 @@ func envOr(environ []string, key, def string) string {
 		}
 	}
 	return def
+}
+
+// memLimit shows a GOMEMLIMIT in MiB, or "none".
+func memLimit(b int64) string {
+	if b == math.MaxInt64 {
+		return "none"
+	}
+	return fmt.Sprintf("%dMiB", b>>20)
 }
