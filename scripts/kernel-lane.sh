@@ -20,7 +20,7 @@ sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # --- packages -------------------------------------------------------------
 missing=()
 command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod || missing+=(busybox-static)
+dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 command -v nvme >/dev/null || missing+=(nvme-cli)
 command -v cpio >/dev/null || missing+=(cpio)
 # guestfwd runs socat per connection to the e2e containers' 127.0.0.1 ports.
@@ -30,12 +30,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	sudo_ apt-get update -qq
 	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# busybox (the dynamic one) may shadow busybox-static's binary in PATH.
-busybox=/bin/busybox
-file -L "$busybox" 2>/dev/null | grep -q 'statically linked' || busybox=$(dpkg -L busybox-static | grep -m1 '/busybox$')
+busybox=$(dpkg -L busybox-static | grep -m1 '/busybox$')
 
 # The kernel: linux-image-amd64 names the current ABI package.
-kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'; }
+kpkg=$(kernel_pkg)
+[ -n "$kpkg" ] || { sudo_ apt-get update -qq && kpkg=$(kernel_pkg); }
 [ -n "$kpkg" ] || { echo "kernel-lane: apt-cache knows no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
 kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/{print $2}')
 
