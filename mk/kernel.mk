@@ -9,8 +9,8 @@ KERNEL_LANE ?= $(CURDIR)/.cache/kernel-lane/current
 kernel-lane:
 	bash scripts/kernel-lane.sh $(KERNEL_LANE)
 
-## test-kernel: the real-kernel lane alone (kernellane/ boots the guests).
-test-kernel: kernel-lane
+## test-kernel: the real-kernel lane alone (kernellane/ boots the guests; scourd end to end needs the e2e containers too).
+test-kernel: kernel-lane e2e-env
 	SCOUR_KERNEL_LANE=$(KERNEL_LANE) $(GO) test $(TESTFLAGS) ./kernellane/...
 
 # `make test` runs the lane inside its one `go test ./...`.
