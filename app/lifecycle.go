@@ -122,6 +122,8 @@ func (l *lifecycle) intake() bus.CommandHandler {
 // run drives the reconciler and the record retention until ctx ends, then
 // waits for in-flight cleans to stop at their checkpoints.
 func (l *lifecycle) run(ctx context.Context) error {
+	// Before the first scan can resume a cleaned run and un-reserve it.
+	l.settleReturns(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -136,15 +138,18 @@ func (l *lifecycle) run(ctx context.Context) error {
 }
 
 // maintenanceLoop settles cleaned records whose un-reserve happened (or
-// became moot) unrecorded, applies the record retention and, when
-// configured, publishes capability traits: at start, then once an hour.
+// became moot) unrecorded (hourly; run does it at start), applies the
+// record retention and, when configured, publishes capability traits: at
+// start, then once an hour.
 // With capability traits off, the first pass withdraws any that an
 // earlier configuration or scour version left on this host's devices.
 func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for first := true; ; first = false {
-		l.settleReturns(ctx)
+		if !first { // at start, run did it before the reconciler
+			l.settleReturns(ctx)
+		}
 		if runs, cl, err := l.store.Purge(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("record retention purge failed; retried in an hour", "err", err)
 		} else if runs+cl > 0 {

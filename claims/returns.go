@@ -122,7 +122,7 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 		case d.Allocated:
 			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated before scour un-reserved it")
 		default:
-			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved (the un-reserve completed before scourd stopped)")
+			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved and free, its un-reserve not yet recorded")
 		}
 		if err != nil {
 			return n, err
