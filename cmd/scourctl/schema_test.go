@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/plugins"
 )
 
 // recordSchema compiles the published JSON Schema of cleaning records.
@@ -28,9 +32,11 @@ func TestExportedRecordsMatchPublishedSchema(t *testing.T) {
 	sch := recordSchema(t)
 	signedDir, _ := seedSignedStore(t)
 	plainDir, _ := seedRecordsStore(t)
+	verifyDir := seedVerifications(t)
 	for _, args := range [][]string{
 		{"records", "export", "--state-path", signedDir, "--device", "0000:81:00.0", "--all"},
 		{"records", "export", "--state-path", plainDir, "--device", "rp-nvme-0", "--all"},
+		{"records", "export", "--state-path", verifyDir, "--device", "rp-v", "--all"},
 	} {
 		code, out, errs := recordsCLI(args...)
 		if code != 0 {
@@ -55,4 +61,42 @@ func TestExportedRecordsMatchPublishedSchema(t *testing.T) {
 	if sch.Validate(inst) == nil {
 		t.Error("the schema accepts a record without device, method and result")
 	}
+}
+
+// seedVerifications stores one run per verification outcome the steps
+// report (passed, failed with a mismatch, not applicable with a reason),
+// each with a technique and a tool, through the real store.
+func seedVerifications(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := claims.Open(ctx, claims.Config{StatePath: dir}, claims.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, v := range []plugins.Verification{
+		{Method: "read-back", BytesRead: 4096, Samples: 1, Expected: "every byte 0x00", Result: plugins.VerifyPassed},
+		{Method: "read-back", BytesRead: 4096, Expected: "every byte 0x00", Result: plugins.VerifyFailed, Mismatch: "byte at offset 7 is 0x41"},
+		{Method: "none (nothing read)", Expected: "nothing", Result: plugins.VerifyNotApplicable, Reason: "crypto erase leaves noise"},
+	} {
+		run, _, err := s.OpenRun(ctx, claims.RunStart{Host: "compute-1", DeviceRP: "rp-v", Address: "0000:81:00.0", Pipeline: "nvme", Category: "purge",
+			Media: claims.Media{Make: "0x144d", Firmware: "1.0", Type: "nvme", CapacityBytes: 1 << 30}, ScourVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.StepStarted(ctx, claims.StepStart{RunID: run.ID, Name: "verify"})
+		if err == nil {
+			err = s.StepFinished(ctx, run.ID, st.Seq, claims.StepResult{Outcome: claims.StepOK, Details: map[string]any{
+				plugins.VerificationKey: v.Map(), plugins.TechniqueKey: "NVMe Sanitize, Crypto Erase",
+				"tool": map[string]any{"name": "plugin", "path": "/usr/libexec/scour/plugins/v", "sha256": strings.Repeat("ab", 32)}}})
+		}
+		if err == nil {
+			err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "test")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
