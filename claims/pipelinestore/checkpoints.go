@@ -193,7 +193,18 @@ func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.
 	if !ok {
 		return errors.New("pipelinestore: unknown verdict " + string(res.Verdict))
 	}
-	return c.Store.FinishRun(ctx, runID, state, res.String())
+	err := c.Store.FinishRun(ctx, runID, state, res.String())
+	if state == claims.RunCleaned && errors.Is(err, claims.ErrNotClean) {
+		// The store refused the clean verdict (a purge run without a
+		// passed verification): the device must not return, and resuming
+		// the same run cannot change that. Quarantined, it stays reserved
+		// visibly until an operator fixes the pipeline or the device.
+		why := "the record store refused the clean verdict: " + err.Error()
+		if qerr := c.Store.FinishRun(ctx, runID, claims.RunQuarantined, why); qerr != nil {
+			return errors.Join(err, qerr)
+		}
+	}
+	return err
 }
 
 var _ pipeline.IdentityRecorder = (*Checkpoints)(nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/plugins"
 )
 
 // Regression (issue 16, repro 1): scourd stored a "returned" record at the
@@ -81,5 +82,34 @@ func TestCleanedRunNotResumedAfterAnotherTenant(t *testing.T) {
 	rec, _ := s.Record(ctx, second.RunID)
 	if rec.PreviousTenant.InstanceUUID != "inst-meanwhile" || rec.PreviousTenant.ProjectID != claims.UnknownTenant {
 		t.Fatalf("new record's previous tenant = %+v; want inst-meanwhile, project unknown", rec.PreviousTenant)
+	}
+}
+
+// A purge pipeline whose verifying step ran but could not verify (not
+// applicable) gets no clean record: the store refuses it, and the run is
+// quarantined instead of being resumed and refused forever.
+func TestPurgeWithoutPassedVerificationIsQuarantined(t *testing.T) {
+	ctx := context.Background()
+	check := step("check", true)
+	check.Verifies = true
+	cfg := config(step("sanitize", true), check)
+	cfg.Profiles[0].Pipeline.Category = pipeline.CategoryPurge
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
+		"check": func(context.Context) (*plugins.Result, error) {
+			v := plugins.Verification{Method: "none", Expected: "nothing", Result: plugins.VerifyNotApplicable, Reason: "noise"}
+			return plugins.OK(map[string]any{plugins.VerificationKey: v.Map()}), nil
+		},
+	}}
+	res, err := engine(t, cfg, s, pr).Clean(ctx, target)
+	if err == nil || !strings.Contains(err.Error(), "claims purge, but no verification step passed") {
+		t.Fatalf("Clean = %+v, %v; want the clean verdict refused", res, err)
+	}
+	runs, _ := s.ListRuns(ctx, claims.RunFilter{Device: target.RPUUID})
+	if len(runs) != 1 || runs[0].State != claims.RunQuarantined {
+		t.Fatalf("runs = %+v; want one, quarantined", runs)
+	}
+	if _, open, _ := s.ActiveQuarantine(ctx, "compute-1", target.RPUUID); !open {
+		t.Fatal("no open quarantine: the device would be cleaned and refused forever")
 	}
 }
