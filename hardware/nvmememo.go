@@ -35,7 +35,7 @@ func pciIDs(d *Device) string {
 // remember keeps what an nvme-bound discovery of dev learned.
 func (m *NVMeMemo) remember(dev *Device) {
 	n := dev.NVMe
-	if m == nil || n == nil || dev.Driver != "nvme" || dev.Serial == "" {
+	if m == nil || n == nil || dev.Driver != "nvme" || (dev.Serial == "" && dev.Model == "") {
 		return
 	}
 	_, idAbsent := dev.Absent["nvme.format"]

@@ -19,6 +19,9 @@ type Layout struct {
 	GPU     hardware.Address // "" when the host has none (the QEMU guest)
 	NIC     hardware.Address // with devlink firmware versions; "" when none
 	Missing hardware.Address // not on this host
+	// Rebind: BindDriver really moves devices (the simulator, a real
+	// kernel); false over a fake sysfs tree.
+	Rebind bool
 }
 
 // present drops the devices the layout does not have.
@@ -120,6 +123,12 @@ func Run(t *testing.T, b hardware.Backend, l Layout) {
 			t.Errorf("Sanitize: %v, want ErrWrongDriver", err)
 		}
 	})
+	t.Run("RememberedOnVFIO", func(t *testing.T) {
+		if !l.Rebind {
+			t.Skip("this layout cannot rebind devices (fake sysfs): Layout.Rebind false")
+		}
+		rememberedOnVFIO(t, b, l.VFIO)
+	})
 	t.Run("Unsupported", func(t *testing.T) {
 		if err := b.ScrubGPU(ctx, l.NVMe, nil); !errors.Is(err, hardware.ErrUnsupported) {
 			t.Errorf("ScrubGPU on NVMe: %v, want ErrUnsupported", err)
@@ -145,4 +154,38 @@ func Run(t *testing.T, b hardware.Backend, l Layout) {
 func isDeclared(name string) bool {
 	_, ok := hardware.LookupCapability(name)
 	return ok && len(name) > 7 && name[:7] == "custom."
+}
+
+// rememberedOnVFIO: a vfio-bound NVMe seen once on nvme keeps its serial,
+// model and erase capabilities back on vfio-pci, never its SMART values.
+func rememberedOnVFIO(t *testing.T, b hardware.Backend, addr hardware.Address) {
+	ctx := context.Background()
+	prev, err := b.BindDriver(ctx, addr, "nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.BindDriver(ctx, addr, prev)
+	on, err := b.Discover(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Serial+on.Model == "" || on.Driver != "nvme" {
+		t.Fatalf("on nvme: driver %s serial %q", on.Driver, on.Serial)
+	}
+	if _, err := b.BindDriver(ctx, addr, "vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+	off, err := b.Discover(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Driver != "vfio-pci" || off.Serial != on.Serial || off.Model != on.Model || off.NVMe == nil || !off.NVMe.Remembered {
+		t.Fatalf("back on vfio-pci: driver %s serial %q model %q nvme %+v; want %q %q remembered", off.Driver, off.Serial, off.Model, off.NVMe, on.Serial, on.Model)
+	}
+	if !off.Capabilities["nvme.format"].Equal(on.Capabilities["nvme.format"]) {
+		t.Errorf("nvme.format %v on vfio-pci, %v on nvme", off.Capabilities["nvme.format"], on.Capabilities["nvme.format"])
+	}
+	if _, ok := off.Capabilities["nvme.percent_used"]; ok {
+		t.Error("SMART values remembered")
+	}
 }
