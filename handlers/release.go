@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/scour-project/scour/command"
 )
@@ -45,27 +46,18 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 		return h.releaseByAllocations(ctx, log, c, existing, reason)
 	}
 	mark := h.rec.mark()
-	read := map[string]Device{}
-	for _, cl := range existing {
-		for _, d := range cl.Devices {
-			if _, done := read[d.RPUUID]; done || !cl.Live() {
-				continue
-			}
-			dev, err := h.p.ReadDevice(ctx, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
-			if errors.Is(err, ErrGone) {
-				continue // not in this host's tree any more: nobody holds it here
-			}
-			if err != nil {
-				return fmt.Errorf("instance %s: read device %s from Placement before releasing claims: %w (retried; check Placement is reachable)", c.InstanceUUID, d.RPName, err)
-			}
-			read[d.RPUUID] = dev
-		}
+	read, err := h.readClaimed(ctx, existing)
+	if err != nil {
+		return fmt.Errorf("instance %s: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
 	held := map[string]bool{}
 	for rp, d := range read {
 		held[rp] = d.HeldBy(c.InstanceUUID)
 	}
-	var errs []error
+	// The freed devices are queued before their claims are ended: the
+	// cleaning does not wait for the claims database, and a failed claim
+	// write (the command is retried) does not hold a dirty device back.
+	var ended []Claim
 	var freed []Device
 	scan := false
 	for _, cl := range existing {
@@ -78,7 +70,7 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 				"claim", cl.ID)
 			continue
 		}
-		errs = append(errs, h.end(ctx, log, c, cl))
+		ended = append(ended, cl)
 		for _, d := range cl.Devices {
 			if dev, ok := read[d.RPUUID]; ok {
 				freed = append(freed, dev)
@@ -88,8 +80,60 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	if h.rec.queueRead(ctx, freed, mark, reason) || scan {
 		h.rec.Trigger(reason)
 	}
+	var errs []error
+	for _, cl := range ended {
+		errs = append(errs, h.end(ctx, log, c, cl))
+	}
 	return errors.Join(errs...)
 }
+
+// readClaimed reads every device of the live claims, readParallel at a
+// time: a release's latency to its first cleaning run is these reads.
+// Devices gone from the tree are left out (nobody holds them here).
+func (h *Handler) readClaimed(ctx context.Context, claims []Claim) (map[string]Device, error) {
+	var want []ClaimDevice
+	seen := map[string]bool{}
+	for _, cl := range claims {
+		for _, d := range cl.Devices {
+			if cl.Live() && !seen[d.RPUUID] {
+				seen[d.RPUUID] = true
+				want = append(want, d)
+			}
+		}
+	}
+	devs := make([]Device, len(want))
+	errs := make([]error, len(want))
+	sem := make(chan struct{}, readParallel)
+	var wg sync.WaitGroup
+	for i, d := range want {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			devs[i], errs[i] = h.p.ReadDevice(ctx, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
+			if errs[i] != nil && !errors.Is(errs[i], ErrGone) {
+				errs[i] = fmt.Errorf("read device %s from Placement before releasing claims: %w", d.RPName, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	read := map[string]Device{}
+	var failed []error
+	for i, d := range want {
+		switch {
+		case errors.Is(errs[i], ErrGone):
+		case errs[i] != nil:
+			failed = append(failed, errs[i])
+		default:
+			read[d.RPUUID] = devs[i]
+		}
+	}
+	return read, errors.Join(failed...)
+}
+
+// readParallel bounds one release's concurrent device reads (Placement's
+// default deployment serves a handful of requests at once per process).
+const readParallel = 8
 
 // releaseByAllocations is release for an instance without a live claim
 // here, and for a revert: Placement's allocations of the instance say what

@@ -21,3 +21,10 @@ e2e-socket:
 ## e2e: the e2e harness and scenario tests.
 e2e: e2e-env
 	$(GO) test $(TESTFLAGS) ./e2e/...
+
+## bench-lifecycle: release-to-pool of scourd vs Nova's sample listener
+## (real broker and Placement, simulated hardware; docs/operations.md).
+.PHONY: bench-lifecycle
+bench: bench-lifecycle
+bench-lifecycle: e2e-env
+	SCOUR_BENCH_LIFECYCLE=1 $(GO) test -count=1 -timeout 15m -run '^TestBenchLifecycle$$' -v ./e2e/ | grep -v '^=== \|^--- \|^PASS\|^ok '

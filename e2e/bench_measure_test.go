@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/e2e/harness"
+)
+
+// scourRound boots the scenario's instances on its scourd host (claims
+// recorded), releases them and measures until every device is back.
+func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
+	h := sc.scour
+	claims := strings.Count(h.Logs(), `msg="claim recorded"`)
+	insts := benchBoot(t, c, h.Node, sc, func(inst string) {
+		c.Bus.PublishNotification(t, harness.Event{Type: "instance.create.end", InstanceUUID: inst, Host: h.Name, Node: h.Name,
+			ProjectID: "tenant-a", UserID: "user-a"}, harness.Versioned)
+	})
+	Eventually(t, time.Minute, "claims recorded", func() (bool, string) {
+		return strings.Count(h.Logs(), `msg="claim recorded"`) >= claims+len(insts), tail(h.Logs(), 20)
+	})
+	returned := strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`)
+	calls0, cpu0 := scourCalls(t, h), procCPU(t, h.cmd.Process.Pid)
+	t0 := benchRelease(t, c, h.Name, insts)
+	t1 := waitPool(t, c.P, h.Node, sc.tree)
+	Eventually(t, time.Minute, "returns logged", func() (bool, string) {
+		return strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`) >= returned+sc.devices, tail(h.Logs(), 20)
+	})
+	calls, cpu := scourCalls(t, h)-calls0, procCPU(t, h.cmd.Process.Pid)-cpu0
+	n := float64(sc.devices)
+	return benchRun{wall: t1.Sub(t0), firstRun: firstLogAfter(h.Logs(), `msg="cleaning run started"`, t0).Sub(t0),
+		calls: calls / n, cpu: time.Duration(float64(cpu) / n)}
+}
+
+// baseRound does the same for the sample listener's host.
+func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) benchRun {
+	node := sc.baseNode
+	insts := benchBoot(t, c, node, sc, func(string) {})
+	s.started.Delete(node.Name)
+	got, calls0 := s.got.Load(), s.calls.Load()
+	t0 := benchRelease(t, c, node.Name, insts)
+	t1 := waitPool(t, c.P, node, sc.tree)
+	Eventually(t, time.Minute, "baseline handled every delete", func() (bool, string) {
+		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0, ""
+	})
+	first, _ := s.started.Load(node.Name)
+	return benchRun{wall: t1.Sub(t0), firstRun: first.(time.Time).Sub(t0),
+		calls: float64(s.calls.Load()-calls0) / float64(sc.devices)}
+}
+
+func scourCalls(t *testing.T, h *Host) float64 {
+	n, _ := aMetric(aMetrics(t, h), "scour_placement_requests_total")
+	return n
+}
+
+// procCPU is the process's user+system CPU time (/proc/<pid>/stat, clock
+// ticks of 10 ms).
+func procCPU(t *testing.T, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// firstLogAfter is the time of the first log line holding msg at or after t0.
+func firstLogAfter(logs, msg string, t0 time.Time) time.Time {
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, msg) || !strings.HasPrefix(l, "time=") {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil && !ts.Before(t0.Truncate(time.Millisecond)) {
+			return ts
+		}
+	}
+	return t0
+}
+
+func median[T int64 | float64 | time.Duration](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func pick[T any](runs []benchRun, f func(benchRun) T) []T {
+	var out []T
+	for _, r := range runs {
+		out = append(out, f(r))
+	}
+	return out
+}
+
+func report(scenarios []benchScenario, rounds int) {
+	host, _ := os.Hostname()
+	cpus, _ := os.ReadFile("/proc/cpuinfo")
+	fmt.Printf("\nbench-lifecycle: medians of %d alternating rounds; host %s, %d CPUs; real RabbitMQ and Placement (e2e containers)\n",
+		rounds, host, strings.Count(string(cpus), "processor\t:"))
+	fmt.Printf("%-34s %10s %10s %7s | %10s %10s | %9s %9s | %11s\n", "scenario", "scourd", "sample", "ratio",
+		"run start", "sample", "calls/dev", "sample", "scourd CPU")
+	for _, sc := range scenarios {
+		sw, bw := median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.wall })), median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.wall }))
+		fmt.Printf("%-34s %10s %10s %6.1fx | %10s %10s | %9.2f %9.2f | %8.1f ms\n", sc.name,
+			sw.Round(time.Millisecond), bw.Round(time.Millisecond), float64(bw)/float64(sw),
+			median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
+			median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
+			median(pick(sc.scourRuns, func(r benchRun) float64 { return r.calls })),
+			median(pick(sc.baseRuns, func(r benchRun) float64 { return r.calls })),
+			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.cpu })))/float64(time.Millisecond))
+	}
+	fmt.Println("columns: publish-to-pool wall time (scourd, sample, sample/scourd); publish to first cleaning run started; Placement calls per cleaned device; scourd CPU per cleaning")
+}
