@@ -21,7 +21,7 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 		c.ScanDebounce = ptr(20 * time.Millisecond)
 	})
 	for i := 1; i <= n; i++ {
-		vm := fmt.Sprintf("vm-%d", i)
+		vm := fmt.Sprintf("00000000-0000-4000-9000-%012d", i)
 		e.w.Allocate(vm, true, rp(i))
 		e.handle(cmd(command.KindClaim, "instance.create.end", vm))
 	}
@@ -33,7 +33,7 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- e.r.Run(ctx) }()
 	for i := 1; i <= n; i++ {
-		vm := fmt.Sprintf("vm-%d", i)
+		vm := fmt.Sprintf("00000000-0000-4000-9000-%012d", i)
 		e.w.Free(vm)
 		e.handle(cmd(command.KindRelease, "instance.delete.end", vm))
 	}
@@ -70,9 +70,9 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 func TestCleanIsAsynchronousAndSinglePerDevice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-	e.w.Free("vm-1")
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
 	started, release := make(chan struct{}), make(chan struct{})
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		close(started)
@@ -83,10 +83,10 @@ func TestCleanIsAsynchronousAndSinglePerDevice(t *testing.T) {
 	defer cancel()
 	done := make(chan error)
 	go func() { done <- e.r.Run(ctx) }()
-	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1")) // returns: clean is not awaited
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001")) // returns: clean is not awaited
 	<-started
 	for range 5 {
-		e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+		e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 		if err := e.r.Scan(ctx, "test"); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestQueuedDeviceAllocatedIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	e.w.Allocate("vm-2", false, rp(2))
+	e.w.Allocate("00000000-0000-4000-8000-000000000002", false, rp(2))
 	if err := e.r.Scan(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}

@@ -21,12 +21,12 @@ func TestClaimEvents(t *testing.T) {
 			t.Run(ev, func(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t, 3, nil)
-				e.w.Allocate("vm-1", novaBurns, rp(1), rp(2))
+				e.w.Allocate("00000000-0000-4000-8000-000000000001", novaBurns, rp(1), rp(2))
 				for range 3 { // duplicates are harmless
-					e.handle(cmd(command.KindClaim, ev, "vm-1"))
+					e.handle(cmd(command.KindClaim, ev, "00000000-0000-4000-8000-000000000001"))
 				}
 				for _, i := range []int{1, 2} {
-					if got := e.claimState("vm-1", i); got != handlers.ClaimActive {
+					if got := e.claimState("00000000-0000-4000-8000-000000000001", i); got != handlers.ClaimActive {
 						t.Errorf("claim on %s = %q, want active", rp(i), got)
 					}
 					wantBurns := 1
@@ -58,7 +58,7 @@ func TestClaimEvents(t *testing.T) {
 func TestLateClaimRecordsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-gone"))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000007"))
 	if n := len(e.c.All()); n != 0 {
 		t.Errorf("claims = %d, want 0", n)
 	}
@@ -73,11 +73,11 @@ func TestLateClaimRecordsNothing(t *testing.T) {
 func TestDeleteBeforeCreate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.w.Free("vm-1") // Nova deleted it; create.end is still in flight
-	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.w.Free("00000000-0000-4000-8000-000000000001") // Nova deleted it; create.end is still in flight
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 	e.reconcile()
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	e.reconcile()
 	e.wantDevice(1, handlers.StateAvailable, 1, 1)
 	if n := len(e.c.All()); n != 0 {
@@ -90,19 +90,19 @@ func TestDeleteBeforeCreate(t *testing.T) {
 func TestReleaseCleansOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-	e.w.Free("vm-1")
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
 	for range 3 {
-		e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+		e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 		e.reconcile()
 	}
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("claim = %q, want released", got)
 	}
 	e.wantDevice(1, handlers.StateAvailable, 1, 1)
 	e.wantDevice(2, handlers.StateAvailable, 0, 0)
-	if calls := e.cl.Calls(); len(calls) != 1 || calls[0].PreviousInstance != "vm-1" || calls[0].PreviousProject != "project-a" {
+	if calls := e.cl.Calls(); len(calls) != 1 || calls[0].PreviousInstance != "00000000-0000-4000-8000-000000000001" || calls[0].PreviousProject != "project-a" {
 		t.Errorf("clean requests = %+v, want one naming vm-1 of project-a", calls)
 	}
 	if got := e.cl.Returned(); len(got) != 1 {
@@ -115,13 +115,13 @@ func TestReleaseCleansOnce(t *testing.T) {
 func TestForgedDeleteForRunningInstance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	for _, k := range []command.Kind{command.KindRelease, command.KindMoveSource, command.KindShelveOffload, command.KindRevert} {
-		e.handle(cmd(k, "forged", "vm-1"))
+		e.handle(cmd(k, "forged", "00000000-0000-4000-8000-000000000001"))
 		e.reconcile()
 	}
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimActive {
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimActive {
 		t.Errorf("claim = %q, want active", got)
 	}
 	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
@@ -136,14 +136,14 @@ func TestBurnRefusals(t *testing.T) {
 		t.Run(refusal.Error(), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 2, nil)
-			e.w.Allocate("vm-1", false, rp(1), rp(2))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", false, rp(1), rp(2))
 			e.p.BurnF = func(ctx context.Context, d handlers.Device) error {
 				if d.RPUUID == rp(1) {
 					return fmt.Errorf("burn %s: %w", d.RPName, refusal)
 				}
 				return e.w.Burn(ctx, d)
 			}
-			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 			all := e.c.All()
 			if len(all) != 1 || len(all[0].Devices) != 1 || all[0].Devices[0].RPUUID != rp(2) {
 				t.Errorf("claims = %+v, want one claim holding only rp-2", all)

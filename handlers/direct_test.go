@@ -18,15 +18,15 @@ func TestReleaseCleansClaimedDevicesWithoutScan(t *testing.T) {
 		c.ScanDebounce = ptr(time.Hour)
 		c.ReconcileInterval = time.Hour
 	})
-	e.w.Allocate("vm-1", true, rp(1), rp(2))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	stop := e.run()
 	defer stop()
 	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // start
-	e.w.Allocate("vm-2", true, rp(3))
-	e.w.Free("vm-2") // rp-3 dirty, no notification
-	e.w.Free("vm-1")
-	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000002", true, rp(3))
+	e.w.Free("00000000-0000-4000-8000-000000000002") // rp-3 dirty, no notification
+	e.w.Free("00000000-0000-4000-8000-000000000001")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 	waitFor(t, func() bool {
 		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
 	})
@@ -54,9 +54,9 @@ func TestReleaseWithoutClaimScansAtOnce(t *testing.T) {
 	stop := e.run()
 	defer stop()
 	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 })
-	e.w.Allocate("vm-1", true, rp(1))
-	e.w.Free("vm-1")
-	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
 	if got := e.w.Count("scan", ""); got != 2 {
 		t.Errorf("scans = %d, want 2 (start, the release's)", got)

@@ -28,7 +28,7 @@ func TestErrorClassification(t *testing.T) {
 		mention   string
 	}{
 		{name: "unknown version", cmd: func() *command.Command {
-			c := cmd(command.KindClaim, "instance.create.end", "vm-1")
+			c := cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
 			c.Version = 99
 			return c
 		}, permanent: true, mention: "version"},
@@ -36,34 +36,34 @@ func TestErrorClassification(t *testing.T) {
 			return cmd(command.KindRelease, "instance.delete.end", "")
 		}, permanent: true, mention: "instance_uuid"},
 		{name: "another host's command", cmd: func() *command.Command {
-			c := cmd(command.KindRelease, "instance.delete.end", "vm-1")
+			c := cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001")
 			c.Host = "compute9"
 			return c
 		}, permanent: true, mention: "compute9"},
 		{name: "placement down on claim", cmd: func() *command.Command {
-			return cmd(command.KindClaim, "instance.create.end", "vm-1")
+			return cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
 		}, break_: func(e *env) {
 			e.p.InstanceAllocationsF = func(context.Context, string) (handlers.InstanceAllocation, error) {
 				return handlers.InstanceAllocation{}, down
 			}
-		}, mention: "instance vm-1"},
+		}, mention: "instance 00000000-0000-4000-8000-000000000001"},
 		{name: "placement down on delete", cmd: func() *command.Command {
-			return cmd(command.KindRelease, "instance.delete.end", "vm-1")
+			return cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001")
 		}, break_: func(e *env) {
 			e.p.InstanceAllocationsF = func(context.Context, string) (handlers.InstanceAllocation, error) {
 				return handlers.InstanceAllocation{}, down
 			}
 		}, mention: "Placement"},
 		{name: "claims database down", cmd: func() *command.Command {
-			return cmd(command.KindClaim, "instance.create.end", "vm-1")
+			return cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
 		}, break_: func(e *env) {
-			e.w.Allocate("vm-1", true, rp(1))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
 			e.c.Fail = func(string) error { return down }
 		}, mention: "claims database"},
 		{name: "burn fails", cmd: func() *command.Command {
-			return cmd(command.KindClaim, "instance.create.end", "vm-1")
+			return cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
 		}, break_: func(e *env) {
-			e.w.Allocate("vm-1", false, rp(1))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", false, rp(1))
 			e.p.BurnF = func(context.Context, handlers.Device) error { return down }
 		}, mention: "burn"},
 	}
@@ -91,8 +91,8 @@ func TestErrorClassification(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 3, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	e.w.Set(rp(2), func(d *handlers.Device) { d.Reserved = 1 })
 	_ = e.h.Handle(context.Background(), &command.Command{Version: 7})
 	e.reconcile()

@@ -16,27 +16,27 @@ import (
 func TestRevertBroadcast(t *testing.T) {
 	t.Parallel()
 	src, dst := newEnv(t, 1, nil), newEnv(t, 1, nil)
-	src.w.Allocate("vm-1", true, rp(1))
-	src.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	src.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	src.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	// resize to dst: the source allocation moves to the migration consumer
-	src.w.Move("vm-1", "mig-1", rp(1))
-	dst.w.Allocate("vm-1", true, rp(1))
-	dst.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1"))
+	src.w.Move("00000000-0000-4000-8000-000000000001", "mig-1", rp(1))
+	dst.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	dst.handle(cmd(command.KindClaim, "instance.resize_finish.end", "00000000-0000-4000-8000-000000000001"))
 	// revert: Nova frees the destination and gives the source back
-	dst.w.Free("vm-1")
-	src.w.Move("mig-1", "vm-1", rp(1))
+	dst.w.Free("00000000-0000-4000-8000-000000000001")
+	src.w.Move("mig-1", "00000000-0000-4000-8000-000000000001", rp(1))
 	for _, e := range []*env{src, dst} {
-		rv := cmd(command.KindRevert, "instance.resize_revert.end", "vm-1")
+		rv := cmd(command.KindRevert, "instance.resize_revert.end", "00000000-0000-4000-8000-000000000001")
 		rv.Scope, rv.Host = command.ScopeBroadcast, ""
 		e.handle(rv)
 		e.handle(rv) // duplicate broadcast
 		e.reconcile()
 	}
-	if got := dst.claimState("vm-1", 1); got != handlers.ClaimReleased {
+	if got := dst.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("destination claim = %q, want released", got)
 	}
 	dst.wantDevice(1, handlers.StateAvailable, 1, 1)
-	if got := src.claimState("vm-1", 1); got != handlers.ClaimActive {
+	if got := src.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimActive {
 		t.Errorf("source claim = %q, want active", got)
 	}
 	src.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
@@ -50,12 +50,12 @@ func TestMoveSource(t *testing.T) {
 		t.Run(ev, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 1, nil)
-			e.w.Allocate("vm-1", true, rp(1))
-			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-			e.w.Move("vm-1", "mig-1", rp(1)) // instance now holds a device elsewhere
-			e.handle(cmd(command.KindMoveSource, ev, "vm-1"))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+			e.w.Move("00000000-0000-4000-8000-000000000001", "mig-1", rp(1)) // instance now holds a device elsewhere
+			e.handle(cmd(command.KindMoveSource, ev, "00000000-0000-4000-8000-000000000001"))
 			e.reconcile()
-			if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
+			if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 				t.Errorf("claim = %q, want released", got)
 			}
 			e.wantDevice(1, handlers.StateBurnedInUse, 0, 0) // migration still holds it
@@ -71,40 +71,40 @@ func TestMoveSource(t *testing.T) {
 func TestShelveOffloadThenUnshelve(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	create := cmd(command.KindClaim, "instance.create.end", "vm-1")
-	create.Volumes = []string{"vol-root", "vol-data"}
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	create := cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
+	create.Volumes = []string{"10000000-0000-4000-8000-000000000004", "10000000-0000-4000-8000-000000000005"}
 	e.handle(create)
 	e.handle(&command.Command{Version: 1, Kind: command.KindVolume, Scope: command.ScopeHost, Host: "compute1",
-		InstanceUUID: "vm-1", EventType: "instance.volume_attach.end", State: "active",
-		Volume: &command.VolumeChange{Action: "attach", VolumeID: "vol-root", IsRoot: true}})
+		InstanceUUID: "00000000-0000-4000-8000-000000000001", EventType: "instance.volume_attach.end", State: "active",
+		Volume: &command.VolumeChange{Action: "attach", VolumeID: "10000000-0000-4000-8000-000000000004", IsRoot: true}})
 
-	e.w.Free("vm-1")
-	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "vm-1"))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
+	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "00000000-0000-4000-8000-000000000001"))
 	e.reconcile()
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimDormant {
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimDormant {
 		t.Fatalf("claim after shelve offload = %q, want dormant", got)
 	}
 	e.wantDevice(1, handlers.StateAvailable, 1, 1)
 
 	e.clock.Advance(24 * 3600e9) // a day shelved: dormant claims are no orphans
 	e.reconcile()
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimDormant {
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimDormant {
 		t.Fatalf("dormant claim after a day = %q, want dormant", got)
 	}
 	detach := &command.Command{Version: 1, Kind: command.KindVolume, Scope: command.ScopeBroadcast,
-		InstanceUUID: "vm-1", EventType: "instance.volume_detach.end", State: "shelved_offloaded",
-		Volume: &command.VolumeChange{Action: "detach", VolumeID: "vol-root", IsRoot: true}}
+		InstanceUUID: "00000000-0000-4000-8000-000000000001", EventType: "instance.volume_detach.end", State: "shelved_offloaded",
+		Volume: &command.VolumeChange{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000004", IsRoot: true}}
 	e.handle(detach)
 
-	e.w.Allocate("vm-1", true, rp(2))
-	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "vm-1"))
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimReleased {
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(2))
+	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "00000000-0000-4000-8000-000000000001"))
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("old dormant claim = %q, want released (superseded)", got)
 	}
-	c, _ := e.c.ForDevice("vm-1", rp(2))
+	c, _ := e.c.ForDevice("00000000-0000-4000-8000-000000000001", rp(2))
 	if c.State != handlers.ClaimActive || !c.Volumes.RootDetached ||
-		!slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "vol-data"}}) {
+		!slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "10000000-0000-4000-8000-000000000005"}}) {
 		t.Errorf("unshelve claim = %+v, want active, no root volume, [vol-data]", c)
 	}
 }
@@ -113,14 +113,14 @@ func TestShelveOffloadThenUnshelve(t *testing.T) {
 func TestUnshelveSameDeviceReactivates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-	e.w.Free("vm-1")
-	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
+	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "00000000-0000-4000-8000-000000000001"))
 	e.reconcile()
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "vm-1"))
-	if got := e.claimState("vm-1", 1); got != handlers.ClaimActive {
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.unshelve.end", "00000000-0000-4000-8000-000000000001"))
+	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimActive {
 		t.Errorf("claim = %q, want active", got)
 	}
 	if n := len(e.c.All()); n != 1 {
@@ -132,17 +132,17 @@ func TestUnshelveSameDeviceReactivates(t *testing.T) {
 func TestBroadcastScansOnlyInvolvedHosts(t *testing.T) {
 	t.Parallel()
 	involved, bystander := newEnv(t, 1, nil), newEnv(t, 1, nil)
-	involved.w.Allocate("vm-1", true, rp(1))
-	involved.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	involved.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	involved.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	for _, e := range []*env{involved, bystander} {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- e.r.Run(ctx) }()
 		waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // the start scan
 		if e == involved {
-			e.w.Free("vm-1") // deleted after the start scan: only the broadcast can find it
+			e.w.Free("00000000-0000-4000-8000-000000000001") // deleted after the start scan: only the broadcast can find it
 		}
-		del := cmd(command.KindRelease, "instance.delete.end", "vm-1")
+		del := cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001")
 		del.Scope, del.Host = command.ScopeBroadcast, ""
 		e.handle(del)
 		if e == involved {
@@ -156,7 +156,7 @@ func TestBroadcastScansOnlyInvolvedHosts(t *testing.T) {
 	if got := bystander.w.Count("scan", ""); got != 1 {
 		t.Errorf("bystander scans = %d, want 1 (start only)", got)
 	}
-	if got := involved.claimState("vm-1", 1); got != handlers.ClaimReleased {
+	if got := involved.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("involved claim = %q, want released", got)
 	}
 }
@@ -174,15 +174,15 @@ func TestReconcileCommand(t *testing.T) {
 	}{
 		{"operator, host-scoped", command.ScopeHost, "", false, true},
 		{"operator, broadcast", command.ScopeBroadcast, "", false, true},
-		{"evacuate, instance known here", command.ScopeBroadcast, "vm-1", true, true},
-		{"evacuate, instance unknown here", command.ScopeBroadcast, "vm-1", false, false},
+		{"evacuate, instance known here", command.ScopeBroadcast, "00000000-0000-4000-8000-000000000001", true, true},
+		{"evacuate, instance unknown here", command.ScopeBroadcast, "00000000-0000-4000-8000-000000000001", false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 1, nil)
 			if tt.known {
-				e.w.Allocate("vm-1", true, rp(1))
-				e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+				e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+				e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error)
@@ -215,35 +215,35 @@ func TestSameHostResize(t *testing.T) {
 		t.Run(map[bool]string{true: "confirm", false: "revert"}[confirm], func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 2, nil)
-			e.w.Allocate("vm-1", true, rp(1))
-			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-			e.w.Move("vm-1", "mig-1", rp(1))
-			e.w.Allocate("vm-1", true, rp(2))
-			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1"))
-			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "vm-1")) // replay
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+			e.w.Move("00000000-0000-4000-8000-000000000001", "mig-1", rp(1))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(2))
+			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "00000000-0000-4000-8000-000000000001"))
+			e.handle(cmd(command.KindClaim, "instance.resize_finish.end", "00000000-0000-4000-8000-000000000001")) // replay
 			if n := len(e.c.All()); n != 2 {
 				t.Fatalf("claims during the resize = %d, want 2 (source and target)", n)
 			}
-			if c, _ := e.c.ForDevice("vm-1", rp(2)); !c.ResizeTarget {
+			if c, _ := e.c.ForDevice("00000000-0000-4000-8000-000000000001", rp(2)); !c.ResizeTarget {
 				t.Errorf("claim on the new device is not the resize target: %+v", c)
 			}
 			left, kept := 1, 2
 			if confirm {
 				e.w.Free("mig-1")
-				e.handle(cmd(command.KindMoveSource, "instance.resize_confirm.end", "vm-1"))
+				e.handle(cmd(command.KindMoveSource, "instance.resize_confirm.end", "00000000-0000-4000-8000-000000000001"))
 			} else {
 				e.w.Set(rp(2), func(d *handlers.Device) { d.Consumers = nil })
-				e.w.Move("mig-1", "vm-1", rp(1))
-				rv := cmd(command.KindRevert, "instance.resize_revert.end", "vm-1")
+				e.w.Move("mig-1", "00000000-0000-4000-8000-000000000001", rp(1))
+				rv := cmd(command.KindRevert, "instance.resize_revert.end", "00000000-0000-4000-8000-000000000001")
 				rv.Scope, rv.Host = command.ScopeBroadcast, ""
 				e.handle(rv)
 				left, kept = 2, 1
 			}
 			e.reconcile()
-			if got := e.claimState("vm-1", left); got != handlers.ClaimReleased {
+			if got := e.claimState("00000000-0000-4000-8000-000000000001", left); got != handlers.ClaimReleased {
 				t.Errorf("claim on the side left (%s) = %q, want released", rp(left), got)
 			}
-			if got := e.claimState("vm-1", kept); got != handlers.ClaimActive {
+			if got := e.claimState("00000000-0000-4000-8000-000000000001", kept); got != handlers.ClaimActive {
 				t.Errorf("claim on the side kept (%s) = %q, want active", rp(kept), got)
 			}
 			e.wantDevice(left, handlers.StateAvailable, 1, 1)

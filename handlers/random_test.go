@@ -34,7 +34,7 @@ func TestRandomHistoriesConverge(t *testing.T) {
 				}
 				return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
 			}
-			vm := func(i int) string { return fmt.Sprintf("vm-%d", i) }
+			vm := func(i int) string { return fmt.Sprintf("00000000-0000-4000-9000-%012d", i) }
 			seen := map[int]bool{} // scour burned it or Nova did
 			var late []*command.Command
 			for i := 1; i <= n; i++ {
@@ -108,6 +108,6 @@ func deliveries(rng *rand.Rand, n int, mk func(int) *command.Command, late *[]*c
 
 func idx(c *command.Command) int {
 	var i int
-	fmt.Sscanf(c.InstanceUUID, "vm-%d", &i)
+	fmt.Sscanf(c.InstanceUUID, "00000000-0000-4000-9000-%012d", &i)
 	return i
 }

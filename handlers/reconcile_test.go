@@ -25,18 +25,18 @@ func TestReconcilerReachesEndState(t *testing.T) {
 	tests := map[string]dev{
 		"available stays": {setup: func(e *env) {}, want: handlers.StateAvailable},
 		"dirty, delete never delivered": {setup: func(e *env) {
-			e.w.Allocate("vm-1", true, rp(1))
-			e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-			e.w.Free("vm-1")
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+			e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+			e.w.Free("00000000-0000-4000-8000-000000000001")
 		}, want: handlers.StateAvailable, cleans: 1, unreserves: 1},
 		"dirty, no notification at all (evacuated host back)": {setup: func(e *env) {
-			e.w.Allocate("vm-1", true, rp(1))
-			e.w.Free("vm-1")
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+			e.w.Free("00000000-0000-4000-8000-000000000001")
 		}, want: handlers.StateAvailable, cleans: 1, unreserves: 1},
 		"allocated, Nova did not burn, create never delivered": {setup: func(e *env) {
-			e.w.Allocate("vm-1", false, rp(1))
+			e.w.Allocate("00000000-0000-4000-8000-000000000001", false, rp(1))
 		}, want: handlers.StateBurnedInUse, burns: 1},
-		"burned in use": {setup: func(e *env) { e.w.Allocate("vm-1", true, rp(1)) }, want: handlers.StateBurnedInUse},
+		"burned in use": {setup: func(e *env) { e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1)) }, want: handlers.StateBurnedInUse},
 		"allocated to a migration": {setup: func(e *env) {
 			e.w.Allocate("mig-1", true, rp(1))
 		}, want: handlers.StateBurnedInUse},
@@ -75,9 +75,9 @@ func TestReconcilerReachesEndState(t *testing.T) {
 func TestRestartFindsDirtyDevices(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, nil)
-	e.w.Allocate("vm-1", true, rp(1), rp(2))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
-	e.w.Free("vm-1")
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
+	e.w.Free("00000000-0000-4000-8000-000000000001")
 	crashed := make(chan struct{})
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		close(crashed) // the process dies here: no verdict ever comes

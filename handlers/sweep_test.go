@@ -15,18 +15,18 @@ func TestOrphanSweep(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 4, nil)
 	e.c.Expiry = 5 * time.Minute
-	for i, vm := range []string{"vm-gone", "vm-moving", "vm-shelved", "vm-running"} {
+	for i, vm := range []string{"00000000-0000-4000-8000-000000000007", "00000000-0000-4000-8000-000000000008", "00000000-0000-4000-8000-00000000000b", "00000000-0000-4000-8000-00000000000a"} {
 		e.w.Allocate(vm, true, rp(i+1))
 		e.handle(cmd(command.KindClaim, "instance.create.end", vm))
 	}
-	e.w.Free("vm-gone")                   // delete.end lost
-	e.w.Move("vm-moving", "mig-1", rp(2)) // resize waiting for confirm
-	e.w.Free("vm-shelved")                // shelved offloaded
-	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "vm-shelved"))
+	e.w.Free("00000000-0000-4000-8000-000000000007")                 // delete.end lost
+	e.w.Move("00000000-0000-4000-8000-000000000008", "mig-1", rp(2)) // resize waiting for confirm
+	e.w.Free("00000000-0000-4000-8000-00000000000b")                 // shelved offloaded
+	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", "00000000-0000-4000-8000-00000000000b"))
 
 	e.clock.Advance(time.Minute)
 	e.reconcile()
-	if got := e.claimState("vm-gone", 1); got != handlers.ClaimActive {
+	if got := e.claimState("00000000-0000-4000-8000-000000000007", 1); got != handlers.ClaimActive {
 		t.Errorf("young unbacked claim = %q, want active until claim_expiry_time", got)
 	}
 	e.clock.Advance(5 * time.Minute)
@@ -36,10 +36,10 @@ func TestOrphanSweep(t *testing.T) {
 		i    int
 		want handlers.ClaimState
 	}{
-		{"vm-gone", 1, handlers.ClaimOrphaned},
-		{"vm-moving", 2, handlers.ClaimActive},
-		{"vm-shelved", 3, handlers.ClaimDormant},
-		{"vm-running", 4, handlers.ClaimActive},
+		{"00000000-0000-4000-8000-000000000007", 1, handlers.ClaimOrphaned},
+		{"00000000-0000-4000-8000-000000000008", 2, handlers.ClaimActive},
+		{"00000000-0000-4000-8000-00000000000b", 3, handlers.ClaimDormant},
+		{"00000000-0000-4000-8000-00000000000a", 4, handlers.ClaimActive},
 	} {
 		if got := e.claimState(tt.vm, tt.i); got != tt.want {
 			t.Errorf("%s claim = %q, want %q", tt.vm, got, tt.want)
@@ -53,18 +53,18 @@ func TestOrphanSweepDeviceReused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
 	e.c.Expiry = time.Minute
-	e.w.Allocate("vm-a", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-a"))
-	e.w.Free("vm-a") // delete.end lost
-	e.reconcile()    // cleaned and returned
-	e.w.Allocate("vm-b", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-b"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000005", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000005"))
+	e.w.Free("00000000-0000-4000-8000-000000000005") // delete.end lost
+	e.reconcile()                                    // cleaned and returned
+	e.w.Allocate("00000000-0000-4000-8000-000000000006", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000006"))
 	e.clock.Advance(2 * time.Minute)
 	e.reconcile()
-	if got := e.claimState("vm-a", 1); got != handlers.ClaimOrphaned {
+	if got := e.claimState("00000000-0000-4000-8000-000000000005", 1); got != handlers.ClaimOrphaned {
 		t.Errorf("vm-a claim = %q, want orphaned", got)
 	}
-	if got := e.claimState("vm-b", 1); got != handlers.ClaimActive {
+	if got := e.claimState("00000000-0000-4000-8000-000000000006", 1); got != handlers.ClaimActive {
 		t.Errorf("vm-b claim = %q, want active", got)
 	}
 }

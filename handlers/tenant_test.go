@@ -18,19 +18,19 @@ import (
 func TestPreviousTenantIsTheConsumerSeenLast(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-old", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-old"))
-	e.w.Free("vm-old")
-	e.handle(cmd(command.KindRelease, "instance.delete.end", "vm-old"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000009", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000009"))
+	e.w.Free("00000000-0000-4000-8000-000000000009")
+	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000009"))
 	e.reconcile() // cleaned and returned, naming vm-old
 
-	e.w.Allocate("vm-silent", false, rp(1)) // no notification at all
-	e.reconcile()                           // the scan burns it for vm-silent
-	e.w.Free("vm-silent")
+	e.w.Allocate("00000000-0000-4000-8000-00000000000c", false, rp(1)) // no notification at all
+	e.reconcile()                                                      // the scan burns it for vm-silent
+	e.w.Free("00000000-0000-4000-8000-00000000000c")
 	e.reconcile()
 
 	calls := e.cl.Calls()
-	if len(calls) != 2 || calls[0].PreviousInstance != "vm-old" || calls[1].PreviousInstance != "vm-silent" || calls[1].PreviousProject != "" {
+	if len(calls) != 2 || calls[0].PreviousInstance != "00000000-0000-4000-8000-000000000009" || calls[1].PreviousInstance != "00000000-0000-4000-8000-00000000000c" || calls[1].PreviousProject != "" {
 		t.Fatalf("clean requests = %+v; want vm-old, then vm-silent with its project unknown", calls)
 	}
 	e.wantDevice(1, handlers.StateAvailable, 2, 2)

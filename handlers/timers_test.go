@@ -33,13 +33,13 @@ func TestFollowUpScan(t *testing.T) {
 		c.FollowUpDelay = 30 * time.Millisecond
 		c.ReconcileInterval = time.Hour
 	})
-	e.w.Allocate("vm-1", true, rp(1))
-	e.handle(cmd(command.KindClaim, "instance.create.end", "vm-1"))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	stop := e.run()
 	defer stop()
 	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 })
-	e.w.Move("vm-1", "mig-1", rp(1))
-	e.handle(cmd(command.KindMoveSource, "instance.live_migration_post.end", "vm-1"))
+	e.w.Move("00000000-0000-4000-8000-000000000001", "mig-1", rp(1))
+	e.handle(cmd(command.KindMoveSource, "instance.live_migration_post.end", "00000000-0000-4000-8000-000000000001"))
 	waitFor(t, func() bool { return e.w.Count("scan", "") == 2 })
 	e.w.Free("mig-1") // Nova drops the migration allocation a moment later
 	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
@@ -53,11 +53,11 @@ func TestPeriodicScan(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, func(c *handlers.Config) { c.ReconcileInterval = 20 * time.Millisecond })
 	e.clock.real = true
-	e.w.Allocate("vm-1", true, rp(1))
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
 	stop := e.run()
 	defer stop()
 	waitFor(t, func() bool { return e.w.Count("scan", "") >= 2 })
-	e.w.Free("vm-1") // delete.end never arrives
+	e.w.Free("00000000-0000-4000-8000-000000000001") // delete.end never arrives
 	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
 }
 

@@ -82,7 +82,7 @@ func TestUnreserveRefusedWhenAllocated(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
-		e.w.Allocate("vm-sneaky", false, rp(1)) // between "dirty" and "un-reserve"
+		e.w.Allocate("00000000-0000-4000-8000-00000000000d", false, rp(1)) // between "dirty" and "un-reserve"
 		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
 	}
 	e.reconcile()

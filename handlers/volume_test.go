@@ -10,7 +10,7 @@ import (
 
 func TestApplyVolumeChange(t *testing.T) {
 	t.Parallel()
-	root, data := handlers.Volume{ID: "root", IsRoot: true}, handlers.Volume{ID: "data"}
+	root, data := handlers.Volume{ID: "10000000-0000-4000-8000-000000000001", IsRoot: true}, handlers.Volume{ID: "10000000-0000-4000-8000-000000000003"}
 	vols := func(detached bool, v ...handlers.Volume) handlers.Volumes {
 		return handlers.Volumes{Attached: v, RootDetached: detached}
 	}
@@ -23,21 +23,21 @@ func TestApplyVolumeChange(t *testing.T) {
 			vols(false, root, data, handlers.Volume{ID: "v2"})},
 		{"attach twice", []command.VolumeChange{{Action: "attach", VolumeID: "v2"}, {Action: "attach", VolumeID: "v2"}},
 			vols(false, root, data, handlers.Volume{ID: "v2"})},
-		{"detach data", []command.VolumeChange{{Action: "detach", VolumeID: "data"}}, vols(false, root)},
-		{"detach root", []command.VolumeChange{{Action: "detach", VolumeID: "root", IsRoot: true}}, vols(true, data)},
-		{"detach root known only from the claim", []command.VolumeChange{{Action: "detach", VolumeID: "root"}}, vols(true, data)},
-		{"detach root twice", []command.VolumeChange{{Action: "detach", VolumeID: "root", IsRoot: true},
-			{Action: "detach", VolumeID: "root", IsRoot: true}}, vols(true, data)},
+		{"detach data", []command.VolumeChange{{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000003"}}, vols(false, root)},
+		{"detach root", []command.VolumeChange{{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}}, vols(true, data)},
+		{"detach root known only from the claim", []command.VolumeChange{{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001"}}, vols(true, data)},
+		{"detach root twice", []command.VolumeChange{{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true},
+			{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}}, vols(true, data)},
 		{"root detached then re-attached", []command.VolumeChange{
-			{Action: "detach", VolumeID: "root", IsRoot: true}, {Action: "attach", VolumeID: "root", IsRoot: true}},
+			{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}, {Action: "attach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}},
 			vols(false, data, root)},
 		{"root detached then a new root attached", []command.VolumeChange{
-			{Action: "detach", VolumeID: "root", IsRoot: true}, {Action: "attach", VolumeID: "root2", IsRoot: true}},
-			vols(false, data, handlers.Volume{ID: "root2", IsRoot: true})},
-		{"swap root", []command.VolumeChange{{Action: "swap", OldVolumeID: "root", NewVolumeID: "root2"}},
-			vols(false, handlers.Volume{ID: "root2", IsRoot: true}, data)},
-		{"swap replayed", []command.VolumeChange{{Action: "swap", OldVolumeID: "data", NewVolumeID: "d2"},
-			{Action: "swap", OldVolumeID: "data", NewVolumeID: "d2"}},
+			{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}, {Action: "attach", VolumeID: "10000000-0000-4000-8000-000000000002", IsRoot: true}},
+			vols(false, data, handlers.Volume{ID: "10000000-0000-4000-8000-000000000002", IsRoot: true})},
+		{"swap root", []command.VolumeChange{{Action: "swap", OldVolumeID: "10000000-0000-4000-8000-000000000001", NewVolumeID: "10000000-0000-4000-8000-000000000002"}},
+			vols(false, handlers.Volume{ID: "10000000-0000-4000-8000-000000000002", IsRoot: true}, data)},
+		{"swap replayed", []command.VolumeChange{{Action: "swap", OldVolumeID: "10000000-0000-4000-8000-000000000003", NewVolumeID: "d2"},
+			{Action: "swap", OldVolumeID: "10000000-0000-4000-8000-000000000003", NewVolumeID: "d2"}},
 			vols(false, root, handlers.Volume{ID: "d2"})},
 	}
 	for _, tt := range tests {
@@ -58,24 +58,24 @@ func TestApplyVolumeChange(t *testing.T) {
 func TestVolumeCommandsUpdateClaims(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.w.Allocate("vm-1", true, rp(1))
-	create := cmd(command.KindClaim, "instance.create.end", "vm-1")
-	create.Volumes = []string{"root"}
+	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
+	create := cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001")
+	create.Volumes = []string{"10000000-0000-4000-8000-000000000001"}
 	e.handle(create)
 	vol := func(state string, ch command.VolumeChange) *command.Command {
-		c := cmd(command.KindVolume, "instance.volume_"+ch.Action+".end", "vm-1")
+		c := cmd(command.KindVolume, "instance.volume_"+ch.Action+".end", "00000000-0000-4000-8000-000000000001")
 		c.State, c.Volume = state, &ch
 		return c
 	}
-	e.handle(vol("active", command.VolumeChange{Action: "attach", VolumeID: "root", IsRoot: true}))
-	e.handle(vol("stopped", command.VolumeChange{Action: "detach", VolumeID: "root", IsRoot: true}))
-	c, _ := e.c.ForDevice("vm-1", rp(1))
+	e.handle(vol("active", command.VolumeChange{Action: "attach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}))
+	e.handle(vol("stopped", command.VolumeChange{Action: "detach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}))
+	c, _ := e.c.ForDevice("00000000-0000-4000-8000-000000000001", rp(1))
 	if !c.Volumes.RootDetached || len(c.Volumes.Attached) != 0 {
 		t.Fatalf("after root detach while stopped: %+v, want no root volume", c.Volumes)
 	}
-	e.handle(vol("stopped", command.VolumeChange{Action: "attach", VolumeID: "root", IsRoot: true}))
-	c, _ = e.c.ForDevice("vm-1", rp(1))
-	if c.Volumes.RootDetached || !slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "root", IsRoot: true}}) {
+	e.handle(vol("stopped", command.VolumeChange{Action: "attach", VolumeID: "10000000-0000-4000-8000-000000000001", IsRoot: true}))
+	c, _ = e.c.ForDevice("00000000-0000-4000-8000-000000000001", rp(1))
+	if c.Volumes.RootDetached || !slices.Equal(c.Volumes.Attached, []handlers.Volume{{ID: "10000000-0000-4000-8000-000000000001", IsRoot: true}}) {
 		t.Errorf("after is_root re-attach: %+v, want root restored", c.Volumes)
 	}
 	if n := len(e.cl.Calls()); n != 0 {
