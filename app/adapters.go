@@ -88,7 +88,7 @@ func (g placementGate) InstanceAllocations(ctx context.Context, instance string)
 	}
 	out := handlers.InstanceAllocation{
 		VCPU: ic.Compute["VCPU"], MemoryMB: ic.Compute["MEMORY_MB"], DiskGB: ic.Compute["DISK_GB"],
-		ProjectID: ic.ProjectID, UserID: ic.UserID,
+		ProjectID: ic.ProjectID, UserID: ic.UserID, ConsumerType: ic.ConsumerType,
 	}
 	for _, d := range ic.Devices {
 		// InstanceDevices gives only the reference and the usage: read the

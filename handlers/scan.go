@@ -44,7 +44,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		}
 	}
 	var errs []error
-	r.sawHolders(ctx, devs)
+	errs = append(errs, r.rebuildClaims(ctx, r.sawHolders(ctx, devs)))
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}
@@ -208,8 +208,10 @@ func (r *Reconciler) reportStuck(now time.Time) {
 
 // sawHolders records each allocated device's consumer, so that the record
 // of its next cleaning names the tenant Placement showed last even when no
-// notification announced it. Only changes are written.
-func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) {
+// notification announced it. Only changes are written; it returns the
+// devices whose consumer this process had not seen holding them before
+// (every allocated device at start).
+func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) (fresh []Device) {
 	for _, d := range devs {
 		if len(d.Consumers) != 1 {
 			continue // none, or several (a move in flight): no single tenant to name
@@ -228,5 +230,7 @@ func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) {
 		r.mu.Lock()
 		r.holders[d.RPUUID] = consumer
 		r.mu.Unlock()
+		fresh = append(fresh, d)
 	}
+	return fresh
 }

@@ -72,6 +72,9 @@ type InstanceAllocation struct {
 	DiskGB    int
 	ProjectID string
 	UserID    string
+	// ConsumerType is Placement's consumer_type (1.38+): "INSTANCE",
+	// "MIGRATION", or "" when Placement does not say.
+	ConsumerType string
 }
 
 // Placement is the subset of the Placement gate the handlers use.

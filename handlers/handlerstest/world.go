@@ -18,12 +18,13 @@ type World struct {
 	devs   map[string]*handlers.Device
 	order  []string
 	res    map[string][3]int // instance → VCPU, MEMORY_MB, DISK_GB
+	ctype  map[string]string // consumer → consumer_type (INSTANCE, MIGRATION)
 	counts map[string]int    // "op/rp" → calls
 }
 
 // NewWorld returns an empty tree.
 func NewWorld() *World {
-	return &World{devs: map[string]*handlers.Device{}, res: map[string][3]int{}, counts: map[string]int{}}
+	return &World{devs: map[string]*handlers.Device{}, res: map[string][3]int{}, ctype: map[string]string{}, counts: map[string]int{}}
 }
 
 // AddDevice adds an available device (total 1, reserved 0) whose RP UUID
@@ -56,6 +57,7 @@ func (w *World) Allocate(consumer string, burn bool, rps ...string) {
 		}
 	}
 	w.res[consumer] = [3]int{4, 8192, 20}
+	w.ctype[consumer] = "INSTANCE"
 }
 
 // Free removes every allocation of consumer (Nova deleting the instance).
@@ -68,10 +70,12 @@ func (w *World) Free(consumer string) {
 }
 
 // Move hands consumer's allocation on rp to another consumer (Nova moving
-// the source allocation to the migration record).
+// the source allocation to the migration record, of consumer_type
+// MIGRATION).
 func (w *World) Move(from, to, rp string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ctype[to] = "MIGRATION"
 	d := w.devs[rp]
 	for i, c := range d.Consumers {
 		if c == from {
@@ -143,6 +147,7 @@ func (w *World) InstanceAllocations(ctx context.Context, instance string) (handl
 	if len(a.Devices) > 0 {
 		r := w.res[instance]
 		a.VCPU, a.MemoryMB, a.DiskGB = r[0], r[1], r[2]
+		a.ConsumerType = w.ctype[instance]
 	}
 	return a, nil
 }
