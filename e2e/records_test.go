@@ -32,7 +32,8 @@ func TestKillBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
 	c.Delete(t, h, inst, harness.Versioned)
 
 	run := logAttr(waitLog(t, h, 60*time.Second, `msg="step started"`, "step=sanitize"), "run")
-	c.P.Hang(10 * time.Minute) // SIGSTOP Placement: the un-reserve after the verdict will hang
+	c.P.Hang(2 * time.Minute) // SIGSTOP Placement: the un-reserve after the verdict will hang
+	t.Cleanup(c.P.Heal)       // before the proxy closes: it waits for held requests
 	finished := waitLog(t, h, 30*time.Second, `msg="cleaning run finished"`, "verdict=clean")
 	if logAttr(finished, "run") != run {
 		t.Fatalf("finished %q, want run %s", finished, run)
