@@ -23,12 +23,14 @@ func TestConformance(t *testing.T) {
 	nv, vf := disk(t, "SCOUR512"), disk(t, "SCOUR4K")
 	bind(t, nv, "nvme")
 	defer bind(t, nv, "vfio-pci")
-	hardwaretest.Run(t, real(t), hardwaretest.Layout{NVMe: hardware.Address(nv.Addr), VFIO: hardware.Address(vf.Addr), Missing: "0000:99:00.0"})
+	hardwaretest.Run(t, real(t), hardwaretest.Layout{NVMe: hardware.Address(nv.Addr), VFIO: hardware.Address(vf.Addr), Missing: "0000:99:00.0", Rebind: true})
 }
 
-// TestDiscovery: what discovery says of each controller bound to nvme,
-// then back on vfio-pci (one backend, as in scourd: serial and model seen
-// on nvme stay known on vfio-pci, hardware.NVMeMemo): address, class,
+// TestDiscovery: what discovery says of each controller on vfio-pci
+// before the backend ever saw it on nvme (serial and model unknown, with
+// the reason), bound to nvme, then back on vfio-pci (one backend, as in
+// scourd: serial and model seen on nvme stay known, hardware.NVMeMemo):
+// address, class,
 // driver, IOMMU group, serial and model as QEMU reports them, namespaces,
 // QEMU's capability bits and smart log.
 func TestDiscovery(t *testing.T) {
@@ -41,6 +43,17 @@ func TestDiscovery(t *testing.T) {
 		t.Run(d.Serial, func(t *testing.T) {
 			if !slices.Contains(addrs, hardware.Address(d.Addr)) {
 				t.Fatalf("List lacks %s: %v", d.Addr, addrs)
+			}
+			// Before this backend saw it on nvme: on vfio-pci the kernel
+			// shows no Identify data and QEMU's function has no VPD, so
+			// serial and model are unknown, and discovery says why.
+			bind(t, d, "vfio-pci")
+			dev, err := r.Discover(ctx, hardware.Address(d.Addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dev.Serial != "" || dev.Model != "" || !strings.Contains(dev.Absent["nvme.model"], "vfio-pci") {
+				t.Errorf("vfio-pci, never seen on nvme: serial %q model %q, absent nvme.model %q; want unknown, with the driver as the reason", dev.Serial, dev.Model, dev.Absent["nvme.model"])
 			}
 			for _, drv := range []string{"nvme", "vfio-pci"} {
 				if _, err := r.BindDriver(ctx, hardware.Address(d.Addr), drv); err != nil {
