@@ -30,7 +30,11 @@ func assets(t testing.TB) string {
 // guest's own test output unless every test passed.
 func TestGuest(t *testing.T) {
 	dir := assets(t)
-	res, err := Run(context.Background(), Boot{Assets: dir, Dir: t.TempDir(), Disks: Machine(), Cmdline: []string{"scour.run=tests"}})
+	cmdline := []string{"scour.run=tests"}
+	if run := os.Getenv("SCOUR_KERNEL_GUEST_RUN"); run != "" { // -test.run in the guest, for development
+		cmdline = append(cmdline, "scour.test="+run)
+	}
+	res, err := Run(context.Background(), Boot{Assets: dir, Dir: t.TempDir(), Disks: Machine(), Cmdline: cmdline})
 	if res != nil {
 		t.Logf("accel %s, devices bound %.1fs after boot, guest wall %.1fs", res.Accel, res.Booted.Seconds(), res.Wall.Seconds())
 		t.Log("guest report:\n" + res.Report)
