@@ -32,8 +32,12 @@ func TestKillBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
 	c.Delete(t, h, inst, harness.Versioned)
 
 	run := logAttr(waitLog(t, h, 60*time.Second, `msg="step started"`, "step=sanitize"), "run")
-	c.P.Hang(2 * time.Minute) // SIGSTOP Placement: the un-reserve after the verdict will hang
-	t.Cleanup(c.P.Heal)       // before the proxy closes: it waits for held requests
+	// SIGSTOP Placement: the un-reserve after the verdict hangs. A held
+	// request is answered 503 after 15s, never forwarded: a request of the
+	// killed process that the proxy still holds cannot un-reserve the
+	// device behind the test's back, nor keep the proxy's Close waiting.
+	c.P.Inject(harness.Fault{Delay: 15 * time.Second, Status: 503})
+	t.Cleanup(c.P.Heal)
 	finished := waitLog(t, h, 30*time.Second, `msg="cleaning run finished"`, "verdict=clean")
 	if logAttr(finished, "run") != run {
 		t.Fatalf("finished %q, want run %s", finished, run)
