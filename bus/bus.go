@@ -220,7 +220,7 @@ func (b *Bus) wmLogger() watermill.LoggerAdapter {
 }
 
 // buildRouter wires the handlers. Middleware, outermost first:
-// watermill's metrics; count (Stats); PoisonQueue (permanent errors only, published with
+// watermill's metrics; settled (Stats, poisoned counts and logs); PoisonQueue (permanent errors only, published with
 // their reason header); poisonReason (names the reason, counts and logs
 // it); Retry (transient errors only); Recoverer (a panic becomes an error,
 // which poisonReason makes permanent: retrying a bug loops forever).
@@ -239,7 +239,7 @@ func (b *Bus) buildRouter(conn *broker.Conn) (*message.Router, error) {
 		Multiplier: 2, RandomizationFactor: 0.2,
 		ShouldRetry: func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) && !isPanic(p.Err) }}
 	wmetrics.NewPrometheusMetricsBuilder(b.m.Registerer(), "scour", "watermill").AddPrometheusRouterMetrics(router)
-	router.AddMiddleware(b.count, pq, b.poisonReason, retry.Middleware, middleware.Recoverer)
+	router.AddMiddleware(b.settled, pq, b.poisonReason, retry.Middleware, middleware.Recoverer)
 
 	sub := broker.NewSubscriber(conn, broker.SubscriberConfig{Prefetch: b.cfg.Prefetch, ShutdownTimeout: b.cfg.ShutdownTimeout,
 		Declare: func(ch *amqp.Channel, queue string) error { return b.topo.declareFor(ch, queue) }}, b.log)
@@ -270,15 +270,21 @@ func (b *Bus) buildRouter(conn *broker.Conn) (*message.Router, error) {
 	return router, nil
 }
 
-// count counts the deliveries handled (for Stats), once per delivery:
-// acked, or nacked for a redelivery.
-func (b *Bus) count(h message.HandlerFunc) message.HandlerFunc {
+// settled counts the deliveries handled (for Stats), once per delivery,
+// and each message the poison queue took (counted and logged only once
+// the broker confirmed it there: a failed poison publish requeues it).
+func (b *Bus) settled(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		out, err := h(msg)
 		if message.SubscribeTopicFromCtx(msg.Context()) == b.topo.queue {
 			b.settledNotifications.Add(1)
 		} else {
 			b.settledCommands.Add(1)
+		}
+		if reason := msg.Metadata.Get(HeaderPoisonReason); reason != "" && err == nil {
+			b.m.Poisoned(reason)
+			b.log.Warn("message poisoned", "reason", reason, "queue", b.cfg.PoisonQueue, "message", msg.UUID,
+				"handler", message.HandlerNameFromCtx(msg.Context()), "err", msg.Metadata.Get(middleware.ReasonForPoisonedKey))
 		}
 		return out, err
 	}
@@ -303,12 +309,13 @@ func isPanic(err error) bool {
 }
 
 // poisonReason gives every error that goes to the poison queue its
-// x-scour-poison-reason header, counts it and logs it: a panic ("panic",
+// x-scour-poison-reason header: a panic ("panic",
 // its stack logged, not put in a header), a decode error (its
 // notification.Reason), an invalid command ("invalid_command"), a
 // handler's Permanent error ("handler_rejected").
 func (b *Bus) poisonReason(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		delete(msg.Metadata, HeaderPoisonReason) // one a message moved back from the poison queue carries
 		out, err := h(msg)
 		var reason string
 		var pe *poisonError
@@ -333,9 +340,6 @@ func (b *Bus) poisonReason(h message.HandlerFunc) message.HandlerFunc {
 			return out, err
 		}
 		msg.Metadata.Set(HeaderPoisonReason, reason)
-		b.m.Poisoned(reason)
-		b.log.Warn("message poisoned", "reason", reason, "queue", b.cfg.PoisonQueue, "message", msg.UUID,
-			"handler", message.HandlerNameFromCtx(msg.Context()), "err", err)
 		return out, Permanent(err)
 	}
 }

@@ -197,4 +197,28 @@ func TestPanicsArePoisonedAndTheBusKeepsServing(t *testing.T) {
 	if err := b.Ready(); err != nil {
 		t.Errorf("bus not ready after the panics: %v", err)
 	}
+	if n := poisonedCount(t, m, "panic"); n != 3 {
+		t.Errorf("scour_notifications_poisoned_total{reason=panic} = %v, want 3", n)
+	}
+}
+
+func poisonedCount(t *testing.T, m *metrics.Metrics, reason string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "scour_notifications_poisoned_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
