@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Real is the Backend for real hardware: a rooted sysfs plus nvme-cli,
@@ -20,6 +21,8 @@ type Real struct {
 	declared Declared
 	logged   sync.Map // absent-capability log lines already written
 	memo     NVMeMemo // identity of NVMe devices last seen on nvme
+	// nvmeReady bounds the wait after a bind to nvme (waitNVMeReady).
+	nvmeReady time.Duration
 }
 
 var _ Backend = (*Real)(nil)

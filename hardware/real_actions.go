@@ -248,6 +248,8 @@ func (r *Real) ResetFunction(ctx context.Context, addr Address) error {
 }
 
 // BindDriver rebinds addr through sysfs and returns the previous driver.
+// After a bind to nvme it returns only once the controller is live with
+// a block device for each active namespace (waitNVMeReady).
 func (r *Real) BindDriver(ctx context.Context, addr Address, driver string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -258,6 +260,9 @@ func (r *Real) BindDriver(ctx context.Context, addr Address, driver string) (str
 	prev, err := r.fs.Bind(addr, driver)
 	if err != nil && !errors.Is(err, ErrNoDevice) {
 		r.log.Error("rebinding device failed", "device", addr, "driver", driver, "previous", prev, "err", err)
+	}
+	if err == nil && driver == "nvme" && prev != driver {
+		err = r.waitNVMeReady(ctx, addr)
 	}
 	return prev, err
 }

@@ -1,0 +1,126 @@
+package hardware
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// offNVMe puts fake device addr on vfio-pci with no controller in sysfs,
+// as it is before a bind to nvme.
+func offNVMe(t *testing.T, fs FS, addr Address) {
+	t.Helper()
+	link := fs.devPath(addr, "driver")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../../bus/pci/drivers/vfio-pci", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(fs.devPath(addr, "nvme")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// probeLater plays the kernel after drivers_probe: the controller appears
+// "connecting", goes live, then its namespaces appear one by one.
+func probeLater(t *testing.T, fs FS, addr Address, namespaces ...string) {
+	t.Helper()
+	ctrl := fs.devPath(addr, "nvme", "nvme1")
+	step := func(f func() error) {
+		time.Sleep(60 * time.Millisecond)
+		if err := f(); err != nil {
+			t.Error(err)
+		}
+	}
+	go func() {
+		link := fs.devPath(addr, "driver")
+		step(func() error {
+			if err := os.Remove(link); err != nil {
+				return err
+			}
+			if err := os.Symlink("../../../../bus/pci/drivers/nvme", link); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(ctrl, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(ctrl+"/state", []byte("connecting\n"), 0o644)
+		})
+		step(func() error { return os.WriteFile(ctrl+"/state", []byte("live\n"), 0o644) })
+		for _, ns := range namespaces {
+			step(func() error {
+				if err := os.MkdirAll(ctrl+"/"+ns, 0o755); err != nil {
+					return err
+				}
+				return os.WriteFile(ctrl+"/"+ns+"/size", []byte("7501476528\n"), 0o644)
+			})
+		}
+	}()
+}
+
+func listNSRunner(t *testing.T, out string, err error) *FakeRunner {
+	return fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		if cmd == "nvme list-ns /dev/nvme1" {
+			return []byte(out), err, true
+		}
+		return nil, nil, false
+	})
+}
+
+// TestWaitNVMeReadyWaitsForEveryNamespace: on a real kernel a
+// two-namespace drive had no block device 0.2 s after its bind to nvme,
+// and the format step that followed found no media and quarantined a
+// healthy drive. The wait returns only once the controller is live and
+// every namespace nvme list-ns names has its block device.
+func TestWaitNVMeReadyWaitsForEveryNamespace(t *testing.T) {
+	t.Parallel()
+	fs := fakeSys(t)
+	const addr = Address("0000:81:00.0") // nvme1 with nvme1n1 and nvme1n2
+	offNVMe(t, fs, addr)
+	b := newTestReal(t, Config{SysfsRoot: string(fs)}, listNSRunner(t, "[   0]:0x1\n[   1]:0x2\n", nil))
+	probeLater(t, fs, addr, "nvme1n1", "nvme1n2")
+	if err := b.waitNVMeReady(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.Media(context.Background(), addr)
+	if err != nil || len(m) != 2 {
+		t.Fatalf("media right after the wait: %v, %v; want both namespaces", m, err)
+	}
+}
+
+// TestWaitNVMeReadyTimesOutRetryably: a namespace that never appears ends
+// the wait with an error that says what is missing and is not
+// "unsupported" (which would quarantine the drive).
+func TestWaitNVMeReadyTimesOutRetryably(t *testing.T) {
+	t.Parallel()
+	fs := fakeSys(t)
+	const addr = Address("0000:81:00.0")
+	offNVMe(t, fs, addr)
+	b := newTestReal(t, Config{SysfsRoot: string(fs)}, listNSRunner(t, "[   0]:0x1\n[   1]:0x2\n", nil), WithNVMeReadyTimeout(500*time.Millisecond))
+	probeLater(t, fs, addr, "nvme1n1")
+	err := b.waitNVMeReady(context.Background(), addr)
+	if err == nil || !strings.Contains(err.Error(), "1 of the controller's 2 active namespaces") || errors.Is(err, ErrUnsupported) {
+		t.Fatalf("wait with a namespace missing: %v", err)
+	}
+}
+
+// TestWaitNVMeReadyWithoutListNS: when nvme-cli cannot list namespaces,
+// a live controller is all the wait can check.
+func TestWaitNVMeReadyWithoutListNS(t *testing.T) {
+	t.Parallel()
+	fs := fakeSys(t)
+	const addr = Address("0000:81:00.0")
+	offNVMe(t, fs, addr)
+	b := newTestReal(t, Config{SysfsRoot: string(fs)}, listNSRunner(t, "", &ToolError{Cmd: "nvme list-ns", ExitCode: 1}))
+	probeLater(t, fs, addr)
+	if err := b.waitNVMeReady(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.ReadFile(fs.devPath(addr, "nvme", "nvme1", "state")); string(st) != "live\n" {
+		t.Fatalf("returned before the controller was live: state %q", st)
+	}
+}
