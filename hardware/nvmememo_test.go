@@ -15,19 +15,7 @@ func TestRealRemembersNVMeIdentityOffNVMe(t *testing.T) {
 	fs := fakeSys(t)
 	b := newTestReal(t, Config{SysfsRoot: string(fs)}, fixtureRunner(t, nil))
 	const addr = Address("0000:01:00.0")
-	toVFIO := func() {
-		t.Helper()
-		link := fs.devPath(addr, "driver")
-		if err := os.Remove(link); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../../../bus/pci/drivers/vfio-pci", link); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.RemoveAll(fs.devPath(addr, "nvme")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	toVFIO := func() { offNVMe(t, fs, addr) }
 	if _, err := b.Discover(ctx, addr); err != nil { // on nvme
 		t.Fatal(err)
 	}
