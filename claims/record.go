@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -169,7 +170,18 @@ func (z *RecordSanitization) add(st Step, outcome string) {
 	if !slices.Contains(z.Tools, t) {
 		z.Tools = append(z.Tools, t)
 	}
+	ext, _ := st.Details[externalToolsKey].(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(ext)) {
+		v, _ := ext[name].(string)
+		if t := (RecordTool{Step: st.Name, Name: name, Version: v}); !slices.Contains(z.Tools, t) {
+			z.Tools = append(z.Tools, t)
+		}
+	}
 }
+
+// externalToolsKey is pipeline.ExternalToolsKey: the external tools a
+// built-in step ran, name -> version.
+const externalToolsKey = "external_tools"
 
 // verificationOf reads a verifying step's details.
 func verificationOf(st Step, outcome string) RecordVerification {

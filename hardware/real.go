@@ -23,6 +23,7 @@ type Real struct {
 	memo     NVMeMemo // identity of NVMe devices last seen on nvme
 	// nvmeReady bounds the wait after a bind to nvme (waitNVMeReady).
 	nvmeReady time.Duration
+	versions  sync.Map // tool name -> version line (ToolVersions)
 }
 
 var _ Backend = (*Real)(nil)

@@ -98,6 +98,9 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 	}
 	details[DefinitionKey] = r.def
 	details[ToolKey] = toolOf(s)
+	if ext := r.externalTools(ctx, s); len(ext) > 0 {
+		details[ExternalToolsKey] = ext
+	}
 	rec.Details = details
 	r.e.m.stepDone(r.prof.Name, s.Name, string(rec.State), took)
 	r.e.m.progress.DeleteLabelValues(string(r.t.Address), s.Name)
@@ -377,6 +380,37 @@ func refusedBeforeActing(impl stepImpl, err error) bool {
 // step ran: a built-in of this scour version, or a plugin's path and the
 // SHA-256 of its file (what an auditor needs to name the exact tool).
 const ToolKey = "tool"
+
+// ExternalToolsKey is the details key under which the engine records the
+// external tools a built-in step ran through the backend, name -> version
+// ("" when the tool could not say).
+const ExternalToolsKey = "external_tools"
+
+// toolVersioner is the backend's optional answer to "which version of
+// that tool ran": the real backend asks the tools, the simulator runs
+// none.
+type toolVersioner interface {
+	ToolVersions(ctx context.Context, names []string) map[string]string
+}
+
+// externalTools names the tools built-in step s runs, with their versions
+// where the backend knows them.
+func (r *run) externalTools(ctx context.Context, s *Step) map[string]any {
+	if s.Type == TypePlugin {
+		return nil
+	}
+	spec, _ := lookupBuiltin(s.Type)
+	tv, ok := r.e.be.(toolVersioner)
+	if !ok || len(spec.Tools) == 0 {
+		return nil
+	}
+	vers := tv.ToolVersions(ctx, spec.Tools)
+	out := make(map[string]any, len(spec.Tools))
+	for _, n := range spec.Tools {
+		out[n] = vers[n]
+	}
+	return out
+}
 
 func toolOf(s *Step) map[string]any {
 	if s.Type != TypePlugin {

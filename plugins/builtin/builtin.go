@@ -48,6 +48,9 @@ type Spec struct {
 	CheckArgs func(args map[string]any) error
 	// Does says in one line what the step runs, for dry runs.
 	Does string
+	// Tools names the external tools the step runs through the backend
+	// (hardware.ToolNVMeCLI, ...): the record gives their versions.
+	Tools []string
 	// Needs is the driver a device of each kind must be bound to for the
 	// step to work (an NVMe's controller and namespaces exist only on
 	// nvme); a device living on vfio-pci gets it from the step's driver:
@@ -80,3 +83,5 @@ func Names() []string {
 }
 
 var nvmeDriver = map[hardware.DeviceKind]string{hardware.KindNVMe: "nvme"}
+
+var nvmeCLI = []string{hardware.ToolNVMeCLI}

@@ -38,6 +38,7 @@ func init() {
 		Destructive: true,
 		Does:        "check args.image against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>], activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
 		Run:         flash,
+		Tools:       []string{hardware.ToolDevlink},
 		CheckArgs:   checkFlashArgs,
 	})
 }

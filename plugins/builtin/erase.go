@@ -88,6 +88,7 @@ func init() {
 		InDevice:    true,
 		Destructive: true,
 		Needs:       nvmeDriver,
+		Tools:       nvmeCLI,
 		Does: "the strongest erase the controller offers: nvme sanitize (by sanicap: crypto > block > overwrite), else nvme format -s 2|1 (by oacs/fna), " +
 			"else an O_DIRECT zero overwrite of every namespace; the record names the technique that ran",
 		Run: eraseStep,

@@ -19,6 +19,7 @@ func init() {
 		Does:        "nvme sanitize <ctrl> -a <4 crypto|2 block|3 overwrite> (best the controller's sanicap offers, or args.action), then poll nvme sanitize-log -o json",
 		Run:         sanitize,
 		Needs:       nvmeDriver,
+		Tools:       nvmeCLI,
 		CheckArgs: func(a map[string]any) error {
 			act, err := argString(a, "action", "")
 			if err == nil && act != "" && !slices.Contains(hardware.SanitizeScale, act) {
@@ -35,6 +36,7 @@ func init() {
 		Does:        "nvme format <namespace> -s 2 (crypto erase when id-ctrl fna bit 2 allows and args.crypto is not false) else -s 1 (user-data erase); never -s 0",
 		Run:         format,
 		Needs:       nvmeDriver,
+		Tools:       nvmeCLI,
 		CheckArgs: func(a map[string]any) error {
 			_, err := argBool(a, "crypto", true)
 			return errors.Join(onlyArgs(a, "crypto"), err)

@@ -20,6 +20,7 @@ func init() {
 		Does:     "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh (a threshold of 0 is none)",
 		Run:      wearCheck,
 		Needs:    nvmeDriver,
+		Tools:    nvmeCLI,
 		CheckArgs: func(a map[string]any) error {
 			_, err := wearThreshold(a)
 			return errors.Join(onlyArgs(a, "max_percent_used"), err)
