@@ -31,6 +31,9 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	Eventually(t, time.Minute, "returns logged", func() (bool, string) {
 		return strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`) >= returned+sc.devices, tail(h.Logs(), 20)
 	})
+	if os.Getenv("SCOUR_BENCH_TRACE") != "" && sc.devices == 8 {
+		printTrace(sc.name, h.Logs(), t0)
+	}
 	calls, cpu := scourCalls(t, h)-calls0, procCPU(t, h.cmd.Process.Pid)-cpu0
 	n := float64(sc.devices)
 	return benchRun{wall: t1.Sub(t0), firstRun: firstLogAfter(h.Logs(), `msg="cleaning run started"`, t0).Sub(t0),
@@ -74,15 +77,33 @@ func procCPU(t *testing.T, pid int) time.Duration {
 // firstLogAfter is the time of the first log line holding msg at or after t0.
 func firstLogAfter(logs, msg string, t0 time.Time) time.Time {
 	for _, l := range strings.Split(logs, "\n") {
-		if !strings.Contains(l, msg) || !strings.HasPrefix(l, "time=") {
-			continue
-		}
-		v, _, _ := strings.Cut(strings.TrimPrefix(l, "time="), " ")
-		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil && !ts.Before(t0.Truncate(time.Millisecond)) {
+		if ts, ok := logTime(l, t0); ok && strings.Contains(l, msg) {
 			return ts
 		}
 	}
 	return t0
+}
+
+// logTime is the time of a scourd text log line, if it is at or after t0
+// (scourd logs milliseconds).
+func logTime(l string, t0 time.Time) (time.Time, bool) {
+	if !strings.HasPrefix(l, "time=") {
+		return time.Time{}, false
+	}
+	v, _, _ := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+	ts, err := time.Parse(time.RFC3339Nano, v)
+	return ts, err == nil && !ts.Before(t0.Truncate(time.Millisecond))
+}
+
+// printTrace prints scourd's log lines from t0 on, each with its offset
+// from t0 (SCOUR_BENCH_TRACE=1: where a round's time goes).
+func printTrace(name, logs string, t0 time.Time) {
+	fmt.Printf("TRACE %s, publish at %s\n", name, t0.UTC().Format(time.RFC3339Nano))
+	for _, l := range strings.Split(logs, "\n") {
+		if ts, ok := logTime(l, t0); ok {
+			fmt.Printf("TRACE %+7.1fms %s\n", float64(ts.Sub(t0))/1e6, l)
+		}
+	}
 }
 
 func median[T int64 | float64 | time.Duration](v []T) T {
