@@ -147,7 +147,8 @@ func (b *Bus) Ready() error {
 // running handlers. A *TopologyError or *broker.AccessError is returned as
 // is: retrying cannot fix it.
 func (b *Bus) Run(ctx context.Context) error {
-	conn, err := broker.Connect(ctx, broker.Options{URL: b.cfg.URL, TLS: b.cfg.TLS, Heartbeat: b.cfg.Heartbeat, Name: "scourd " + b.host}, b.log)
+	conn, err := broker.Connect(ctx, broker.Options{URL: b.cfg.URL, TLS: b.cfg.TLS, Heartbeat: b.cfg.Heartbeat, Name: "scourd " + b.host,
+		Retries: b.m}, b.log)
 	if err != nil {
 		return err
 	}

@@ -31,11 +31,12 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	names    *namesRecorder
 
-	received   *prometheus.CounterVec
-	ignored    prometheus.Counter
-	poisoned   *prometheus.CounterVec
-	dispatched *prometheus.CounterVec
-	handled    *prometheus.HistogramVec
+	received      *prometheus.CounterVec
+	ignored       prometheus.Counter
+	poisoned      *prometheus.CounterVec
+	dispatched    *prometheus.CounterVec
+	handled       *prometheus.HistogramVec
+	brokerRetries *prometheus.CounterVec
 
 	mu         sync.Mutex
 	eventTypes map[string]struct{}
@@ -69,6 +70,10 @@ func New() *Metrics {
 			Help:    "Time the command handler took, by kind and outcome (ok, retried, poisoned, duplicate).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"kind", "outcome"}),
+		brokerRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "broker", Name: "retries_total",
+			Help: "Failed broker dials that were retried, by operation (connect: the first connection; reconnect: after it dropped).",
+		}, []string{"op"}),
 		eventTypes: map[string]struct{}{},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -81,7 +86,10 @@ func New() *Metrics {
 	for _, r := range PoisonReasons {
 		m.poisoned.WithLabelValues(r)
 	}
-	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, buildInfo,
+	for _, op := range []string{"connect", "reconnect"} {
+		m.brokerRetries.WithLabelValues(op)
+	}
+	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.brokerRetries, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -156,6 +164,10 @@ func (m *Metrics) NotificationReceived(eventType, format string) {
 
 // NotificationIgnored counts a notification acked without action.
 func (m *Metrics) NotificationIgnored() { m.ignored.Inc() }
+
+// BrokerRetry counts a failed broker dial that is retried (op: connect or
+// reconnect).
+func (m *Metrics) BrokerRetry(op string) { m.brokerRetries.WithLabelValues(op).Inc() }
 
 // Poisoned counts a message sent to the poison queue.
 func (m *Metrics) Poisoned(reason string) { m.poisoned.WithLabelValues(reason).Inc() }

@@ -26,6 +26,7 @@ type Conn struct {
 	dial    func() (*amqp.Connection, error)
 	backoff func() retry.Backoff // a fresh one per outage
 	log     *slog.Logger
+	retries RetryCounter
 
 	mu      sync.Mutex
 	c       *amqp.Connection // nil while reconnecting
@@ -39,7 +40,17 @@ type Options struct {
 	TLS       TLSConfig
 	Heartbeat time.Duration
 	Name      string // the connection's name in the broker's management UI
+	// Retries counts each failed dial that is retried (nil: not counted).
+	Retries RetryCounter
 }
+
+// RetryCounter counts retried broker operations: op is "connect" (the
+// first connection) or "reconnect" (after the connection dropped).
+type RetryCounter interface{ BrokerRetry(op string) }
+
+type noRetryCounter struct{}
+
+func (noRetryCounter) BrokerRetry(string) {}
 
 // Connect dials the broker, retrying with capped, jittered backoff until
 // ctx ends: a broker that is down at start-up is waited for, not a reason
@@ -58,10 +69,13 @@ func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
 	backoff := func() retry.Backoff {
 		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
 	}
+	if o.Retries == nil {
+		o.Retries = noRetryCounter{}
+	}
 	var c *Conn
-	refused := 0
+	refused, failed := 0, 0
 	err = retry.Do(ctx, backoff(), func(context.Context) error {
-		k, err := openConn(dial, backoff, log)
+		k, err := openConn(dial, backoff, log, o.Retries)
 		if ae := asAccessError(err, redacted, vhostOf(o.URL)); ae != nil {
 			log.Error("the broker refused scour's login: change the configuration", "err", ae, "attempt", refused+1)
 			if refused++; refused >= refusalAttempts {
@@ -71,8 +85,20 @@ func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
 		}
 		if err != nil {
 			refused = 0
-			log.Warn("broker not reachable, retrying", "broker", redacted, "err", err)
+			failed++
+			o.Retries.BrokerRetry("connect")
+			// Once per series at WARN; the count comes with the
+			// connection, or with the error when ctx ends first.
+			lvl := slog.LevelDebug
+			if failed == 1 {
+				lvl = slog.LevelWarn
+			}
+			log.Log(ctx, lvl, "broker not reachable, retrying (further failures at debug level until connected)",
+				"broker", redacted, "err", err, "attempt", failed)
 			return retry.RetryableError(err)
+		}
+		if failed > 0 {
+			log.Warn("connected to the broker after failed attempts", "broker", redacted, "failed_attempts", failed)
 		}
 		c = k
 		return nil
@@ -82,7 +108,7 @@ func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
 		return nil, ae
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", redacted, err)
+		return nil, fmt.Errorf("connecting to %s (%d failed attempts): %w", redacted, failed, err)
 	}
 	c.dialer = d
 	return c, nil
@@ -101,12 +127,12 @@ func (k *Conn) Socket() net.Conn {
 
 // openConn dials once (the caller retries a broker that is down at start)
 // and keeps the connection up from then on.
-func openConn(dial func() (*amqp.Connection, error), backoff func() retry.Backoff, log *slog.Logger) (*Conn, error) {
+func openConn(dial func() (*amqp.Connection, error), backoff func() retry.Backoff, log *slog.Logger, retries RetryCounter) (*Conn, error) {
 	c0, err := dial()
 	if err != nil {
 		return nil, err
 	}
-	k := &Conn{dial: dial, backoff: backoff, log: log, c: c0, closing: make(chan struct{})}
+	k := &Conn{dial: dial, backoff: backoff, log: log, retries: retries, c: c0, closing: make(chan struct{})}
 	go k.watch(c0)
 	return k, nil
 }
@@ -168,7 +194,7 @@ func (k *Conn) watch(cur *amqp.Connection) {
 			k.log.Warn("broker connection lost; reconnecting", "err", closeReason(err))
 		}
 		bo := k.backoff()
-		for {
+		for failed := 0; ; failed++ {
 			next, err := k.dial()
 			if err == nil {
 				k.mu.Lock()
@@ -179,11 +205,17 @@ func (k *Conn) watch(cur *amqp.Connection) {
 				}
 				k.c, cur = next, next
 				k.mu.Unlock()
-				k.log.Info("reconnected to the broker")
+				if failed > 0 {
+					// The series' one WARN with its count.
+					k.log.Warn("reconnected to the broker after failed attempts", "failed_attempts", failed)
+				} else {
+					k.log.Info("reconnected to the broker")
+				}
 				break
 			}
+			k.retries.BrokerRetry("reconnect")
 			wait, _ := bo.Next() // capped, never stops
-			k.log.Warn("broker not reachable, retrying", "in", wait.Round(time.Millisecond), "err", err)
+			k.log.Debug("broker not reachable, retrying", "in", wait.Round(time.Millisecond), "err", err, "attempt", failed+1)
 			select {
 			case <-time.After(wait):
 			case <-k.closing:
