@@ -162,7 +162,10 @@ func Start(ctx context.Context, b Boot, accel string) (*Guest, error) {
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-serial", "file:" + g.Console, "-serial", "file:" + g.Report, "-serial", "file:" + g.Record,
 		"-kernel", filepath.Join(b.Assets, "vmlinuz"), "-initrd", initrd,
-		"-append", strings.Join(append([]string{"console=ttyS0", "intel_iommu=on", "iommu=pt", "panic=-1", "quiet"}, b.Cmdline...), " "),
+		// loglevel=5: the console (shown when a guest test fails) gets the
+		// kernel's warnings too, such as NVMe I/O timeouts and controller
+		// resets, which "quiet" hides; a hung guest then says why.
+		"-append", strings.Join(append([]string{"console=ttyS0", "intel_iommu=on", "iommu=pt", "panic=-1", "loglevel=5"}, b.Cmdline...), " "),
 		// An IOMMU, so that vfio-pci can take the controllers as on a
 		// passthrough host (Debian's kernel has no vfio no-IOMMU mode).
 		"-device", "intel-iommu,intremap=off",
