@@ -288,10 +288,16 @@ func (s *Simulator) ResetFunction(ctx context.Context, addr hardware.Address) er
 	if err := s.fs.WriteReset(addr); err != nil {
 		return err
 	}
-	_, err = s.update(d, func(st *state) {
+	return s.countReset(d)
+}
+
+// countReset records a reset of d; an NVMe controller reset activates a
+// committed firmware image.
+func (s *Simulator) countReset(d *simDev) error {
+	_, err := s.update(d, func(st *state) {
 		st.Resets++
 		if d.cfg.Kind == hardware.KindNVMe {
-			activate(st) // an NVMe controller reset activates a committed image
+			activate(st)
 		}
 	})
 	return err
@@ -312,13 +318,7 @@ func (s *Simulator) ResetEscalating(ctx context.Context, addr hardware.Address, 
 	if err != nil {
 		return details, err
 	}
-	_, err = s.update(d, func(st *state) {
-		st.Resets++
-		if d.cfg.Kind == hardware.KindNVMe {
-			activate(st)
-		}
-	})
-	return details, err
+	return details, s.countReset(d)
 }
 
 // BindDriver moves the device to driver (persisted) and returns the
