@@ -68,8 +68,17 @@ socket() {
 	cp e2e/containers.conf "$state/containers.conf"
 	echo "e2e-env: starting podman system service on $sock (log $state/podman-service.log)"
 	rm -f "$sock"
-	(cd / && CONTAINERS_CONF="$state/containers.conf" setsid nohup podman system service --time=0 "unix://$sock" \
-		>"$state/podman-service.log" 2>&1 </dev/null &)
+	# The service outlives this script: it must not keep the caller's file
+	# descriptors (a `flock <file> make test` lock held by the service and
+	# its containers would never be released).
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			[ "$fd" -gt 2 ] && eval "exec $fd>&-"
+		done
+		cd / && CONTAINERS_CONF="$state/containers.conf" setsid nohup podman system service --time=0 "unix://$sock" \
+			>"$state/podman-service.log" 2>&1 </dev/null &
+	)
 	for _ in $(seq 1 50); do answers && { echo "e2e-env: podman socket ready"; return 0; }; sleep 0.2; done
 	echo "e2e-env: podman socket $sock did not answer; see $state/podman-service.log" >&2
 	tail -20 "$state/podman-service.log" >&2 || true
