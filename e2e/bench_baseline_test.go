@@ -35,6 +35,7 @@ type sampleListener struct {
 	calls   atomic.Int64
 	mu      sync.Mutex // the sample's global lock
 	started sync.Map   // host -> time the first cleaning of the round started
+	lastPut sync.Map   // host -> time the round's last successful un-reserve returned
 	errs    atomic.Int64
 	busy    atomic.Int64 // deletes received and not yet handled
 	got     atomic.Int64 // deletes received
@@ -157,7 +158,9 @@ func (s *sampleListener) clean(ctx context.Context, host, rp, rc string, gen, to
 	body := map[string]any{"resource_provider_generation": gen, "total": total, "reserved": 0}
 	if s.do(ctx, http.MethodPut, "/resource_providers/"+rp+"/inventories/"+rc, "1.6", body, nil) != nil {
 		s.errs.Add(1)
+		return
 	}
+	s.lastPut.Store(host, time.Now())
 }
 
 func (s *sampleListener) get(ctx context.Context, path string, out any) error {

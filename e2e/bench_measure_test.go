@@ -27,10 +27,11 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	returned := strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`)
 	calls0, cpu0 := scourCalls(t, h), procCPU(t, h.cmd.Process.Pid)
 	t0 := benchRelease(t, c, h.Name, insts)
-	t1 := waitPool(t, c.P, h.Node, sc.tree)
 	Eventually(t, time.Minute, "returns logged", func() (bool, string) {
 		return strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`) >= returned+sc.devices, tail(h.Logs(), 20)
 	})
+	t1 := nthLogAfter(h.Logs(), `msg="device returned to the pool"`, t0, sc.devices)
+	checkPool(t, c.P, h.Node, sc.tree)
 	if os.Getenv("SCOUR_BENCH_TRACE") != "" && sc.devices == 8 {
 		printTrace(sc.name, h.Logs(), t0)
 	}
@@ -45,14 +46,16 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	node := sc.baseNode
 	insts := benchBoot(t, c, node, sc, func(string) {})
 	s.started.Delete(node.Name)
+	s.lastPut.Delete(node.Name)
 	got, calls0 := s.got.Load(), s.calls.Load()
 	t0 := benchRelease(t, c, node.Name, insts)
-	t1 := waitPool(t, c.P, node, sc.tree)
 	Eventually(t, time.Minute, "baseline handled every delete", func() (bool, string) {
 		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0, ""
 	})
+	checkPool(t, c.P, node, sc.tree)
 	first, _ := s.started.Load(node.Name)
-	return benchRun{wall: t1.Sub(t0), firstRun: first.(time.Time).Sub(t0),
+	last, _ := s.lastPut.Load(node.Name)
+	return benchRun{wall: last.(time.Time).Sub(t0), firstRun: first.(time.Time).Sub(t0),
 		calls: float64(s.calls.Load()-calls0) / float64(sc.devices)}
 }
 
@@ -79,6 +82,19 @@ func firstLogAfter(logs, msg string, t0 time.Time) time.Time {
 	for _, l := range strings.Split(logs, "\n") {
 		if ts, ok := logTime(l, t0); ok && strings.Contains(l, msg) {
 			return ts
+		}
+	}
+	return t0
+}
+
+// nthLogAfter is the time of the n-th log line holding msg at or after
+// t0 (t0 when there are fewer).
+func nthLogAfter(logs, msg string, t0 time.Time, n int) time.Time {
+	for _, l := range strings.Split(logs, "\n") {
+		if ts, ok := logTime(l, t0); ok && strings.Contains(l, msg) {
+			if n--; n == 0 {
+				return ts
+			}
 		}
 	}
 	return t0
