@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,4 +92,67 @@ func TestScanDebounceDefaultsOnlyWhenUnset(t *testing.T) {
 			t.Errorf("scan_debounce %v after defaults = %v, want %v", tc.set, c.ScanDebounce, tc.want)
 		}
 	}
+}
+
+// Each device of a released claim starts cleaning as soon as its own read
+// shows it free and dirty: rp-1's run starts while rp-2's read is still
+// held back, so the first run does not wait for the claim's last read.
+func TestReleaseStartsEachDeviceOnItsOwnRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, func(c *handlers.Config) { c.ReconcileInterval = time.Hour })
+	inst := "00000000-0000-4000-8000-000000000001"
+	e.w.Allocate(inst, true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // start
+	started := make(chan struct{})
+	var once sync.Once
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if req.Device.RPUUID == rp(1) {
+			once.Do(func() { close(started) })
+		}
+		return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: "run-" + req.Device.RPUUID}, nil
+	}
+	early := false
+	e.p.ReadDeviceF = func(ctx context.Context, d handlers.Device) (handlers.Device, error) {
+		if d.RPUUID == rp(2) {
+			select { // a guard against a hang, not a timing assertion
+			case <-started:
+				early = true
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return e.w.ReadDevice(ctx, d)
+	}
+	e.w.Free(inst)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", inst))
+	if !early {
+		t.Error("rp-1's cleaning run started only after rp-2 was read, want it started on rp-1's own read")
+	}
+	waitFor(t, func() bool {
+		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+	})
+	if got := e.claimState(inst, 1); got != handlers.ClaimReleased {
+		t.Errorf("claim = %q, want released", got)
+	}
+}
+
+// A delete for an instance that still holds one of the claim's devices
+// cleans nothing it holds and keeps the claim; a device of the claim that
+// is already free and dirty is cleaned (a scan would clean it too).
+func TestReleaseOfStillHeldClaimCleansOnlyFreeDirtyDevices(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	inst := "00000000-0000-4000-8000-000000000001"
+	e.w.Allocate(inst, true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	e.w.Set(rp(2), func(d *handlers.Device) { d.Consumers, d.Allocated = nil, false })
+	e.handle(cmd(command.KindRelease, "forged", inst))
+	e.reconcile()
+	if got := e.claimState(inst, 1); got != handlers.ClaimActive {
+		t.Errorf("claim = %q, want active (the instance still holds rp-1)", got)
+	}
+	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	e.wantDevice(2, handlers.StateAvailable, 1, 1)
 }

@@ -22,9 +22,13 @@ import (
 // which device is dirty.
 //
 // With a live claim (the common case) the claim's devices are read one by
-// one: their consumers say whether the instance still holds them, and the
-// freed ones that are dirty are queued for cleaning at once, with no scan
-// (2 Placement calls per device). Without one, and for a revert (whose
+// one (2 Placement calls each, several at once), and each is queued for
+// cleaning the moment its own read shows it free and dirty, with no scan
+// and without waiting for the claim's other devices: a burned,
+// unallocated device is correct to clean whatever the rest of the claim
+// shows (a scan would queue it too). The claim itself is ended only when
+// all its devices are read and none is still held by the instance; the
+// consumers say that. Without one, and for a revert (whose
 // claim records the instance's allocations), the instance's allocations
 // are read; a host-scoped release then scans the host (the claim may have
 // been lost, and only the tree says what the instance held), and so does a
@@ -46,7 +50,9 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 		return h.releaseByAllocations(ctx, log, c, existing, reason)
 	}
 	mark := h.rec.mark()
-	read, err := h.readClaimed(ctx, existing)
+	read, queued, err := h.readClaimed(ctx, existing, func(d Device) {
+		h.rec.queueRead(ctx, []Device{d}, mark, reason)
+	})
 	if err != nil {
 		return fmt.Errorf("instance %s: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
@@ -54,9 +60,10 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	for rp, d := range read {
 		held[rp] = d.HeldBy(c.InstanceUUID)
 	}
-	// The freed devices are queued before their claims are ended: the
-	// cleaning does not wait for the claims database, and a failed claim
-	// write (the command is retried) does not hold a dirty device back.
+	// The freed devices not queued already are queued before their claims
+	// are ended: the cleaning does not wait for the claims database, and a
+	// failed claim write (the command is retried) does not hold a dirty
+	// device back.
 	var ended []Claim
 	var freed []Device
 	scan := false
@@ -72,7 +79,7 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 		}
 		ended = append(ended, cl)
 		for _, d := range cl.Devices {
-			if dev, ok := read[d.RPUUID]; ok {
+			if dev, ok := read[d.RPUUID]; ok && !queued[d.RPUUID] {
 				freed = append(freed, dev)
 			}
 		}
@@ -88,9 +95,12 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 }
 
 // readClaimed reads every device of the live claims, readParallel at a
-// time: a release's latency to its first cleaning run is these reads.
+// time, in the claims' order, and hands each device whose own read shows
+// it dirty (fully reserved, unallocated, managed) to free at once: a
+// release's latency to its first cleaning run is one device's read, not
+// the claim's. It returns every device read, and which went to free.
 // Devices gone from the tree are left out (nobody holds them here).
-func (h *Handler) readClaimed(ctx context.Context, claims []Claim) (map[string]Device, error) {
+func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Device)) (read map[string]Device, queued map[string]bool, err error) {
 	var want []ClaimDevice
 	seen := map[string]bool{}
 	for _, cl := range claims {
@@ -111,13 +121,16 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim) (map[string]D
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			devs[i], errs[i] = h.p.ReadDevice(ctx, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
-			if errs[i] != nil && !errors.Is(errs[i], ErrGone) {
+			switch {
+			case errs[i] == nil && devs[i].Dirty():
+				free(devs[i])
+			case errs[i] != nil && !errors.Is(errs[i], ErrGone):
 				errs[i] = fmt.Errorf("read device %s from Placement before releasing claims: %w", d.RPName, errs[i])
 			}
 		}()
 	}
 	wg.Wait()
-	read := map[string]Device{}
+	read, queued = map[string]Device{}, map[string]bool{}
 	var failed []error
 	for i, d := range want {
 		switch {
@@ -126,9 +139,10 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim) (map[string]D
 			failed = append(failed, errs[i])
 		default:
 			read[d.RPUUID] = devs[i]
+			queued[d.RPUUID] = devs[i].Dirty()
 		}
 	}
-	return read, errors.Join(failed...)
+	return read, queued, errors.Join(failed...)
 }
 
 // readParallel bounds one release's concurrent device reads (Placement's

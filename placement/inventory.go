@@ -77,26 +77,42 @@ func (c *Client) writeReserved(ctx context.Context, uuid string, r *rawInventory
 
 // consumers lists who holds the RP: GET .../allocations.
 func (c *Client) consumers(ctx context.Context, uuid, rc string) (gen, used int, who []string, err error) {
-	var body struct {
-		Generation  int `json:"resource_provider_generation"`
-		Allocations map[string]struct {
-			Resources map[string]int `json:"resources"`
-		} `json:"allocations"`
-	}
-	if err := c.do(ctx, http.MethodGet, "resource_providers/"+uuid+"/allocations", nil, &body, http.StatusOK); err != nil {
+	a, err := c.allocationsOf(ctx, uuid)
+	if err != nil {
 		return 0, 0, nil, err
 	}
-	for consumer, a := range body.Allocations {
+	used, who = a.usage(rc)
+	return a.Generation, used, who, nil
+}
+
+// allocations is GET .../allocations of one RP.
+type allocations struct {
+	Generation  int `json:"resource_provider_generation"`
+	Allocations map[string]struct {
+		Resources map[string]int `json:"resources"`
+	} `json:"allocations"`
+}
+
+func (c *Client) allocationsOf(ctx context.Context, uuid string) (allocations, error) {
+	var body allocations
+	err := c.do(ctx, http.MethodGet, "resource_providers/"+uuid+"/allocations", nil, &body, http.StatusOK)
+	return body, err
+}
+
+// usage sums the allocations of resource class rc ("": of every class)
+// and names their consumers.
+func (a allocations) usage(rc string) (used int, who []string) {
+	for consumer, al := range a.Allocations {
 		who = append(who, consumer)
 		if rc == "" {
-			for _, n := range a.Resources {
+			for _, n := range al.Resources {
 				used += n
 			}
 		} else {
-			used += a.Resources[rc]
+			used += al.Resources[rc]
 		}
 	}
-	return body.Generation, used, who, nil
+	return used, who
 }
 
 // traitsOf reads an RP's traits and generation.

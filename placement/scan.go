@@ -120,15 +120,14 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	d := Device{Ref: refOf(p), Quarantined: quarantined}
 	var inv *rawInventory
 	err := c.retry(ctx, func(ctx context.Context) error {
+		var alloc allocations
 		var err error
-		inv, err = c.readInventory(ctx, p.UUID)
+		inv, alloc, err = c.readBoth(ctx, p.UUID)
 		if err != nil {
 			return err
 		}
-		gen, used, who, err := c.consumers(ctx, p.UUID, inv.Inv.ResourceClass)
-		if err != nil {
-			return err
-		}
+		gen := alloc.Generation
+		used, who := alloc.usage(inv.Inv.ResourceClass)
 		if gen != inv.Generation {
 			// Changed between the two reads: read both again so state is
 			// derived from one consistent generation.
@@ -144,6 +143,26 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	sort.Strings(d.Consumers)
 	deriveState(&d, inv.Count)
 	return d, nil
+}
+
+// readBoth reads an RP's inventories and allocations with both requests
+// in flight at once: a device read costs one round trip, and devices read
+// together (a release, a scan) finish in about the order they were asked
+// for, so the first can start cleaning while the others are still read.
+func (c *Client) readBoth(ctx context.Context, uuid string) (*rawInventory, allocations, error) {
+	var alloc allocations
+	var allocErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		alloc, allocErr = c.allocationsOf(ctx, uuid)
+	}()
+	inv, err := c.readInventory(ctx, uuid)
+	<-done
+	if err != nil {
+		return nil, alloc, err
+	}
+	return inv, alloc, allocErr
 }
 
 func refOf(p provider) Ref {
