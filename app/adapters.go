@@ -106,7 +106,8 @@ func (g placementGate) InstanceAllocations(ctx context.Context, instance string)
 
 // ReadDevice reads inventory and allocations (2 calls); the traits wait
 // for the pipeline's check before the first destructive step, which
-// confirms this read with one call (placement.Client.Confirm).
+// confirms this read with one listing shared by the devices checked
+// together (placement.Client.ConfirmShared).
 func (g placementGate) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Device, error) {
 	read, err := g.c.ReadDevice(ctx, ref(d))
 	if errors.Is(err, placement.ErrNotFound) {
@@ -143,9 +144,10 @@ func (g placementGate) Quarantine(ctx context.Context, d handlers.Device, reason
 // unless Placement shows it exactly dirty: no allocation, no usage, and
 // still fully reserved (so a device someone un-reserved meanwhile, which
 // Nova could hand out at any moment, is not wiped either), and not
-// quarantined. An earlier read of the device (seen) is confirmed with one
-// call while the device's generation has not moved; else it is read
-// afresh. Either way the answer is Placement's state now.
+// quarantined. An earlier read of the device (seen) is confirmed while
+// the device's generation has not moved, by one listing shared with every
+// device checked at the same moment (placement.Client.ConfirmShared), or
+// else read afresh. Either way the answer is Placement's state now.
 type dirtyCheck struct {
 	c    *placement.Client
 	seen *seenDevices
@@ -157,7 +159,7 @@ func (a dirtyCheck) HasAllocations(ctx context.Context, rpUUID string) (bool, er
 	var d placement.Device
 	var err error
 	if seen, ok := a.seen.get(rpUUID); ok {
-		d, err = a.c.Confirm(ctx, seen)
+		d, err = a.c.ConfirmShared(ctx, seen)
 	} else {
 		d, err = a.c.Device(ctx, placement.Ref{UUID: rpUUID, Name: rpUUID})
 	}

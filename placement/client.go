@@ -23,6 +23,7 @@ type Client struct {
 	mu       sync.Mutex
 	nodeUUID string          // compute node RP, looked up once
 	traitsOK map[string]bool // custom traits known to exist
+	shared   sharedListing   // ConfirmShared's listings
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.

@@ -55,7 +55,10 @@ type Device struct {
 
 	// What the reads at Generation returned, kept for Confirm and
 	// UnreserveSeen (seen.go): raw is nil when the device was built from
-	// a listing, traits are known only when traitsRead.
+	// a listing, traits are known only when traitsRead (all of them after
+	// a traits read; after ConfirmShared's listing only the one-time-use
+	// trait, and that the quarantine trait is absent: what UnreserveSeen
+	// checks).
 	raw        *rawInventory
 	traits     []string
 	traitsRead bool

@@ -42,6 +42,7 @@ type provider struct {
 	Name       string `json:"name"`
 	ParentUUID string `json:"parent_provider_uuid"`
 	RootUUID   string `json:"root_provider_uuid"`
+	Generation int    `json:"generation"`
 }
 
 // Scan reads every OTU device of this host. Calls: 1 list of the tree with
