@@ -19,6 +19,7 @@ type metrics struct {
 	unreserves    *prometheus.CounterVec // result
 	claimsSwept   prometheus.Counter
 	stuck         prometheus.Gauge
+	broadcasts    *prometheus.CounterVec // kind, claim (live: acted on; none: nothing read)
 }
 
 // Command outcomes.
@@ -55,6 +56,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "claims_swept_total", Help: "Open claims released as orphans (no allocation, older than claim_expiry_time)."}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "stuck_runs", Help: "Cleaning runs in flight for longer than stuck_after."}),
+		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "broadcasts_total", Help: "Instance-scoped broadcast commands (revert, evacuate, a delete without a host) this host received, by kind and whether it holds a live claim of the instance (live: acted on it; none: dropped without reading Placement)."},
+			[]string{"kind", "claim"}),
 	}
 	for _, k := range command.Kinds {
 		for _, o := range []string{outcomeOK, outcomePermanent, outcomeTransient} {
@@ -72,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.scans.WithLabelValues("error")
 	var errs []error
 	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.cleansStarted,
-		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck} {
+		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck, m.broadcasts} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -2,7 +2,10 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"slices"
 	"testing"
@@ -248,6 +251,60 @@ func TestSameHostResize(t *testing.T) {
 			}
 			e.wantDevice(left, handlers.StateAvailable, 1, 1)
 			e.wantDevice(kept, handlers.StateBurnedInUse, 0, 0)
+		})
+	}
+}
+
+// A broadcast (revert, evacuate, a delete without a host) reaching a host
+// that holds no live claim of the instance reads nothing from Placement:
+// at 1,000 hosts a read per host per broadcast saturated Placement
+// (docs/scale.md). Even an allocation of the instance on this host (a lost
+// claim) is left to the periodic scan; the command decides nothing.
+func TestBroadcastWithoutClaimReadsNothing(t *testing.T) {
+	t.Parallel()
+	const inst = "00000000-0000-4000-8000-000000000001"
+	for _, tt := range []struct {
+		kind  command.Kind
+		event string
+	}{
+		{command.KindRevert, "instance.resize_revert.end"},
+		{command.KindRelease, "instance.delete.end"},
+		{command.KindReconcile, "instance.evacuate"},
+	} {
+		t.Run(string(tt.kind), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			e.w.Allocate(inst, true, rp(1)) // held here, but no claim was recorded
+			reads := 0
+			e.p.InstanceAllocationsF = func(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+				reads++
+				return e.w.InstanceAllocations(ctx, instance)
+			}
+			c := cmd(tt.kind, tt.event, inst)
+			c.Scope, c.Host = command.ScopeBroadcast, ""
+			e.handle(c)
+			if reads != 0 || e.w.Count("scan", "") != 0 || e.w.Count("read", rp(1)) != 0 {
+				t.Errorf("Placement reads: allocations %d, scans %d, device reads %d; want none", reads, e.w.Count("scan", ""), e.w.Count("read", rp(1)))
+			}
+			if n := len(e.c.All()); n != 0 {
+				t.Errorf("claims = %d, want none (the broadcast decides nothing here)", n)
+			}
+			n, err := testutil.GatherAndCount(e.reg, "scour_lifecycle_broadcasts_total")
+			mfs, _ := e.reg.Gather()
+			got := ""
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					if mf.GetName() == "scour_lifecycle_broadcasts_total" {
+						for _, l := range m.GetLabel() {
+							got += l.GetName() + "=" + l.GetValue() + ","
+						}
+						got += fmt.Sprintf(" %v;", m.GetCounter().GetValue())
+					}
+				}
+			}
+			if want := fmt.Sprintf("claim=none,kind=%s, 1;", tt.kind); err != nil || n != 1 || got != want {
+				t.Errorf("scour_lifecycle_broadcasts_total = %s(err %v), want one series {%s} = 1", got, err, want)
+			}
 		})
 	}
 }

@@ -33,10 +33,10 @@ import (
 // are read; a host-scoped release then scans the host (the claim may have
 // been lost, and only the tree says what the instance held), and so does a
 // release whose instance still holds devices here. A broadcast (revert, or
-// a delete nova-api sent with no host) acts only on hosts that hold a
-// claim or an allocation of the instance, so one broadcast does not cost a
-// scan on every host; the periodic scan covers a host whose claim was
-// never recorded.
+// a delete nova-api sent with no host) acts only on hosts that hold a live
+// claim of the instance, so one broadcast costs neither a scan nor a
+// Placement read on every host; the periodic scan covers a host whose
+// claim was never recorded.
 func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Command) error {
 	reason := fmt.Sprintf("%s of instance %s", c.Kind, c.InstanceUUID)
 	existing, err := h.c.ClaimsForInstance(ctx, c.InstanceUUID)
@@ -152,7 +152,13 @@ const readParallel = 8
 // releaseByAllocations is release for an instance without a live claim
 // here, and for a revert: Placement's allocations of the instance say what
 // it still holds.
+//
+// A broadcast reaching a host with no live claim of the instance stops
+// here, without reading Placement (ignoredBroadcast).
 func (h *Handler) releaseByAllocations(ctx context.Context, log *slog.Logger, c *command.Command, existing []Claim, reason string) error {
+	if h.ignoredBroadcast(log, c, existing) {
+		return nil
+	}
 	scan := c.Scope == command.ScopeHost
 	var freed []Device
 	defer func() {
