@@ -156,3 +156,41 @@ func TestReleaseOfStillHeldClaimCleansOnlyFreeDirtyDevices(t *testing.T) {
 	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
 	e.wantDevice(2, handlers.StateAvailable, 1, 1)
 }
+
+// The first device of a release is read alone, the others only after it:
+// with all reads in flight, a Placement serving one request at a time
+// finished the first device only after most of the others.
+func TestReleaseReadsTheFirstDeviceAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4, nil)
+	inst := "00000000-0000-4000-8000-000000000001"
+	e.w.Allocate(inst, true, rp(1), rp(2), rp(3), rp(4))
+	e.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	var mu sync.Mutex
+	var order []string
+	inFlight, overlapped := 0, false
+	e.p.ReadDeviceF = func(ctx context.Context, d handlers.Device) (handlers.Device, error) {
+		mu.Lock()
+		order = append(order, d.RPUUID)
+		inFlight++
+		first := len(order) == 1
+		mu.Unlock()
+		if first {
+			time.Sleep(10 * time.Millisecond) // room for a wrongly started second read to overlap
+		}
+		mu.Lock()
+		overlapped = overlapped || (first && inFlight > 1)
+		inFlight--
+		mu.Unlock()
+		return e.w.ReadDevice(ctx, d)
+	}
+	e.w.Free(inst)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", inst))
+	e.reconcile()
+	if len(order) != 4 || order[0] != rp(1) || overlapped {
+		t.Errorf("reads = %v, overlapping the first = %v; want rp-1 first and alone, then the others", order, overlapped)
+	}
+	for i := 1; i <= 4; i++ {
+		e.wantDevice(i, handlers.StateAvailable, 1, 1)
+	}
+}

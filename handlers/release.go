@@ -94,11 +94,13 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	return errors.Join(errs...)
 }
 
-// readClaimed reads every device of the live claims, readParallel at a
-// time, in the claims' order, and hands each device whose own read shows
-// it dirty (fully reserved, unallocated, managed) to free at once: a
-// release's latency to its first cleaning run is one device's read, not
-// the claim's. It returns every device read, and which went to free.
+// readClaimed reads every device of the live claims, and hands each device
+// whose own read shows it dirty (fully reserved, unallocated, managed) to
+// free at once: a release's latency to its first cleaning run is one
+// device's read, not the claim's. The first device is read alone, the
+// others then readParallel at a time: with all of them in flight, a
+// Placement that serves requests one at a time answers them in no useful
+// order, and the first device was complete only after most of the others. It returns every device read, and which went to free.
 // Devices gone from the tree are left out (nobody holds them here).
 func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Device)) (read map[string]Device, queued map[string]bool, err error) {
 	var want []ClaimDevice
@@ -114,12 +116,16 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Dev
 	devs := make([]Device, len(want))
 	errs := make([]error, len(want))
 	sem := make(chan struct{}, readParallel)
+	first := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, d := range want {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if i == 0 {
+				defer close(first)
+			}
 			devs[i], errs[i] = h.p.ReadDevice(ctx, Device{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
 			switch {
 			case errs[i] == nil && devs[i].Dirty():
@@ -128,6 +134,9 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Dev
 				errs[i] = fmt.Errorf("read device %s from Placement before releasing claims: %w", d.RPName, errs[i])
 			}
 		}()
+		if i == 0 {
+			<-first
+		}
 	}
 	wg.Wait()
 	read, queued = map[string]Device{}, map[string]bool{}
