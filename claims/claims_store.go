@@ -181,6 +181,22 @@ func (s *Store) ClaimsForInstance(ctx context.Context, host, instance string) ([
 	return cs, nil
 }
 
+// LiveClaimHosts returns the hosts (sorted) that hold a live (active or
+// dormant) claim of the instance. It reads across hosts, so it names every
+// host involved only when all of them share this database (PostgreSQL);
+// the dispatcher uses it to route a broadcast (bus.broadcast_routing).
+func (s *Store) LiveClaimHosts(ctx context.Context, instance string) ([]string, error) {
+	hosts, err := queryAll(ctx, s.r, s.d.rebind(`SELECT DISTINCT host FROM claims WHERE instance_uuid = ? AND state IN ('active', 'dormant') ORDER BY host`),
+		func(sc scanner) (string, error) {
+			var h string
+			return h, sc.Scan(&h)
+		}, instance)
+	if err != nil {
+		return nil, fmt.Errorf("claims: hosts with a live claim of instance %s: %w", instance, err)
+	}
+	return hosts, nil
+}
+
 // LiveClaims returns the host's active and dormant claims, oldest first.
 func (s *Store) LiveClaims(ctx context.Context, host string) ([]Claim, error) {
 	cs, err := s.queryClaims(ctx, s.r, `host = ? AND state IN ('active', 'dormant') ORDER BY created_at, id`, host)

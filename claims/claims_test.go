@@ -378,3 +378,35 @@ func containsStr(s, sub string) bool {
 	}
 	return false
 }
+
+// LiveClaimHosts names every host of a shared database that holds an
+// active or dormant claim of the instance, and none whose claim ended.
+func TestLiveClaimHosts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		src := gpuClaim("inst-r", "rp-a")
+		dst := gpuClaim("inst-r", "rp-b")
+		dst.Host, dst.Node, dst.ResizeTarget, dst.MessageID = "compute-2", "compute-2", true, "msg-resize"
+		gone := gpuClaim("inst-r", "rp-c")
+		gone.Host, gone.Node = "compute-3", "compute-3"
+		shelved := gpuClaim("inst-s", "rp-d")
+		for _, c := range []Claim{src, dst, gone, shelved} {
+			if _, err := s.RecordClaim(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.ReleaseInstance(ctx, "compute-3", "inst-r", "instance.delete.end", "msg-del"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkDormant(ctx, "compute-1", "inst-s", "msg-shelve"); err != nil {
+			t.Fatal(err)
+		}
+		for inst, want := range map[string]string{"inst-r": "[compute-1 compute-2]", "inst-s": "[compute-1]", "inst-unknown": "[]"} {
+			hosts, err := s.LiveClaimHosts(ctx, inst)
+			if got := fmt.Sprint(hosts); err != nil || got != want {
+				t.Errorf("LiveClaimHosts(%s) = %s, %v; want %s", inst, got, err, want)
+			}
+		}
+	})
+}

@@ -228,6 +228,12 @@ var migrations = []migration{
 		`ALTER TABLE cleaning_runs ADD COLUMN category TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE cleaning_runs ADD COLUMN scour_version TEXT NOT NULL DEFAULT ''`,
 	}},
+	// v3: the dispatcher asks which hosts hold a live claim of an instance
+	// (LiveClaimHosts) to route a broadcast; claims_host_instance leads
+	// with the host, so that question needs its own index.
+	{table: "claims", version: 3, stmts: []string{
+		`CREATE INDEX claims_live_instance ON claims (instance_uuid) WHERE state IN ('active', 'dormant')`,
+	}},
 }
 
 // LatestVersions is the schema version of every managed table this binary

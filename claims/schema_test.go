@@ -138,8 +138,8 @@ func TestUpgradeFromV1(t *testing.T) {
 			writeV1(t, cfg)
 		}
 		if _, err := Open(ctx, cfg, ReadOnlySchema()); !errors.Is(err, ErrSchemaTooOld) ||
-			!strings.Contains(err.Error(), "claims is version 1, this binary needs 2") {
-			t.Fatalf("read-only open of v1: %v, want ErrSchemaTooOld naming claims 1 -> 2", err)
+			!strings.Contains(err.Error(), "claims is version 1, this binary needs 3") {
+			t.Fatalf("read-only open of v1: %v, want ErrSchemaTooOld naming claims 1 -> 3", err)
 		}
 		s := mustOpen(t, cfg)
 		v, err := s.SchemaVersions(ctx)
@@ -198,7 +198,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 		s.Close()
 		for _, opts := range [][]Option{nil, {ReadOnlySchema()}} {
 			_, err := Open(ctx, cfg, opts...)
-			if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "claims is version 99, this binary knows up to 2") {
+			if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "claims is version 99, this binary knows up to 3") {
 				t.Fatalf("Open of a newer database = %v; want ErrSchemaTooNew naming the versions", err)
 			}
 		}
