@@ -14,6 +14,7 @@ import (
 
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/metrics"
 	"github.com/scour-project/scour/version"
@@ -75,6 +76,10 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 		lcCleanup()
 		return nil, nil, err
 	}
+	if err := routeBroadcasts(cfg, b, lc, log); err != nil {
+		lcCleanup()
+		return nil, nil, err
+	}
 	a = &App{Config: cfg, Log: log, Metrics: deps.Metrics, Bus: b, Handler: deps.Handler, lifecycle: lc}
 	a.http, err = metrics.Listen(cfg.HTTP.Address, deps.Metrics.Handler(b.Ready))
 	if err != nil {
@@ -98,6 +103,28 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 		lcCleanup()
 	}
 	return a, cleanup, nil
+}
+
+// routeBroadcasts applies bus.broadcast_routing: with claims (or auto and
+// a PostgreSQL claims store) the dispatcher asks the claims database
+// which hosts hold the instance and sends a broadcast only there. That is
+// sound only when every scourd of the fleet (every consumer of the
+// notification queue's commands) writes its claims to that database,
+// which is what one PostgreSQL database for the fleet means (docs/claims.md);
+// a sqlite store knows this host only, so auto keeps broadcasting.
+func routeBroadcasts(cfg *config.Config, b *bus.Bus, lc *lifecycle, log *slog.Logger) error {
+	mode := cfg.Bus.BroadcastRouting
+	shared := lc != nil && cfg.Claims.Driver == claims.DriverPostgres
+	switch {
+	case cfg.Bus.Mode == bus.ModeDirect:
+		return nil // no dispatcher
+	case mode == bus.RoutingClaims && !shared:
+		return errors.New("bus.broadcast_routing: claims needs the lifecycle and claims.driver postgres (one database for the fleet); set it to auto or broadcast")
+	case mode == bus.RoutingClaims, (mode == bus.RoutingAuto || mode == "") && shared:
+		b.RouteBroadcasts(lc.store)
+		log.Info("broadcasts are routed to the hosts holding the instance's claims (claims database); every host only when none is found")
+	}
+	return nil
 }
 
 // HTTPAddr is the bound address of the metrics/health listener.

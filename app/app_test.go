@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
+	"github.com/scour-project/scour/metrics"
 )
 
 // TestPublishedNotificationIsDispatched is the README walk-through as a
@@ -165,5 +168,42 @@ func TestLoggerUniqueKeysAndReadableDurations(t *testing.T) {
 		if strings.Contains(line, "1500000000") {
 			t.Errorf("%s: duration in nanoseconds: %s", format, line)
 		}
+	}
+}
+
+// bus.broadcast_routing: claims needs one PostgreSQL claims database for
+// the fleet; auto routes only then; direct mode has no dispatcher.
+func TestRouteBroadcastsNeedsSharedClaims(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	newBus := func(t *testing.T, cfg *config.Config) *bus.Bus {
+		b, err := bus.New(cfg.Bus, "compute", &bus.Recorder{}, metrics.New(), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	pg := &lifecycle{}
+	for _, tt := range []struct {
+		name, routing, driver, mode string
+		lc                          *lifecycle
+		wantErr                     bool
+	}{
+		{"claims with sqlite", bus.RoutingClaims, claims.DriverSQLite, bus.ModeDispatch, pg, true},
+		{"claims without lifecycle", bus.RoutingClaims, claims.DriverPostgres, bus.ModeDispatch, nil, true},
+		{"claims with postgres", bus.RoutingClaims, claims.DriverPostgres, bus.ModeDispatch, pg, false},
+		{"auto with sqlite", bus.RoutingAuto, claims.DriverSQLite, bus.ModeDispatch, pg, false},
+		{"claims in direct mode", bus.RoutingClaims, claims.DriverSQLite, bus.ModeDirect, pg, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &config.Config{}
+			cfg.Bus.BroadcastRouting, cfg.Bus.Mode, cfg.Claims.Driver = tt.routing, tt.mode, tt.driver
+			err := routeBroadcasts(cfg, newBus(t, cfg), tt.lc, log)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("routeBroadcasts = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "bus.broadcast_routing") {
+				t.Errorf("error %q does not name bus.broadcast_routing", err)
+			}
+		})
 	}
 }

@@ -63,6 +63,7 @@ type Bus struct {
 	seen           *recent
 	topo           *topology
 	slots          chan struct{} // one per CommandHandler call running (HandlerConcurrency)
+	resolver       HostResolver  // routes broadcasts (RouteBroadcasts); nil: every host
 
 	mu     sync.Mutex
 	conn   *broker.Conn
@@ -116,6 +117,18 @@ func New(cfg Config, host string, h CommandHandler, m *metrics.Metrics, log *slo
 		topo:           &topology{cfg: &cfg, host: host, queue: queue},
 	}, nil
 }
+
+// HostResolver names the hosts that hold a live (active or dormant) claim
+// of an instance: claims.Store.LiveClaimHosts on a database every host
+// of the fleet writes its claims to.
+type HostResolver interface {
+	LiveClaimHosts(ctx context.Context, instance string) ([]string, error)
+}
+
+// RouteBroadcasts makes the dispatcher send an instance-scoped broadcast
+// only to the hosts r names (bus.broadcast_routing: claims). Call it
+// before Run.
+func (b *Bus) RouteBroadcasts(r HostResolver) { b.resolver = r }
 
 // NotificationsQueue is the queue this bus consumes notifications from.
 func (b *Bus) NotificationsQueue() string { return b.topo.queue }

@@ -22,6 +22,13 @@ const (
 	ModeDirect = "direct"
 )
 
+// Values of Config.BroadcastRouting.
+const (
+	RoutingAuto      = "auto"
+	RoutingClaims    = "claims"
+	RoutingBroadcast = "broadcast"
+)
+
 // Config is the `bus` section of scour.yaml.
 type Config struct {
 	// URL of the broker: Nova's transport_url form
@@ -46,6 +53,14 @@ type Config struct {
 	HostQueuePrefix string `yaml:"host_queue_prefix"`
 	// BroadcastKey is the routing key of instance-scoped broadcasts.
 	BroadcastKey string `yaml:"broadcast_routing_key"`
+	// BroadcastRouting says where the dispatcher sends an instance-scoped
+	// broadcast (revert, evacuate, a delete without a host): RoutingClaims
+	// sends it only to the hosts holding a live claim of the instance, as
+	// the claims database says, and to every host when it names none or
+	// cannot be read; RoutingBroadcast always to every host; RoutingAuto
+	// (the default) is RoutingClaims when the claims store is PostgreSQL,
+	// else RoutingBroadcast. The application resolves it (app.New).
+	BroadcastRouting string `yaml:"broadcast_routing"`
 	// PoisonQueue receives every message that can never be processed,
 	// with the reason in the x-scour-poison-reason header.
 	PoisonQueue string `yaml:"poison_queue"`
@@ -117,6 +132,7 @@ func (c *Config) SetDefaults() {
 	def(&c.HostQueuePrefix, "scour.host.")
 	def(&c.BroadcastKey, "broadcast.instance")
 	def(&c.PoisonQueue, "scour.poison")
+	def(&c.BroadcastRouting, RoutingAuto)
 	if c.Nova.RoutingKeys == nil {
 		c.Nova.RoutingKeys = []string{"versioned_notifications.info", "notifications.info"}
 	}
@@ -173,6 +189,11 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(v) == "" || len(v) > 200 {
 			bad(key, "must be 1 to 200 characters")
 		}
+	}
+	switch c.BroadcastRouting {
+	case RoutingAuto, RoutingClaims, RoutingBroadcast:
+	default:
+		bad("broadcast_routing", "%q is not %q, %q or %q", c.BroadcastRouting, RoutingAuto, RoutingClaims, RoutingBroadcast)
 	}
 	if c.Nova.Exchange == c.Exchange {
 		bad("exchange", "scour's exchange must differ from Nova's (%q)", c.Nova.Exchange)

@@ -14,14 +14,6 @@ import (
 	"github.com/scour-project/scour/notification"
 )
 
-// RoutingKey is where c is published on scour's exchange.
-func (c *Config) RoutingKey(cmd *command.Command) string {
-	if cmd.Scope == command.ScopeBroadcast {
-		return c.BroadcastKey
-	}
-	return HostKey(cmd.Host)
-}
-
 // decode classifies a notification: (nil, nil) means ignored (acked).
 func (b *Bus) decode(msg *message.Message) (*command.Command, error) {
 	ev, err := b.decodeEvent(msg.Payload)
@@ -46,8 +38,11 @@ type dispatcher struct {
 	pub *broker.Publisher // scour's exchange
 }
 
-// handle: decode, publish the command as one message and wait for the
-// broker's confirm, then return nil so the router acks the notification.
+// handle: decode, publish the command (one message per target) and wait
+// for the broker's confirms, then return nil so the router acks the
+// notification. A failed publish requeues the notification: the targets
+// already published get the command again, which their intake acks as a
+// duplicate (same message id) or handles idempotently.
 func (d *dispatcher) handle(msg *message.Message) error {
 	c, err := d.b.decode(msg)
 	if c == nil || err != nil {
@@ -57,23 +52,67 @@ func (d *dispatcher) handle(msg *message.Message) error {
 	if err != nil {
 		return poison(string(notification.ReasonInvalidCommand), err)
 	}
-	key := d.b.cfg.RoutingKey(c)
-	out := message.NewMessage(msg.UUID+"/command", body)
-	out.SetContext(msg.Context())
-	if err := d.pub.Publish(key, out); err != nil {
-		return fmt.Errorf("publishing %s command for instance %s to %s: %w", c.Kind, c.InstanceUUID, key, err)
+	keys, hosts := d.targets(msg.Context(), c)
+	for _, key := range keys {
+		id := msg.UUID + "/command"
+		if len(keys) > 1 {
+			id += "/" + key
+		}
+		out := message.NewMessage(id, body)
+		out.SetContext(msg.Context())
+		if err := d.pub.Publish(key, out); err != nil {
+			return fmt.Errorf("publishing %s command for instance %s to %s: %w", c.Kind, c.InstanceUUID, key, err)
+		}
+		d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
 	}
-	d.b.m.CommandDispatched(string(c.Kind), string(c.Scope))
 	d.b.log.Info("notification dispatched", "event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind,
-		"target", targetOf(c), "routing_key", key, "request_id", c.RequestID, "format", c.Format)
+		"target", hosts, "routing_key", strings.Join(keys, ","), "request_id", c.RequestID, "format", c.Format)
 	return nil
 }
 
-func targetOf(c *command.Command) string {
-	if c.Scope == command.ScopeBroadcast {
-		return "broadcast"
+// routeLookupTimeout bounds the claims lookup of a broadcast: past it the
+// command goes to every host rather than holding up the dispatch.
+const routeLookupTimeout = 5 * time.Second
+
+// targets returns the routing keys c is published to, and who they reach
+// (for the log). A host-scoped command goes to its host. A broadcast goes
+// to the hosts holding a live claim of its instance when a resolver is
+// set (RouteBroadcasts) and names any: they are the only hosts that act
+// on it (handlers: a host without a live claim drops a broadcast). It
+// goes to every host (the broadcast key) when routing is off, the lookup
+// fails, or it names no host: the fallback costs broker copies, not
+// Placement reads. Routing only picks who receives the command; each
+// receiver still decides from its own Placement tree (safety rule 3),
+// and a host missed here is covered by its periodic scan.
+func (d *dispatcher) targets(ctx context.Context, c *command.Command) (keys []string, hosts string) {
+	if c.Scope != command.ScopeBroadcast {
+		return []string{HostKey(c.Host)}, c.Host
 	}
-	return c.Host
+	every := []string{d.b.cfg.BroadcastKey}
+	if d.b.resolver == nil || c.InstanceUUID == "" {
+		d.b.m.BroadcastSent("off")
+		return every, "broadcast"
+	}
+	lctx, cancel := context.WithTimeout(ctx, routeLookupTimeout)
+	defer cancel()
+	start := time.Now()
+	found, err := d.b.resolver.LiveClaimHosts(lctx, c.InstanceUUID)
+	d.b.m.RouteLookup(time.Since(start), err)
+	switch {
+	case err != nil:
+		d.b.m.BroadcastSent("lookup_failed")
+		d.b.log.Warn("broadcast sent to every host: the hosts holding the instance's claims could not be looked up (check the claims database)",
+			"event", c.EventType, "instance", c.InstanceUUID, "kind", c.Kind, "err", err)
+		return every, "broadcast"
+	case len(found) == 0:
+		d.b.m.BroadcastSent("unresolved")
+		return every, "broadcast"
+	}
+	d.b.m.BroadcastSent("routed")
+	for _, h := range found {
+		keys = append(keys, HostKey(h))
+	}
+	return keys, strings.Join(found, ",")
 }
 
 // intake consumes this host's command queue: one command per message.

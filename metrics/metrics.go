@@ -37,6 +37,8 @@ type Metrics struct {
 	dispatched    *prometheus.CounterVec
 	handled       *prometheus.HistogramVec
 	brokerRetries *prometheus.CounterVec
+	broadcasts    *prometheus.CounterVec
+	routeLookups  *prometheus.HistogramVec
 
 	mu         sync.Mutex
 	eventTypes map[string]struct{}
@@ -74,6 +76,15 @@ func New() *Metrics {
 			Namespace: "scour", Subsystem: "broker", Name: "retries_total",
 			Help: "Failed broker dials that were retried, by operation (connect: the first connection; reconnect: after it dropped).",
 		}, []string{"op"}),
+		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "commands", Name: "broadcasts_total",
+			Help: "Instance-scoped broadcasts this dispatcher sent, by route: routed (only to the hosts holding a live claim of the instance) or sent to every host because routing is off, the lookup failed (lookup_failed) or found no host (unresolved).",
+		}, []string{"route"}),
+		routeLookups: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "scour", Subsystem: "commands", Name: "route_lookup_seconds",
+			Help:    "Lookups of the hosts holding a live claim of a broadcast's instance (one per routed broadcast), by result (ok, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
+		}, []string{"result"}),
 		eventTypes: map[string]struct{}{},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -89,7 +100,11 @@ func New() *Metrics {
 	for _, op := range []string{"connect", "reconnect"} {
 		m.brokerRetries.WithLabelValues(op)
 	}
-	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.brokerRetries, buildInfo,
+	for _, r := range BroadcastRoutes {
+		m.broadcasts.WithLabelValues(r)
+	}
+	m.Registerer().MustRegister(m.received, m.ignored, m.poisoned, m.dispatched, m.handled, m.brokerRetries,
+		m.broadcasts, m.routeLookups, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -175,6 +190,27 @@ func (m *Metrics) Poisoned(reason string) { m.poisoned.WithLabelValues(reason).I
 // CommandDispatched counts a confirmed command publish.
 func (m *Metrics) CommandDispatched(kind, scope string) {
 	m.dispatched.WithLabelValues(kind, scope).Inc()
+}
+
+// BroadcastRoutes are the route labels of scour_commands_broadcasts_total.
+var BroadcastRoutes = []string{"routed", "off", "lookup_failed", "unresolved"}
+
+// BroadcastSent counts one broadcast command by how it was sent.
+func (m *Metrics) BroadcastSent(route string) { m.broadcasts.WithLabelValues(route).Inc() }
+
+// BroadcastCounter is the scour_commands_broadcasts_total series of
+// route (for tests).
+func (m *Metrics) BroadcastCounter(route string) prometheus.Counter {
+	return m.broadcasts.WithLabelValues(route)
+}
+
+// RouteLookup observes one lookup of a broadcast's hosts.
+func (m *Metrics) RouteLookup(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.routeLookups.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // CommandHandled observes one handler run.
