@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/e2e/harness"
@@ -53,6 +55,7 @@ type Host struct {
 	cloud   *Cloud
 	config  string
 	http    string
+	dsn     string // the shared PostgreSQL claims database (WithSharedClaims), else ""
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -67,6 +70,44 @@ type HostOption func(cfg map[string]any)
 // these tests, so that the reconciler alone finishes scenarios quickly).
 func WithReconcileInterval(d time.Duration) HostOption {
 	return func(cfg map[string]any) { cfg["lifecycle"].(map[string]any)["reconcile_interval"] = d.String() }
+}
+
+// WithSharedClaims stores the host's claims in the PostgreSQL database
+// dsn (sharedClaimsDB), which every host given the same dsn shares, as a
+// fleet with one central claims database does; the dispatcher then
+// routes broadcasts by it (bus.broadcast_routing auto).
+func WithSharedClaims(dsn string) HostOption {
+	return func(cfg map[string]any) {
+		cl := cfg["claims"].(map[string]any)
+		cl["driver"], cl["dsn"] = "postgres", dsn
+	}
+}
+
+// sharedClaimsDB creates an empty PostgreSQL schema for t (the local
+// server every development and CI machine runs, or
+// SCOUR_TEST_POSTGRES_DSN) and returns a DSN that uses it; the schema is
+// dropped when t ends.
+func sharedClaimsDB(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("SCOUR_TEST_POSTGRES_DSN")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	schema := "e2e_" + strings.ReplaceAll(harness.NewUUID(), "-", "")[:16]
+	if _, err := db.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("PostgreSQL at %s (start it with scripts/ensure-services.sh or set SCOUR_TEST_POSTGRES_DSN): create schema: %v", base, err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
 }
 
 // WithSlowWipes makes every simulated operation report progress in steps
@@ -105,6 +146,9 @@ func (c *Cloud) AddHost(t *testing.T, devs []SimDevice, opts ...HostOption) *Hos
 	cfg := h.baseConfig()
 	for _, o := range opts {
 		o(cfg)
+	}
+	if cl := cfg["claims"].(map[string]any); cl["driver"] == "postgres" {
+		h.dsn = cl["dsn"].(string)
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -287,13 +331,22 @@ func (h *Host) FaultFile(t *testing.T, addr, kind, op string) {
 	}
 }
 
+// storeArgs are the scourctl flags naming h's claims store: its state
+// directory, or the shared database and h's host name in it.
+func (h *Host) storeArgs() []string {
+	if h.dsn != "" {
+		return []string{"--dsn", h.dsn, "--host", h.Name}
+	}
+	return []string{"--state-path", filepath.Join(h.Dir, "state")}
+}
+
 // Records exports the device's cleaning records through scourctl, as an
 // operator would.
 func (h *Host) Records(t *testing.T, addr string) []map[string]any {
 	t.Helper()
 	h.waitReturnsRecorded(t, addr)
-	out, err := exec.Command(filepath.Join(bins, "scourctl"), "records", "export", "--all",
-		"--state-path", filepath.Join(h.Dir, "state"), "--device", addr).CombinedOutput()
+	out, err := exec.Command(filepath.Join(bins, "scourctl"), append(append([]string{"records", "export", "--all"},
+		h.storeArgs()...), "--device", addr)...).CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "no finished") || strings.Contains(string(out), "no record") {
 			return nil
@@ -326,8 +379,8 @@ func (h *Host) waitReturnsRecorded(t *testing.T, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := exec.Command(filepath.Join(bins, "scourctl"), "records", "list", "--state-path", filepath.Join(h.Dir, "state"),
-			"--device", addr, "--state", "cleaned", "-c", "ended", "-o", "json").CombinedOutput()
+		out, err := exec.Command(filepath.Join(bins, "scourctl"), append(append([]string{"records", "list"}, h.storeArgs()...),
+			"--device", addr, "--state", "cleaned", "-c", "ended", "-o", "json")...).CombinedOutput()
 		var rows []map[string]any
 		if err != nil || json.Unmarshal(out, &rows) != nil {
 			return // Records reports the store's problem

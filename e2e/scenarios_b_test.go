@@ -111,11 +111,19 @@ func TestResizeRevertAcrossHosts(t *testing.T) {
 	t.Parallel()
 	c := NewCloud(t)
 	a, b := twoHosts(t, c)
+	resizeRevert(t, c, a, b, harness.Legacy)
+}
+
+// resizeRevert boots an instance on a, resizes it to b and reverts (the
+// notifications in format f), checks that b cleans its device while a
+// keeps the instance's, and returns the instance.
+func resizeRevert(t *testing.T, c *Cloud, a, b *Host, f harness.Format) string {
+	t.Helper()
 	inst := harness.NewUUID()
 	bootOnA(t, c, a, inst)
 
 	mig := moveToB(t, c, a, b, inst)
-	finishResizeOnB(t, c, b, inst, harness.Legacy)
+	finishResizeOnB(t, c, b, inst, f)
 
 	// Revert: the migration's allocations go back to the instance (A's
 	// device; the same Placement limit applies, see withBurnsLifted), the
@@ -125,13 +133,14 @@ func TestResizeRevertAcrossHosts(t *testing.T) {
 		t.Fatalf("destination device still allocated after revert: %v", got)
 	}
 	c.Bus.PublishNotification(t, harness.Event{Type: "instance.resize_revert.end", InstanceUUID: inst,
-		Host: a.Name, Node: a.Name}, harness.Legacy)
+		Host: a.Name, Node: a.Name}, f)
 	cleanedFor(t, c, b, addrB, inst)
 	waitLog(t, b, 10*time.Second, `msg="claim released"`, inst)
 	stayInUse(t, c, a, addrA, inst, 3*time.Second)
 	if strings.Contains(a.Logs(), `msg="claim released"`) {
 		t.Errorf("source host released the claim of the instance that lives on it again:\n%s", tail(a.Logs(), 30))
 	}
+	return inst
 }
 
 // Live migration A -> B: post_dest.end on B claims, post.end from A
@@ -165,6 +174,14 @@ func TestEvacuateWithSourceDownThenBack(t *testing.T) {
 	t.Parallel()
 	c := NewCloud(t)
 	a, b := twoHosts(t, c)
+	evacuateSourceDown(t, c, a, b, nil)
+}
+
+// evacuateSourceDown plays the evacuation of an instance booted on a
+// while a's scourd is down (then is called once the evacuate is
+// published) and checks that a cleans its device when it comes back.
+func evacuateSourceDown(t *testing.T, c *Cloud, a, b *Host, then func(inst string)) {
+	t.Helper()
 	inst := harness.NewUUID()
 	bootOnA(t, c, a, inst)
 
@@ -177,6 +194,9 @@ func TestEvacuateWithSourceDownThenBack(t *testing.T) {
 	c.P.Burn(t, b.Device(addrB))
 	c.Bus.PublishNotification(t, harness.Event{Type: "instance.evacuate", InstanceUUID: inst,
 		Host: a.Name, Node: a.Name, PublisherID: "nova-api:controller"}, harness.Versioned)
+	if then != nil {
+		then(inst)
+	}
 	// nova-compute on B rebuilds the instance: rebuild.end is the claim.
 	c.Bus.PublishNotification(t, harness.Event{Type: "instance.rebuild.end", InstanceUUID: inst,
 		Host: b.Name, Node: b.Name}, harness.Versioned)
