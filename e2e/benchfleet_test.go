@@ -28,9 +28,8 @@ import (
 // and Placement. A few real scourd processes (simulated hardware) take
 // the deletes whose latency is measured; host stand-ins make up the rest
 // of the fleet: each declares and consumes a per-host quorum queue bound
-// like scourd's (host key + broadcast key), answers every command with
-// the Placement read a scourd makes first (GET /allocations/{instance}),
-// and scans on a jittered interval with a scourd's scan reads (2 tree
+// like scourd's (host key + broadcast key), answers every command as a
+// scourd without a claim of the instance does (see consume), and scans on a jittered interval with a scourd's scan reads (2 tree
 // lists + inventories and allocations per device). The fleet grows in
 // steps (SCOUR_BENCH_FLEET_HOSTS, default 100,300,1000); each step runs
 // the same storm: deletes on the real hosts (one device loop per host
@@ -38,6 +37,15 @@ import (
 // host-scoped), extra broadcasts
 // at a fixed rate, and the scans. It prints Placement requests/s, broker
 // memory per host queue and delete-to-returned p50/p99 per step.
+//
+// The real hosts share one PostgreSQL claims database, so their
+// dispatchers route a broadcast to the hosts holding a live claim of the
+// instance (bus.broadcast_routing auto) and send it to every host only
+// when none does; a stand-in holds no claim, so it drops a broadcast
+// without reading Placement, as scourd does. SCOUR_BENCH_FLEET_BASELINE=1
+// runs the design before that: per-host sqlite stores (every broadcast to
+// every host) and stand-ins that read the instance's allocations on every
+// command.
 func TestBenchFleet(t *testing.T) {
 	if os.Getenv("SCOUR_BENCH_FLEET") == "" {
 		t.Skip("benchmark: run with make bench-fleet (sets SCOUR_BENCH_FLEET=1)")
@@ -67,23 +75,32 @@ func TestBenchFleet(t *testing.T) {
 		}
 		phase = d
 	}
+	baseline := os.Getenv("SCOUR_BENCH_FLEET_BASELINE") != ""
 	began := time.Now()
 	c := NewCloud(t)
+	opts := []HostOption{WithReconcileInterval(scanEvery)}
+	design := "broadcasts routed by the shared PostgreSQL claims database; stand-ins read nothing for a broadcast"
+	if baseline {
+		design = "BASELINE: sqlite claims (every broadcast to every host); stand-ins read the allocations on every command"
+	} else {
+		opts = append(opts, WithSharedClaims(sharedClaimsDB(t)))
+	}
 	var reals []*Host
 	for range realHosts {
 		var devs []SimDevice
 		for i := range devsPerReal {
 			devs = append(devs, SimDevice{Address: fmt.Sprintf("0000:%02x:00.0", 0x81+i)})
 		}
-		reals = append(reals, c.AddHost(t, devs, WithReconcileInterval(scanEvery)))
+		reals = append(reals, c.AddHost(t, devs, opts...))
 	}
-	fleet := &standIns{c: c, t: t, scanEvery: scanEvery}
+	fleet := &standIns{c: c, t: t, scanEvery: scanEvery, readAll: baseline}
 	defer fleet.stop()
 	memBase := brokerMemory(t, c)
 	fmt.Printf("\nbench-fleet: %d real scourd hosts (%d devices each) + stand-ins; scan interval %s (jittered); %s storm per step; %.1f extra broadcasts/s\n",
 		realHosts, devsPerReal, scanEvery, phase, broadcastHz)
+	fmt.Printf("design: %s\n", design)
 	fmt.Printf("broker memory before stand-ins: %.1f MiB\n", float64(memBase)/(1<<20))
-	fmt.Printf("%7s %12s %14s %12s %12s %10s %10s %8s %8s\n", "hosts", "placement/s", "stand-ins/s", "MiB/queue", "broker MiB", "p50", "p99", "deletes", "drain")
+	fmt.Printf("%7s %12s %14s %10s %14s %12s %12s %10s %10s %8s %8s\n", "hosts", "placement/s", "stand-ins/s", "reads/bc", "routed/to-all", "MiB/queue", "broker MiB", "p50", "p99", "deletes", "drain")
 	type row struct {
 		hosts     int
 		rps       float64
@@ -100,19 +117,22 @@ func TestBenchFleet(t *testing.T) {
 		mem := brokerMemory(t, c)
 		total0, _ := c.P.Requests()
 		own0 := fleet.requests.Load()
-		cmd0, bc0 := fleet.commands.Load(), fleet.broadcast.Load()
+		cmd0, bc0, fan0, reads0 := fleet.commands.Load(), fleet.broadcast.Load(), fleet.fanout.Load(), fleet.cmdReads.Load()
+		routed0, toAll0 := dispatchedBroadcasts(t, reals)
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), phase)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); fleet.broadcasts(ctx, broadcastHz) }()
-		lat := deleteStorm(ctx, t, c, reals, &fleet.broadcast)
+		lat := deleteStorm(ctx, t, c, reals, &fleet.broadcast, &fleet.fanout, baseline)
 		cancel()
 		wg.Wait()
 		secs := time.Since(start).Seconds()
 		total1, _ := c.P.Requests()
 		own1 := fleet.requests.Load()
-		drain := fleet.drain(cmd0, fleet.broadcast.Load()-bc0, 45*time.Second)
+		drain := fleet.drain(cmd0, fleet.fanout.Load()-fan0, 45*time.Second)
+		routed1, toAll1 := dispatchedBroadcasts(t, reals)
+		perBroadcast := float64(fleet.cmdReads.Load()-reads0) / float64(max(1, fleet.broadcast.Load()-bc0))
 		slices.Sort(lat)
 		r := row{hosts: n, rps: float64(total1-total0) / secs, deletes: len(lat),
 			perQueue: float64(mem-memBase) / float64(max(1, fleet.size())) / (1 << 20)}
@@ -120,8 +140,8 @@ func TestBenchFleet(t *testing.T) {
 			r.p50, r.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
 		}
 		rows = append(rows, r)
-		fmt.Printf("%7d %12.1f %14.1f %12.3f %12.1f %10s %10s %8d %8s\n", n, r.rps, float64(own1-own0)/secs,
-			r.perQueue, float64(mem)/(1<<20), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.deletes, drain.Round(time.Second))
+		fmt.Printf("%7d %12.1f %14.1f %10.1f %14s %12.3f %12.1f %10s %10s %8d %8s\n", n, r.rps, float64(own1-own0)/secs,
+			perBroadcast, fmt.Sprintf("%.0f/%.0f", routed1-routed0, toAll1-toAll0), r.perQueue, float64(mem)/(1<<20), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.deletes, drain.Round(time.Second))
 	}
 	if len(rows) > 1 {
 		a, b := rows[0], rows[len(rows)-1]
@@ -138,8 +158,10 @@ func TestBenchFleet(t *testing.T) {
 // deleteStorm boots and deletes instances on the real hosts until ctx
 // ends (one loop per host sends its deletes without a host, a broadcast;
 // the others host-scoped), and returns each
-// delete's time to the device back in the pool.
-func deleteStorm(ctx context.Context, t *testing.T, c *Cloud, reals []*Host, broadcasts *atomic.Int64) []time.Duration {
+// delete's time to the device back in the pool. It counts the broadcast
+// deletes in broadcasts, and in fanout too when they reach every host
+// (toAll: not routed).
+func deleteStorm(ctx context.Context, t *testing.T, c *Cloud, reals []*Host, broadcasts, fanout *atomic.Int64, toAll bool) []time.Duration {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
@@ -161,6 +183,9 @@ func deleteStorm(ctx context.Context, t *testing.T, c *Cloud, reals []*Host, bro
 					c.Bus.PublishNotification(t, ev, harness.Versioned)
 					if broadcast {
 						broadcasts.Add(1)
+						if toAll {
+							fanout.Add(1)
+						}
 					}
 					dev := h.Device(addr)
 					for reservedOf(c, dev) != 0 {
@@ -186,6 +211,18 @@ func deleteStorm(ctx context.Context, t *testing.T, c *Cloud, reals []*Host, bro
 	}
 	wg.Wait()
 	return lat
+}
+
+// dispatchedBroadcasts sums the real hosts' dispatched broadcasts: routed
+// to the hosts holding a claim, and sent to every host (any other route).
+func dispatchedBroadcasts(t *testing.T, reals []*Host) (routed, toAll float64) {
+	for _, h := range reals {
+		text := aMetrics(t, h)
+		all, _ := aMetric(text, "scour_commands_broadcasts_total")
+		r, _ := aMetric(text, "scour_commands_broadcasts_total", `route="routed"`)
+		routed, toAll = routed+r, toAll+all-r
+	}
+	return routed, toAll
 }
 
 // reservedOf reads the device's reserved inventory, or -1 when
@@ -244,7 +281,10 @@ type standIns struct {
 	run       string                 // names this run's stand-in hosts
 	requests  atomic.Int64           // Placement requests the stand-ins made
 	commands  atomic.Int64           // commands the stand-ins consumed
+	cmdReads  atomic.Int64           // Placement reads the stand-ins made for commands
 	broadcast atomic.Int64           // broadcasts published (extra and broadcast deletes)
+	fanout    atomic.Int64           // of those, the ones that reach every host queue
+	readAll   bool                   // baseline: read the allocations on every command
 	errors    atomic.Int64
 	cancel    []context.CancelFunc
 	wg        sync.WaitGroup
@@ -348,8 +388,10 @@ func (f *standIns) declare(ch *amqp.Channel, cfg *bus.Config, host string) error
 	return nil
 }
 
-// consume answers each command as a scourd does first: one read of the
-// instance's allocations (a stand-in holds none of it), then the ack.
+// consume answers each command as a scourd does: a stand-in holds no
+// claim, so a broadcast costs it no Placement read; in the baseline
+// (readAll) every command costs one read of the instance's allocations,
+// as it did before scourd dropped unclaimed broadcasts. Then the ack.
 func (f *standIns) consume(ctx context.Context, h *standIn, deliveries <-chan amqp.Delivery) {
 	defer f.wg.Done()
 	for {
@@ -361,7 +403,10 @@ func (f *standIns) consume(ctx context.Context, h *standIn, deliveries <-chan am
 				return
 			}
 			if c, err := command.Unmarshal(d.Body); err == nil {
-				f.get(ctx, "/allocations/"+c.InstanceUUID)
+				if f.readAll || c.Scope != command.ScopeBroadcast {
+					f.cmdReads.Add(1)
+					f.get(ctx, "/allocations/"+c.InstanceUUID)
+				}
 			} else {
 				f.errors.Add(1)
 			}
@@ -407,6 +452,7 @@ func (f *standIns) broadcasts(ctx context.Context, hz float64) {
 		case <-tick.C:
 			f.c.Bus.PublishNotification(f.t, harness.Event{Type: "instance.delete.end", InstanceUUID: harness.NewUUID(), NullHost: true, PublisherID: "nova-api:controller"}, harness.Versioned)
 			f.broadcast.Add(1)
+			f.fanout.Add(1) // nobody holds the instance: every host
 		}
 	}
 }
@@ -436,7 +482,7 @@ func (f *standIns) get(ctx context.Context, path string) {
 }
 
 // drain waits until every stand-in has consumed every broadcast of the
-// step (want per stand-in) and made its Placement read, at most max,
+// step that went to every host (want per stand-in), at most max,
 // and returns how long that took after the storm: the fleet's backlog.
 func (f *standIns) drain(from int64, want int64, max time.Duration) time.Duration {
 	start := time.Now()
