@@ -10,9 +10,11 @@ import (
 // inventory, its traits and the allocations against it. So what was read
 // at generation G still holds while the provider is at G: a later read
 // that returns G confirms every earlier read at G, and a write carrying G
-// fails with 409 if anything changed since. The three calls below use this
-// to clean a released device with 4 Placement calls: ReadDevice (2),
-// Confirm before the first destructive step (1), UnreserveSeen (1).
+// fails with 409 if anything changed since. The calls below use this to
+// clean a released device with 4 Placement calls: ReadDevice (2), Confirm
+// before the first destructive step (1), UnreserveSeen (1); devices
+// checked together share one listing instead of a Confirm each
+// (ConfirmShared, eligible.go): 3 calls each, plus the listings.
 
 // ReadDevice reads one device afresh without its traits: inventories and
 // allocations at one generation (2 calls). Quarantined is false until
