@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,5 +158,85 @@ func TestHostBoundStepLimit(t *testing.T) {
 		if got := peak.Load(); got != int32(tc.want) {
 			t.Errorf("in_device=%v: %d steps at once, want %d", tc.inDevice, got, tc.want)
 		}
+	}
+}
+
+// A destructive host-bound step that waited for a slot asks Placement
+// again once it holds one: the check made before the wait is as old as the
+// wait, and the device may have been allocated meanwhile (rule 2).
+func TestDestructiveStepRechecksAfterWaitingForASlot(t *testing.T) {
+	for _, allocatedWhileWaiting := range []bool{true, false} {
+		t.Run(fmt.Sprintf("allocated=%v", allocatedWhileWaiting), func(t *testing.T) {
+			cfg := testConfig(pluginStep("wipe"))
+			cfg.MaxConcurrent, cfg.MaxHostBoundSteps = 4, 1
+			var mu sync.Mutex
+			asked := map[string]int{}
+			allocated := map[string]bool{}
+			h := newHarness(t, cfg, func(h *harness) {
+				h.alloc = func(_ context.Context, rp string) (bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked[rp]++
+					return allocated[rp], nil
+				}
+			})
+			started := make(chan string, 2)
+			release := make(chan struct{})
+			h.pr.clean["wipe"] = func(_ context.Context, req *plugins.Request) (*plugins.Result, error) {
+				started <- req.Device.Address
+				<-release
+				return plugins.OK(nil), nil
+			}
+			first := make(chan *Result, 1)
+			go func() { first <- h.clean(t, target(1)) }()
+			if got := <-started; got != string(target(1).Address) {
+				t.Fatalf("first step ran on %s", got)
+			}
+			second := make(chan *Result, 1)
+			go func() { second <- h.clean(t, target(2)) }()
+			// rp-2 passed its check and now waits for rp-1's slot.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				n := asked["rp-2"]
+				if n == 1 {
+					allocated["rp-2"] = allocatedWhileWaiting
+				}
+				mu.Unlock()
+				if n == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the second run never asked Placement")
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // let it reach the slot wait
+			close(release)
+			if res := <-first; res.Verdict != VerdictClean {
+				t.Fatalf("first run: %v", res)
+			}
+			res := <-second
+			mu.Lock()
+			n := asked["rp-2"]
+			mu.Unlock()
+			if n != 2 {
+				t.Errorf("Placement asked %d times about rp-2, want 2 (before and after the wait)", n)
+			}
+			if allocatedWhileWaiting {
+				if res.Verdict != VerdictAborted || res.Step != "wipe" {
+					t.Fatalf("second run: %v; want aborted at wipe", res)
+				}
+				select {
+				case a := <-started:
+					t.Fatalf("the destructive step ran on %s although Placement showed it allocated", a)
+				default:
+				}
+				return
+			}
+			if res.Verdict != VerdictClean {
+				t.Fatalf("second run: %v", res)
+			}
+		})
 	}
 }

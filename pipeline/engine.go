@@ -233,16 +233,22 @@ func (e *Engine) acquire(ctx context.Context, profile string) (func(), error) {
 }
 
 // stepSlot waits for a host-bound slot unless the step works inside the
-// device.
-func (e *Engine) stepSlot(ctx context.Context, s *Step) (func(), error) {
+// device. waited says whether the step had to wait for one (the check
+// before a destructive step is then as old as the wait: see run.step).
+func (e *Engine) stepSlot(ctx context.Context, s *Step) (release func(), waited bool, err error) {
 	if *s.InDevice {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	select {
 	case e.hostBound <- struct{}{}:
-		return func() { <-e.hostBound }, nil
+		return func() { <-e.hostBound }, false, nil
+	default:
+	}
+	select {
+	case e.hostBound <- struct{}{}:
+		return func() { <-e.hostBound }, true, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
 }
 

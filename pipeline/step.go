@@ -56,6 +56,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	log.Info("step started", "destructive", *s.Destructive)
 	began := time.Now()
 	var unsup *notSupported
+	var stop errStop
 	res, err := r.withDriver(ctx, i, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		if rebinds {
 			r.learnIdentity(ctx, dev)
@@ -65,14 +66,32 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, &notSupported{why}
 			}
 		}
-		release, err := r.e.stepSlot(ctx, s)
+		release, waited, err := r.e.stepSlot(ctx, s)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
+		// The check above may be as old as the wait for a host-bound
+		// slot (minutes, behind long overwrites): a destructive step
+		// asks Placement again once it holds one.
+		if waited && *s.Destructive {
+			if err := r.placementClear(ctx, s); err != nil {
+				return nil, err
+			}
+		}
 		return r.attempts(ctx, s, &rec, impl, dev)
 	})
 	switch {
+	case errors.As(err, &stop):
+		// Placement showed the device taken while the step waited for a
+		// slot: it did not run. Recorded failed (not skipped), so that a
+		// crash before the verdict is stored runs it again, checks first.
+		rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeTryAgainLater, "not run: "+stop.reason
+		log.Warn("step not run", "reason", stop.reason)
+		if _, ferr := r.finish(ctx, s, rec, time.Since(began)); ferr != nil {
+			return rec, ferr
+		}
+		return rec, stop
 	case errors.As(err, &unsup):
 		r.notRun(&rec, s, unsup.why, nil)
 		log.Info("step not run", "state", rec.State, "reason", rec.Message, "driver", s.Driver)
