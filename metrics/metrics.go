@@ -74,7 +74,7 @@ func New() *Metrics {
 		}, []string{"kind", "outcome"}),
 		brokerRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "broker", Name: "retries_total",
-			Help: "Failed broker dials that were retried, by operation (connect: the first connection; reconnect: after it dropped).",
+			Help: "Failed broker operations that were retried, by operation (connect: the first connection; reconnect: after it dropped; resubscribe: a consumer that could not subscribe).",
 		}, []string{"op"}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "commands", Name: "broadcasts_total",
@@ -97,7 +97,7 @@ func New() *Metrics {
 	for _, r := range PoisonReasons {
 		m.poisoned.WithLabelValues(r)
 	}
-	for _, op := range []string{"connect", "reconnect"} {
+	for _, op := range []string{"connect", "reconnect", "resubscribe"} {
 		m.brokerRetries.WithLabelValues(op)
 	}
 	for _, r := range BroadcastRoutes {
@@ -180,8 +180,8 @@ func (m *Metrics) NotificationReceived(eventType, format string) {
 // NotificationIgnored counts a notification acked without action.
 func (m *Metrics) NotificationIgnored() { m.ignored.Inc() }
 
-// BrokerRetry counts a failed broker dial that is retried (op: connect or
-// reconnect).
+// BrokerRetry counts a failed broker operation that is retried (op:
+// connect, reconnect or resubscribe).
 func (m *Metrics) BrokerRetry(op string) { m.brokerRetries.WithLabelValues(op).Inc() }
 
 // Poisoned counts a message sent to the poison queue.

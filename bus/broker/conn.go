@@ -45,7 +45,8 @@ type Options struct {
 }
 
 // RetryCounter counts retried broker operations: op is "connect" (the
-// first connection) or "reconnect" (after the connection dropped).
+// first connection), "reconnect" (after the connection dropped) or
+// "resubscribe" (a consumer that could not subscribe, Subscriber).
 type RetryCounter interface{ BrokerRetry(op string) }
 
 type noRetryCounter struct{}

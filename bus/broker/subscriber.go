@@ -104,18 +104,43 @@ func (s *Subscriber) stopping(ctx context.Context) bool {
 	}
 }
 
+// consumeLoop (re)subscribes until the subscriber stops. A consumer that
+// was lost logs one WARN; the failed attempts that follow (the broker
+// still down, a declare refused) are a series: each is counted
+// (RetryCounter op "resubscribe") and logged at DEBUG, the first one also
+// at WARN with its error, and the series ends with one WARN that gives its
+// count when consuming works again.
 func (s *Subscriber) consumeLoop(ctx context.Context, queue string, out chan<- *message.Message) {
 	wait := 100 * time.Millisecond
+	failed := 0 // failed subscription attempts of the current series
 	for !s.stopping(ctx) {
 		started := time.Now()
-		err := s.consumeOnce(ctx, queue, out)
+		consumed := false
+		err := s.consumeOnce(ctx, queue, out, func() {
+			consumed = true
+			if failed > 0 {
+				s.log.Warn("consuming again after failed attempts", "queue", queue, "failed_attempts", failed)
+			}
+			failed = 0
+		})
 		if s.stopping(ctx) {
 			return
 		}
 		if time.Since(started) > time.Minute {
 			wait = 100 * time.Millisecond
 		}
-		s.log.Warn("consumer stopped; subscribing again", "queue", queue, "err", err, "in", wait)
+		switch {
+		case consumed:
+			s.log.Warn("consumer stopped; subscribing again", "queue", queue, "err", err, "in", wait)
+		default:
+			failed++
+			s.conn.retries.BrokerRetry("resubscribe")
+			if failed == 1 {
+				s.log.Warn("cannot subscribe; retrying until it works (one line when it does)", "queue", queue, "err", err, "in", wait)
+			} else {
+				s.log.Debug("cannot subscribe, retrying", "queue", queue, "err", err, "in", wait, "attempt", failed)
+			}
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -128,8 +153,9 @@ func (s *Subscriber) consumeLoop(ctx context.Context, queue string, out chan<- *
 var errNotConnected = errors.New("not connected to the broker")
 
 // consumeOnce declares, consumes and hands deliveries over until the
-// channel dies or the subscriber stops.
-func (s *Subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *message.Message) error {
+// channel dies or the subscriber stops. consuming is called once the
+// consumer is registered.
+func (s *Subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *message.Message, consuming func()) error {
 	dch, err := s.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel: %w", err)
@@ -154,6 +180,7 @@ func (s *Subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 	}
 	s.consuming.Add(1)
 	defer s.consuming.Add(-1)
+	consuming()
 
 	var pending sync.WaitGroup
 	graceful := func() error {
