@@ -95,6 +95,14 @@ reap() {
 				podman rm -f "$id" >/dev/null 2>&1 && echo "e2e-env: removed stale container $id (owner pid ${pid:-?} gone)"
 			fi
 		done
+	# Networks of broker clusters (harness.StartRabbitMQCluster), once
+	# their containers are gone.
+	for net in $(podman network ls -q --filter label=org.scour.e2e 2>/dev/null); do
+		pid=$(podman network inspect --format '{{index .Labels "org.scour.e2e.pid"}}' "$net" 2>/dev/null)
+		if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+			podman network rm "$net" >/dev/null 2>&1 && echo "e2e-env: removed stale network $net (owner pid ${pid:-?} gone)"
+		fi
+	done
 	return 0
 }
 

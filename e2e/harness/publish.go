@@ -1,7 +1,10 @@
 package harness
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -25,33 +28,49 @@ func (b *Broker) PublishNotification(t testing.TB, ev Event, f Format) *Notifica
 	if err != nil {
 		t.Fatalf("e2e harness: building notification: %v", err)
 	}
-	conn, err := amqp.Dial(b.URL())
+	if err := publishConfirmed(t.Context(), b.URL(), n, 0); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	return n
+}
+
+// publishConfirmed is one oslo-style publish of n on url, waiting for the
+// broker's confirm (at most timeout when it is not 0).
+func publishConfirmed(ctx context.Context, url string, n *Notification, timeout time.Duration) error {
+	cfg := amqp.Config{}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+		cfg.Dial = amqp.DefaultDial(timeout)
+	}
+	conn, err := amqp.DialConfig(url, cfg)
 	if err != nil {
-		t.Fatalf("e2e harness: publishing %s: dialing %s: %v", n.EventType, b.URL(), err)
+		return fmt.Errorf("publishing %s: dialing %s: %w", n.EventType, url, err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		t.Fatalf("e2e harness: publishing %s: %v", n.EventType, err)
+		return fmt.Errorf("publishing %s: %w", n.EventType, err)
 	}
 	if err := DeclareNovaExchange(ch, n.Exchange); err != nil {
-		t.Fatalf("e2e harness: declaring exchange %s: %v", n.Exchange, err)
+		return fmt.Errorf("declaring exchange %s: %w", n.Exchange, err)
 	}
 	if _, err := ch.QueueDeclare(n.RoutingKey, false, false, false, false, nil); err != nil {
-		t.Fatalf("e2e harness: declaring oslo's default queue %s: %v", n.RoutingKey, err)
+		return fmt.Errorf("declaring oslo's default queue %s: %w", n.RoutingKey, err)
 	}
 	if err := ch.QueueBind(n.RoutingKey, n.RoutingKey, n.Exchange, false, nil); err != nil {
-		t.Fatalf("e2e harness: binding %s: %v", n.RoutingKey, err)
+		return fmt.Errorf("binding %s: %w", n.RoutingKey, err)
 	}
 	if err := ch.Confirm(false); err != nil {
-		t.Fatalf("e2e harness: confirm mode: %v", err)
+		return fmt.Errorf("confirm mode: %w", err)
 	}
-	conf, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), n.Exchange, n.RoutingKey, false, false, n.Publishing)
+	conf, err := ch.PublishWithDeferredConfirmWithContext(ctx, n.Exchange, n.RoutingKey, false, false, n.Publishing)
 	if err != nil {
-		t.Fatalf("e2e harness: publishing %s: %v", n.EventType, err)
+		return fmt.Errorf("publishing %s: %w", n.EventType, err)
 	}
-	if ok, err := conf.WaitContext(t.Context()); err != nil || !ok {
-		t.Fatalf("e2e harness: broker did not confirm %s (ok=%v): %v", n.EventType, ok, err)
+	if ok, err := conf.WaitContext(ctx); err != nil || !ok {
+		return fmt.Errorf("broker did not confirm %s (ok=%v): %v", n.EventType, ok, err)
 	}
-	return n
+	return nil
 }

@@ -29,7 +29,13 @@ func newRabbitMQ() (*service, error) {
 }
 
 func rabbitReady(ctx context.Context, hostPort int) error {
-	conn, err := amqp.DialConfig(fmt.Sprintf("amqp://guest:guest@localhost:%d/", hostPort),
+	return amqpReady(ctx, fmt.Sprintf("localhost:%d", hostPort))
+}
+
+// amqpReady reports whether the broker at addr (host:port) accepts guest's
+// AMQP login.
+func amqpReady(_ context.Context, addr string) error {
+	conn, err := amqp.DialConfig("amqp://guest:guest@"+addr+"/",
 		amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
 		return err
@@ -120,6 +126,18 @@ func (b *Broker) Stop(t testing.TB) {
 	t.Helper()
 	b.needDedicated(t, "Stop")
 	if err := b.svc.stop(t.Context()); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+}
+
+// Kill SIGKILLs the broker container: no clean shutdown, connections are
+// not closed by the broker (clients notice through heartbeats or a reset).
+// Start brings it back on the same URL. Needs a Dedicated() broker or a
+// Cluster node.
+func (b *Broker) Kill(t testing.TB) {
+	t.Helper()
+	b.needDedicated(t, "Kill")
+	if err := b.svc.kill(t.Context()); err != nil {
 		t.Fatalf("e2e harness: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 )
@@ -27,8 +28,11 @@ type service struct {
 	port     string // container port, "5672/tcp"
 	hostPort int
 	ready    func(ctx context.Context, hostPort int) error
-	c        testcontainers.Container
-	started  time.Duration
+	// customize, when set, changes the container request after the
+	// harness filled it in (a cluster node's hostname, address, command).
+	customize func(req *testcontainers.ContainerRequest)
+	c         testcontainers.Container
+	started   time.Duration
 }
 
 func startService(ctx context.Context, s *service) error {
@@ -50,6 +54,9 @@ func startService(ctx context.Context, s *service) error {
 			HostConfigModifier: func(hc *container.HostConfig) {
 				hc.PortBindings = network.PortMap{port: {{HostPort: strconv.Itoa(hp)}}}
 			},
+		}
+		if s.customize != nil {
+			s.customize(&req)
 		}
 		s.c, lastErr = testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 		if lastErr == nil {
@@ -99,6 +106,35 @@ func (s *service) stop(ctx context.Context) error {
 		return fmt.Errorf("stopping %s: %w", s.kind, err)
 	}
 	return nil
+}
+
+// kill sends SIGKILL to the container's processes, as a crashed host or
+// `podman kill` would: nothing shuts down cleanly, no connection is closed
+// by the broker.
+func (s *service) kill(ctx context.Context) error {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("killing %s: %w", s.kind, err)
+	}
+	defer cli.Close()
+	if _, err := cli.ContainerKill(ctx, s.c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return fmt.Errorf("killing %s: %w", s.kind, err)
+	}
+	// The kill is asynchronous: wait until the engine reports it exited.
+	for {
+		st, err := s.c.State(ctx)
+		if err != nil {
+			return fmt.Errorf("killing %s: %w", s.kind, err)
+		}
+		if !st.Running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("killing %s: still running: %w", s.kind, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (s *service) start(ctx context.Context) error {
