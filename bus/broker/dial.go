@@ -12,8 +12,12 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// dialer connects to the endpoints of a multi-host URL in turn, starting
-// after the last one that worked. amqp091-go dials a single URI, so
+// dialer connects to the endpoints of a multi-host URL in turn. The first
+// dial starts with the first host; once a connection has been made, the
+// next dial (a reconnect: that connection is gone) starts with the host
+// after it, so the host that just dropped is tried last. A crashed or
+// frozen host can take the whole dial timeout to fail; trying it first
+// would add that to every failover. amqp091-go dials a single URI, so
 // failover between Nova's transport_url hosts is done here, in
 // amqp.Config.Dial; TLS is done here too, because amqp091-go would verify
 // every host against the first host's name.
@@ -22,13 +26,18 @@ type dialer struct {
 	tls       *tls.Config // nil: plain TCP
 	timeout   time.Duration
 
-	mu   sync.Mutex
-	next int
-	last net.Conn // the current connection's socket (tests cut it)
+	mu        sync.Mutex
+	next      int
+	connected bool     // a dial succeeded since the last dial began
+	last      net.Conn // the current connection's socket (tests cut it)
 }
 
 func (d *dialer) Dial(_, _ string) (net.Conn, error) {
 	d.mu.Lock()
+	if d.connected {
+		// amqp091 dials once per connection: this is a reconnect.
+		d.next, d.connected = (d.next+1)%len(d.endpoints), false
+	}
 	start := d.next
 	d.mu.Unlock()
 	var errs []error
@@ -41,7 +50,7 @@ func (d *dialer) Dial(_, _ string) (net.Conn, error) {
 			continue
 		}
 		d.mu.Lock()
-		d.next, d.last = n, conn
+		d.next, d.last, d.connected = n, conn, true
 		d.mu.Unlock()
 		return conn, nil
 	}

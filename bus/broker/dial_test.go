@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -48,6 +49,85 @@ func TestFailoverToTheNextHost(t *testing.T) {
 	_, err = amqp.DialConfig(uri, *ac)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "127.0.0.1:2") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("all hosts down: %v", err)
+	}
+}
+
+// A reconnect starts with the host after the one whose connection
+// dropped: that host is tried last, not first.
+func TestReconnectStartsAfterTheDroppedHost(t *testing.T) {
+	t.Parallel()
+	var eps []Endpoint
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		eps = append(eps, Endpoint{Addr: l.Addr().String(), Host: "127.0.0.1"})
+	}
+	d := &dialer{endpoints: eps, timeout: time.Second}
+	for i, want := range []int{0, 1, 2, 0} {
+		c, err := d.Dial("tcp", "ignored")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.RemoteAddr().String(); got != eps[want].Addr {
+			t.Errorf("dial %d went to %s, want host %d (%s)", i, got, want, eps[want].Addr)
+		}
+		c.Close()
+	}
+}
+
+// A host that accepts TCP but never speaks AMQP (a frozen broker: the
+// kernel still completes the handshake) does not hold scourd: the next
+// attempt goes to the next host instead of the frozen one again.
+func TestFrozenHostIsPassedOver(t *testing.T) {
+	testkit.Broker(t)
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	go func() {
+		for {
+			c, err := frozen.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the test ends
+		}
+	}()
+	u, err := url.Parse(testkit.BrokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, _ := u.User.Password()
+	cred := u.User.Username() + ":" + pass + "@"
+	cfg := Options{URL: "rabbit://" + cred + frozen.Addr().String() + "," + cred + u.Host + "/", Heartbeat: 10 * time.Second, Name: "scour frozen host test"}
+	uri, ac, d, err := amqpConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.timeout = 300 * time.Millisecond
+	if _, err := amqp.DialConfig(uri, *ac); err == nil {
+		t.Fatal("the AMQP handshake with a silent host succeeded")
+	}
+	conn, err := amqp.DialConfig(uri, *ac)
+	if err != nil {
+		t.Fatalf("second attempt, which should go to the live host: %v", err)
+	}
+	conn.Close()
+	if d.next != 1 {
+		t.Errorf("connected through host %d, want 1 (the live one)", d.next)
 	}
 }
 
