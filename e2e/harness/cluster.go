@@ -232,16 +232,6 @@ func (c *Cluster) URL() string {
 // NodeName is node i's Erlang name, rabbit@<hostname>.
 func (c *Cluster) NodeName(i int) string { return c.names[i] }
 
-// NodeIndex is the index of the node named name (rabbit@<hostname>), or -1.
-func (c *Cluster) NodeIndex(name string) int {
-	for i, n := range c.names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // Kill SIGKILLs node i's container: the node vanishes without closing its
 // connections or handing over its queues, as a crashed host does.
 func (c *Cluster) Kill(t testing.TB, i int) {
