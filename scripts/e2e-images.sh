@@ -118,8 +118,10 @@ if ! have_image "$placement"; then
 		- "$placement" >/dev/null
 fi
 rm -rf "$stage"
-# Images of older recipes only take disk space.
-podman images --format '{{.Repository}}:{{.Tag}}' |
+# Images of older recipes only take disk space, but other checkouts on this
+# machine (worktrees, branches) may run a recipe of their own: remove only
+# those built more than a day ago, so two checkouts do not remove each other's.
+podman images --filter until=24h --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
 	grep -E '^localhost/scour-e2e-(rabbitmq|placement):' | grep -v ":$hash\$" |
 	xargs -r podman rmi >/dev/null 2>&1 || true
 podman image prune -f --filter label=org.scour.e2e.recipe >/dev/null 2>&1 || true
