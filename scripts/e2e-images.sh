@@ -3,9 +3,10 @@
 # bookworm (minbase) root filesystem with the packages in e2e/images/packages,
 # lay the recipe's config files over a hard-linked copy, and import it with
 # podman twice: one image whose entry point is RabbitMQ, one whose entry point
-# is Placement (sqlite + noauth2). Tags are the recipe's content hash, so
-# nothing is rebuilt unless the recipe changed. The debootstrap output is cached
-# under e2e/.images/ (gitignored), keyed by the package list.
+# is Placement (PostgreSQL or sqlite, noauth2: e2e/images/placement-start).
+# Tags are the recipe's content hash, so nothing is rebuilt unless the recipe
+# changed. The debootstrap output is cached under e2e/.images/ (gitignored),
+# keyed by the package list.
 #
 # Environment: SCOUR_E2E_RABBITMQ_IMAGE / SCOUR_E2E_PLACEMENT_IMAGE (names to
 # use instead; when set and not localhost/scour-e2e-*, nothing is built),
@@ -71,6 +72,10 @@ if [ ! -f "$rootfs/.scour-complete" ]; then
 	# Trim what a container never reads.
 	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
 		"$rootfs.tmp"/usr/share/doc/* "$rootfs.tmp"/usr/share/man/* "$rootfs.tmp"/usr/share/locale/*
+	# PostgreSQL's JIT (LLVM, z3 and the bitcode: 160 MB, a third of the
+	# image) is off in e2e/images/postgresql.conf.
+	rm -rf "$rootfs.tmp"/usr/lib/postgresql/*/lib/bitcode "$rootfs.tmp"/usr/lib/postgresql/*/lib/llvmjit* \
+		"$rootfs.tmp"/usr/lib/x86_64-linux-gnu/libLLVM-* "$rootfs.tmp"/usr/lib/x86_64-linux-gnu/libz3.so*
 	touch "$rootfs.tmp/.scour-complete"
 	mv "$rootfs.tmp" "$rootfs"
 	echo "e2e-images: debootstrap took $(($(date +%s) - t0))s"
@@ -91,6 +96,11 @@ put() { # put SRC DEST MODE
 put e2e/images/placement.conf /etc/placement/placement.conf 0644
 put e2e/images/placement-start /usr/local/bin/placement-start 0755
 put e2e/images/rabbitmq.conf /etc/rabbitmq/rabbitmq.conf 0644
+# The cluster the postgresql package created (Debian's layout:
+# /etc/postgresql/<version>/main, conf.d read last).
+pgconf=$(cd "$stage" && ls -d etc/postgresql/*/main/conf.d 2>/dev/null | head -1)
+[ -n "$pgconf" ] || { echo "e2e-images: no PostgreSQL cluster in $rootfs (is postgresql in e2e/images/packages?)" >&2; exit 1; }
+put e2e/images/postgresql.conf "/$pgconf/scour-e2e.conf" 0644
 mkdir -p "$stage/etc/placement/policy.d" "$stage/var/lib/placement"
 rm -f "$stage/.scour-complete"
 

@@ -17,6 +17,12 @@ const (
 	EnvRabbitMQImage  = "SCOUR_E2E_RABBITMQ_IMAGE"  // image instead of the scour-built one
 	EnvPlacementImage = "SCOUR_E2E_PLACEMENT_IMAGE" // image instead of the scour-built one
 	EnvPodmanSocket   = "SCOUR_E2E_PODMAN_SOCKET"   // engine socket (default /run/podman/podman.sock)
+
+	// The Placement container's database and uwsgi worker processes (see
+	// placementMode): "postgresql" with 4 workers unless set; "sqlite"
+	// is the old one-request-at-a-time mode, kept for comparison.
+	EnvPlacementDB      = "SCOUR_E2E_PLACEMENT_DB"
+	EnvPlacementWorkers = "SCOUR_E2E_PLACEMENT_WORKERS"
 )
 
 const defaultPodmanSocket = "/run/podman/podman.sock"

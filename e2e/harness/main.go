@@ -122,7 +122,7 @@ func acquire(t testing.TB, newSvc func() (*service, error), kind string, dedicat
 		if err != nil {
 			t.Fatalf("e2e harness: %v", err)
 		}
-		t.Logf("e2e harness: dedicated %s ready on localhost:%d in %s", kind, s.hostPort, s.started.Round(time.Millisecond))
+		t.Logf("e2e harness: dedicated %s%s ready on localhost:%d in %s", kind, s.describe(), s.hostPort, s.started.Round(time.Millisecond))
 		return s
 	}
 	if !mainActive.Load() {
@@ -163,7 +163,7 @@ func (e *sharedEntry) start(newSvc func() (*service, error)) {
 		}
 		e.svc, e.err = s, err
 		if err == nil {
-			fmt.Fprintf(os.Stderr, "e2e harness: %s (%s) ready on localhost:%d in %s\n", s.kind, s.image, s.hostPort, s.started.Round(time.Millisecond))
+			fmt.Fprintf(os.Stderr, "e2e harness: %s (%s%s) ready on localhost:%d in %s\n", s.kind, s.image, s.describe(), s.hostPort, s.started.Round(time.Millisecond))
 		}
 	})
 }

@@ -26,6 +26,7 @@ type Placement struct {
 	token   string
 	proxy   *faultProxy
 	client  *http.Client
+	mode    PlacementMode
 }
 
 func newPlacement() (*service, error) {
@@ -33,7 +34,12 @@ func newPlacement() (*service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &service{kind: "placement", image: placement, port: "8778/tcp", ready: placementReady}, nil
+	mode, err := placementMode()
+	if err != nil {
+		return nil, err
+	}
+	return &service{kind: "placement", image: placement, port: "8778/tcp", ready: placementReady,
+		env: mode.env(), desc: mode.String()}, nil
 }
 
 func placementReady(ctx context.Context, hostPort int) error {
@@ -70,6 +76,7 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 	} else {
 		p.svc = acquire(t, newPlacement, "placement", o.dedicated)
 		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
+		p.mode, _ = placementMode() // newPlacement checked it
 	}
 	proxy, err := newFaultProxy(p.backend)
 	if err != nil {
@@ -82,6 +89,10 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 
 // URL is the Placement endpoint for the system under test (the proxy).
 func (p *Placement) URL() string { return p.proxy.srv.URL }
+
+// Mode is how the Placement container serves (database, worker processes);
+// the zero PlacementMode for an external Placement (EnvPlacementURL).
+func (p *Placement) Mode() PlacementMode { return p.mode }
 
 // BackendURL is Placement itself, bypassing the proxy and its faults.
 func (p *Placement) BackendURL() string { return p.backend }

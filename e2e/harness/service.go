@@ -26,6 +26,8 @@ type service struct {
 	kind     string // "rabbitmq" or "placement"
 	image    string
 	port     string // container port, "5672/tcp"
+	env      map[string]string
+	desc     string // how it is configured, for the "ready" line; may be ""
 	hostPort int
 	ready    func(ctx context.Context, hostPort int) error
 	// customize, when set, changes the container request after the
@@ -48,6 +50,7 @@ func startService(ctx context.Context, s *service) error {
 		req := testcontainers.ContainerRequest{
 			Image:        s.image,
 			ExposedPorts: []string{s.port},
+			Env:          s.env,
 			// The owner's pid lets `make e2e-env` remove containers whose
 			// test binary died before Main could (no Ryuk here).
 			Labels: map[string]string{"org.scour.e2e": s.kind, "org.scour.e2e.pid": strconv.Itoa(os.Getpid())},
@@ -79,6 +82,14 @@ func startService(ctx context.Context, s *service) error {
 	}
 	s.started = time.Since(t0)
 	return nil
+}
+
+// describe is ", <desc>" or "" for the "ready" lines.
+func (s *service) describe() string {
+	if s.desc == "" {
+		return ""
+	}
+	return ", " + s.desc
 }
 
 func (s *service) waitReady(ctx context.Context) error {
