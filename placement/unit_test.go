@@ -181,6 +181,12 @@ func TestUnreserveErrorShapes(t *testing.T) {
 		{name: "409 other code is permanent", handle: dirtyDevice(placementError(409, "placement.inventory.inuse")),
 			puts: 1, contains: "placement.inventory.inuse"},
 		{name: "500 is retried then recoverable", handle: dirtyDevice(placementError(500, "")), recoverable: true, puts: 3},
+		{name: "500 of a lost generation race is a conflict", handle: dirtyDevice(func(w http.ResponseWriter, r *http.Request) {
+			// Placement 8.0.0's body, as seen from several workers on PostgreSQL.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(500)
+			io.WriteString(w, `{"errors": [{"status": 500, "title": "Internal Server Error", "detail": "The server has either erred or is incapable of performing the requested operation.\n\n Another thread concurrently updated the resource provider data. Please retry your update  ", "code": "placement.undefined_code", "request_id": "req-1"}]}`)
+		}), recoverable: true, is: errConflict, puts: 3, contains: "gave up after 3 tries"},
 		{name: "502 html from a proxy", handle: dirtyDevice(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(502)
 			io.WriteString(w, "<html>bad gateway</html>")
