@@ -82,7 +82,7 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 	if err != nil {
 		t.Fatalf("e2e harness: proxy to %s: %v", p.backend, err)
 	}
-	t.Cleanup(proxy.srv.Close)
+	t.Cleanup(proxy.close)
 	p.proxy = proxy
 	return p
 }

@@ -34,6 +34,27 @@ type faultProxy struct {
 	left     int // requests the fault still applies to when fault.Times > 0
 	requests atomic.Int64
 	faulted  atomic.Int64
+	// transport keeps connections to the backend for every request in
+	// flight, as a load balancer in front of Placement does.
+	transport *http.Transport
+}
+
+// backendTransport is http.DefaultTransport with an idle pool as large as
+// the concurrency the system under test reaches (scourd runs dozens of
+// cleanings at once). The default keeps 2 idle connections per host: under
+// concurrent requests the proxy would open a connection for most requests
+// and close it after, piling up TIME_WAIT sockets and adding connection
+// setup to what Placement seems to cost.
+func backendTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 128
+	return t
+}
+
+// close stops the proxy and drops its connections to the backend.
+func (p *faultProxy) close() {
+	p.srv.Close()
+	p.transport.CloseIdleConnections()
 }
 
 func newFaultProxy(target string) (*faultProxy, error) {
@@ -41,8 +62,9 @@ func newFaultProxy(target string) (*faultProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &faultProxy{target: u}
+	p := &faultProxy{target: u, transport: backendTransport()}
 	rp := &httputil.ReverseProxy{
+		Transport: p.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			p.mu.Lock()
 			t := p.target
