@@ -21,7 +21,9 @@ func WithBusURL(url string) HostOption {
 // A three-node RabbitMQ cluster loses a node mid-stream (SIGKILL), twice:
 // first the node the scourds are connected to (it also leads scour's
 // queues, which the scourds declared there), then, once it is back, the
-// node the scourds failed over to.
+// node the scourds failed over to. Then, once that one is back too, the
+// node the scourds use freezes for 20 s (a hung host: no reset, only
+// missed heartbeats tell) while the last deletes are published.
 // Nova's deletes keep being published with publisher confirms, failing
 // over between nodes as oslo.messaging does with a multi-host
 // transport_url; the scourds get the same multi-host URL. Every device is
@@ -35,7 +37,7 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 	cl := harness.StartRabbitMQCluster(t, 3)
 	// Boots (all before the kills) publish on one node.
 	c := &Cloud{Bus: cl.Nodes[2], P: harness.StartPlacement(t)}
-	const hosts, perHost = 2, 9
+	const hosts, perHost = 2, 12
 	type release struct {
 		h          *Host
 		addr, inst string
@@ -49,7 +51,10 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 		}
 		// Only notifications drive these hosts: no periodic scan could
 		// make up for a lost delete.
-		h := c.AddHost(t, devs, WithReconcileInterval(time.Hour), WithBusURL(cl.URL()))
+		// Heartbeats every 2 s: a frozen node is noticed after ~6 s.
+		h := c.AddHost(t, devs, WithReconcileInterval(time.Hour), WithBusURL(cl.URL()), func(cfg map[string]any) {
+			cfg["bus"].(map[string]any)["heartbeat"] = "2s"
+		})
 		hs = append(hs, h)
 		for _, d := range devs {
 			rels = append(rels, release{h: h, addr: d.Address, inst: harness.NewUUID()})
@@ -79,7 +84,7 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 	// publish, a delivery or an ack in flight. A node is killed at gate1 and started again
 	// while the stream goes on; the second node is killed at gate2, once
 	// the first is back, and started again at the end.
-	gate1, gate2 := len(rels)/3, 2*len(rels)/3
+	gate1, gate2, gate3 := len(rels)/4, len(rels)/2, 3*len(rels)/4
 	type chaos struct {
 		node int
 		done chan error // the kill's outcome, then the restart's
@@ -96,9 +101,23 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 		}
 	}()
 	defer close(kills)
-	var t0, t1 time.Time
+	wait := func(k chaos, since time.Time) {
+		t.Helper()
+		for range 2 {
+			if err := <-k.done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s back in the cluster %s after its kill", cl.NodeName(k.node), time.Since(since).Round(time.Millisecond))
+	}
+	// Thawed before net_ticktime (60 s): longer, the other nodes declare
+	// it down and, with RabbitMQ's default partition handling (ignore),
+	// the cluster stays split after the thaw.
+	const freeze = 20 * time.Second
+	thawed := make(chan error, 1)
+	var t0, t1, t2 time.Time
 	var k1, k2 chaos
-	second, attempts := -1, 0
+	second, third, attempts := -1, -1, 0
 	for i, r := range rels {
 		switch i {
 		case gate1:
@@ -107,13 +126,7 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 			kills <- k1
 			t.Logf("killing %s (the scourds' node) after %d deletes", cl.NodeName(first), i)
 		case gate2:
-			if err := <-k1.done; err != nil {
-				t.Fatal(err)
-			}
-			if err := <-k1.done; err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s back in the cluster %s after its kill", cl.NodeName(first), time.Since(t0).Round(time.Millisecond))
+			wait(k1, t0)
 			// The node the scourds failed over to.
 			conns := cl.Connections(t)
 			second = busiest(conns, first)
@@ -123,17 +136,45 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 			t1 = time.Now()
 			k2 = chaos{node: second, done: make(chan error, 2)}
 			kills <- k2
+		case gate3:
+			wait(k2, t1)
+			conns := cl.Connections(t)
+			third = busiest(conns, -1)
+			t.Logf("freezing %s (the scourds' node, client connections per node %v) for %s after %d deletes", cl.NodeName(third), conns, freeze, i)
+			t2 = time.Now()
+			if err := cl.PauseNode(t.Context(), third); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(freeze)
+				thawed <- cl.UnpauseNode(t.Context(), third)
+			}()
 		}
 		c.P.DeleteAllocations(t, r.inst)
 		attempts += cl.PublishNotification(t, harness.Event{Type: "instance.delete.end", InstanceUUID: r.inst, Host: r.h.Name, Node: r.h.Name}, harness.Versioned)
 		time.Sleep(20 * time.Millisecond)
 	}
-	for range 2 {
-		if err := <-k2.done; err != nil {
-			t.Fatal(err)
+	t.Logf("last delete published %s after the freeze began", time.Since(t2).Round(time.Millisecond))
+	if err := <-thawed; err != nil {
+		t.Fatal(err)
+	}
+	cl.AwaitRunning(t)
+	t.Logf("%s thawed and the cluster whole again %s after the freeze began", cl.NodeName(third), time.Since(t2).Round(time.Millisecond))
+	// A frozen node resets nothing: each scourd noticed through missed
+	// heartbeats and failed over while it was frozen.
+	for _, h := range hs {
+		var lost []string
+		for _, l := range strings.Split(h.Logs(), "\n") {
+			if strings.Contains(l, `msg="broker connection lost; reconnecting"`) {
+				lost = append(lost, l)
+			}
+		}
+		if len(lost) == 3 {
+			if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(strings.Fields(lost[2])[0], "time=")); err == nil {
+				t.Logf("scourd %s noticed the freeze %s after it began", h.Name, at.Sub(t2).Round(time.Millisecond))
+			}
 		}
 	}
-	t.Logf("%s back in the cluster %s after its kill", cl.NodeName(second), time.Since(t1).Round(time.Millisecond))
 
 	for _, r := range rels {
 		c.WaitAvailable(t, r.h, r.addr, 3*time.Minute)
@@ -183,9 +224,9 @@ func TestBrokerClusterNodeLossLosesNothing(t *testing.T) {
 	redelivered := 0
 	for _, h := range hs {
 		redelivered += countLines(h.Logs(), `msg="duplicate command acked without handling"`)
-		// Both kills hit this scourd's connection: the failovers happened.
-		if n := countLines(h.Logs(), `msg="broker connection lost; reconnecting"`); n < 2 {
-			t.Errorf("scourd %s lost its broker connection %d times, want 2 (one per kill): the kills missed the node it used", h.Name, n)
+		// Both kills and the freeze hit this scourd's connection.
+		if n := countLines(h.Logs(), `msg="broker connection lost; reconnecting"`); n != 3 {
+			t.Errorf("scourd %s lost its broker connection %d times, want 3 (two kills, one freeze)", h.Name, n)
 		}
 		for _, l := range strings.Split(h.Logs(), "\n") {
 			if containsAll(l, "level=WARN") || strings.Contains(l, `msg="reconnected to the broker"`) {

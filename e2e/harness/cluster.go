@@ -269,6 +269,27 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	return nil
 }
 
+// PauseNode freezes node i: its processes stop, its connections stay
+// open and its port still completes TCP handshakes, so clients see a hung
+// host and notice only through heartbeats; its peers see it stop
+// answering (and, after net_ticktime, 60 s, declare it down: thaw it
+// before that, or the cluster stays partitioned). It returns the error,
+// for a goroutine of the test's own.
+func (c *Cluster) PauseNode(ctx context.Context, i int) error {
+	if err := c.Nodes[i].svc.pause(ctx, true); err != nil {
+		return fmt.Errorf("%s: %w", c.names[i], err)
+	}
+	return nil
+}
+
+// UnpauseNode thaws node i (AwaitRunning then waits for the cluster).
+func (c *Cluster) UnpauseNode(ctx context.Context, i int) error {
+	if err := c.Nodes[i].svc.pause(ctx, false); err != nil {
+		return fmt.Errorf("%s: %w", c.names[i], err)
+	}
+	return nil
+}
+
 // AwaitRunning waits until every node of the cluster runs, asking a node
 // that runs.
 func (c *Cluster) AwaitRunning(t testing.TB) {

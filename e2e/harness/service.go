@@ -148,6 +148,27 @@ func (s *service) kill(ctx context.Context) error {
 	}
 }
 
+// pause freezes the container's processes (cgroup freezer, as `podman
+// pause`): its sockets stay open and the kernel still completes TCP
+// handshakes, but nothing answers: a hung host, to its clients. unpause
+// thaws it.
+func (s *service) pause(ctx context.Context, freeze bool) error {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("pausing %s: %w", s.kind, err)
+	}
+	defer cli.Close()
+	if freeze {
+		_, err = cli.ContainerPause(ctx, s.c.GetContainerID(), client.ContainerPauseOptions{})
+	} else {
+		_, err = cli.ContainerUnpause(ctx, s.c.GetContainerID(), client.ContainerUnpauseOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("pausing %s (freeze=%v): %w", s.kind, freeze, err)
+	}
+	return nil
+}
+
 func (s *service) start(ctx context.Context) error {
 	if err := s.c.Start(ctx); err != nil {
 		return fmt.Errorf("starting %s again: %w", s.kind, err)
