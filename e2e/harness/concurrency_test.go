@@ -130,10 +130,10 @@ func TestPlacementConcurrentWritersOneWins(t *testing.T) {
 // version discovery still answers; the read completes once the lock goes.
 func TestPlacementAnswersWhileAnotherRequestWaits(t *testing.T) {
 	t.Parallel()
-	p := StartPlacement(t, Dedicated())
-	if m := p.Mode(); m.DB != "postgresql" || m.Workers < 2 {
-		t.Skipf("placement mode %s answers one request at a time (%s)", m, EnvPlacementDB)
+	if m, err := placementMode(); err == nil && (m.DB != "postgresql" || m.Workers < 2) {
+		t.Skipf("placement mode %s answers one request at a time (%s, %s)", m, EnvPlacementDB, EnvPlacementWorkers)
 	}
+	p := StartPlacement(t, Dedicated())
 	node := p.SeedComputeNode(t, UniqueName("cn"))
 	locked := make(chan error, 1)
 	go func() {
