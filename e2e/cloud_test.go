@@ -236,6 +236,10 @@ func (h *Host) Start(t *testing.T) {
 	}
 	cmd := exec.Command(filepath.Join(bins, "scourd"), "--config", h.config)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	if dir := os.Getenv("SCOUR_BENCH_CPU_PROFILE_DIR"); dir != "" {
+		// A CPU profile per scourd run (docs/operations.md, "Where the time goes").
+		cmd.Env = append(cmd.Env, "SCOUR_CPU_PROFILE="+filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", h.Name, time.Now().UnixNano())))
+	}
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting scourd %s: %v", h.Name, err)

@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -93,6 +94,17 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	// GOGC stays Go's default unless the environment sets it.
 	limit, _ := memlimit.Set(memlimit.WithRatio(0.75), memlimit.WithLogger(log.With("component", "memlimit")))
 	log.Info("go runtime garbage collection", "gogc", envOr(environ, "GOGC", "100"), "gomemlimit", memLimit(limit))
+	// SCOUR_CPU_PROFILE=FILE (off unless set; for measurements, not
+	// production): a Go CPU profile of this run, written when scourd exits
+	// (docs/operations.md, "Where the time goes").
+	if file := envOr(environ, "SCOUR_CPU_PROFILE", ""); file != "" {
+		stopProfile, err := startCPUProfile(file)
+		if err != nil {
+			log.Error("cannot start the CPU profile: fix or unset SCOUR_CPU_PROFILE", "file", file, "err", err)
+			return 1
+		}
+		defer stopProfile()
+	}
 	a, cleanup, err := app.New(cfg, log, app.Deps{})
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -157,4 +169,18 @@ func memLimit(b int64) string {
 		return "none"
 	}
 	return fmt.Sprintf("%dMiB", b>>20)
+}
+
+// startCPUProfile starts a Go CPU profile written to file; the returned
+// func stops it and closes the file.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -276,5 +277,22 @@ func TestDocumentedBrokerPermissions(t *testing.T) {
 		if strings.Contains(logs.String(), refused) {
 			t.Errorf("the broker refused something (%s):\n%s", refused, logs.String())
 		}
+	}
+}
+
+// SCOUR_CPU_PROFILE's file holds a profile once stopped; a file that
+// cannot be created is an error, not a run without the profile asked for.
+func TestCPUProfileWrittenOnStop(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "scourd.pprof")
+	stop, err := startCPUProfile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
+		t.Fatalf("no profile written: %v", err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "missing", "x.pprof")); err == nil {
+		t.Fatal("an uncreatable profile file was accepted")
 	}
 }
