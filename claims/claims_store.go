@@ -219,15 +219,25 @@ func (s *Store) LastClaimForDevice(ctx context.Context, host, rpUUID string) (Cl
 }
 
 func (s *Store) claimForDevice(ctx context.Context, q querier, host, rpUUID, cond string) (Claim, bool, error) {
-	// The LIKE narrows the scan; HasDevice decides.
+	// The LIKE narrows the scan; HasDevice decides. The newest few claims
+	// are read first: a device's history grows with every tenant, and
+	// the LIKE already matches only claims naming the device, so reading
+	// (and decoding) the whole history is needed only when none of them
+	// does.
 	pattern := `%"rp_uuid":"` + likeEscaper.Replace(rpUUID) + `"%`
-	cs, err := s.queryClaims(ctx, q, `host = ? AND `+cond+` AND pci LIKE ? ESCAPE '\' ORDER BY created_at DESC, id`, host, pattern)
-	if err != nil {
-		return Claim{}, false, fmt.Errorf("claims: claim of device %s on host %s: %w", rpUUID, host, err)
-	}
-	for _, c := range cs {
-		if c.HasDevice(rpUUID) {
-			return c, true, nil
+	where := `host = ? AND ` + cond + ` AND pci LIKE ? ESCAPE '\' ORDER BY created_at DESC, id`
+	for _, limit := range []string{` LIMIT 8`, ``} {
+		cs, err := s.queryClaims(ctx, q, where+limit, host, pattern)
+		if err != nil {
+			return Claim{}, false, fmt.Errorf("claims: claim of device %s on host %s: %w", rpUUID, host, err)
+		}
+		for _, c := range cs {
+			if c.HasDevice(rpUUID) {
+				return c, true, nil
+			}
+		}
+		if len(cs) < 8 {
+			break
 		}
 	}
 	return Claim{}, false, nil

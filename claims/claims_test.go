@@ -410,3 +410,40 @@ func TestLiveClaimHosts(t *testing.T) {
 		}
 	})
 }
+
+// A device's history grows with every tenant: the newest claim is found
+// among many, and a device whose id another's starts with is not
+// confused with it.
+func TestLastClaimForDeviceInLongHistory(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		for i := 0; i < 20; i++ {
+			clock.Advance(time.Second)
+			inst := fmt.Sprintf("tenant-%02d", i)
+			if _, err := s.RecordClaim(ctx, gpuClaim(inst, "rp-1")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.ReleaseInstance(ctx, "compute-1", inst, "instance.delete.end", "del-"+inst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 10; i++ { // newer, on rp-10
+			clock.Advance(time.Second)
+			if _, err := s.RecordClaim(ctx, gpuClaim(fmt.Sprintf("other-%02d", i), "rp-10")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, ok, err := s.LastClaimForDevice(ctx, "compute-1", "rp-1")
+		if err != nil || !ok || c.InstanceUUID != "tenant-19" {
+			t.Fatalf("LastClaimForDevice(rp-1) = %s, %v, %v; want tenant-19", c.InstanceUUID, ok, err)
+		}
+		if c, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-1"); err != nil || ok {
+			t.Fatalf("ActiveClaimForDevice(rp-1) = %s, %v, %v; want none (all released)", c.InstanceUUID, ok, err)
+		}
+		if c, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-10"); err != nil || !ok || c.InstanceUUID != "other-09" {
+			t.Fatalf("ActiveClaimForDevice(rp-10) = %s, %v, %v; want other-09", c.InstanceUUID, ok, err)
+		}
+	})
+}

@@ -514,3 +514,73 @@ func TestStepDetailsStoredAndBounded(t *testing.T) {
 		}
 	})
 }
+
+// FinishStep and StepIndexProgress address the open attempt by its
+// pipeline step, in one transaction each: the engine's path.
+func TestStepByIndex(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		run, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "erase", Index: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StepIndexProgress(ctx, run.ID, 0, 30); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StepIndexProgress(ctx, run.ID, 1, 30); !errors.Is(err, ErrNoStep) {
+			t.Fatalf("progress of a step with no open attempt: %v, want ErrNoStep", err)
+		}
+		// erase closes by its index; smart (never started) gets an attempt
+		// started and ended at once; wear, finished while verify is open,
+		// closes verify as interrupted (never two open attempts).
+		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "erase", Index: 0}, StepResult{Outcome: StepOK, Output: "formatted"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "smart", Index: 1, Optional: true},
+			StepResult{Outcome: StepSkipped, Output: "no log page"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "verify", Index: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "wear", Index: 3}, StepResult{Outcome: StepFailed, Code: 102}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "wear", Index: 3}, StepResult{Outcome: "bogus"}); err == nil {
+			t.Fatal("FinishStep accepted outcome bogus")
+		}
+		steps, err := s.Steps(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type row struct {
+			name     string
+			outcome  StepOutcome
+			progress int
+			optional bool
+		}
+		want := []row{{"erase", StepOK, 100, false}, {"smart", StepSkipped, 0, true}, {"verify", StepInterrupted, 0, false}, {"wear", StepFailed, 0, false}}
+		if len(steps) != len(want) {
+			t.Fatalf("steps = %+v", steps)
+		}
+		for i, w := range want {
+			st := steps[i]
+			if got := (row{st.Name, st.Outcome, st.Progress, st.Optional}); got != w || st.EndedAt == nil || st.Seq != i+1 {
+				t.Errorf("step %d = %+v, want %+v", i, st, w)
+			}
+		}
+		if err := s.FinishRun(ctx, run.ID, RunQuarantined, "wear"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "late", Index: 4}, StepResult{Outcome: StepOK}); !errors.Is(err, ErrRunFinished) {
+			t.Fatalf("FinishStep on a finished run: %v, want ErrRunFinished", err)
+		}
+		if err := s.FinishStep(ctx, StepStart{RunID: "no-such-run", Name: "x"}, StepResult{Outcome: StepOK}); !errors.Is(err, ErrNoRun) {
+			t.Fatalf("FinishStep on an unknown run: %v, want ErrNoRun", err)
+		}
+	})
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/scour-project/scour/plugins"
 )
@@ -82,22 +85,8 @@ func (s *Store) StepStarted(ctx context.Context, st StepStart) (Step, error) {
 		if err := s.openRunForSteps(ctx, tx, st.RunID); err != nil {
 			return err
 		}
-		now := s.stamp()
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET ended_at = ?, outcome = 'interrupted'
-			WHERE run_id = ? AND ended_at IS NULL`), now, st.RunID); err != nil {
-			return err
-		}
-		var seq, attempt int
-		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(MAX(seq), 0) + 1,
-			COALESCE(SUM(CASE WHEN name = ? THEN 1 ELSE 0 END), 0) + 1 FROM cleaning_steps WHERE run_id = ?`),
-			st.Name, st.RunID).Scan(&seq, &attempt); err != nil {
-			return err
-		}
-		out = Step{RunID: st.RunID, Seq: seq, Name: st.Name, Index: st.Index, Attempt: attempt, Optional: st.Optional, Verification: st.Verification}
-		out.StartedAt, _ = parseTS(now)
-		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_steps (`+stepCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', 0, '', '', 0)`),
-			st.RunID, seq, st.Name, st.Index, attempt, boolInt(st.Optional), boolInt(st.Verification), now)
+		var err error
+		out, err = s.insertAttempt(ctx, tx, st)
 		return err
 	})
 	if err != nil {
@@ -106,12 +95,46 @@ func (s *Store) StepStarted(ctx context.Context, st StepStart) (Step, error) {
 	return out, nil
 }
 
+// insertAttempt closes the run's open attempt, if any, as interrupted and
+// opens a new attempt of st.
+func (s *Store) insertAttempt(ctx context.Context, tx *sql.Tx, st StepStart) (Step, error) {
+	now := s.stamp()
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET ended_at = ?, outcome = 'interrupted'
+		WHERE run_id = ? AND ended_at IS NULL`), now, st.RunID); err != nil {
+		return Step{}, err
+	}
+	var seq, attempt int
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(MAX(seq), 0) + 1,
+		COALESCE(SUM(CASE WHEN name = ? THEN 1 ELSE 0 END), 0) + 1 FROM cleaning_steps WHERE run_id = ?`),
+		st.Name, st.RunID).Scan(&seq, &attempt); err != nil {
+		return Step{}, err
+	}
+	out := Step{RunID: st.RunID, Seq: seq, Name: st.Name, Index: st.Index, Attempt: attempt, Optional: st.Optional, Verification: st.Verification}
+	out.StartedAt, _ = parseTS(now)
+	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_steps (`+stepCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, '', '', 0, '', '', 0)`),
+		st.RunID, seq, st.Name, st.Index, attempt, boolInt(st.Optional), boolInt(st.Verification), now)
+	return out, err
+}
+
 // StepProgress records an open attempt's progress in percent (0..100).
 func (s *Store) StepProgress(ctx context.Context, runID string, seq, percent int) error {
 	percent = min(max(percent, 0), 100)
-	err := s.updateOpenStep(ctx, runID, seq, `progress = ?`, percent)
+	err := s.updateOpenStep(ctx, runID, `seq = ?`, seq, `progress = ?`, percent)
 	if err != nil {
 		return fmt.Errorf("claims: progress of step %d of cleaning run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// StepIndexProgress records the progress in percent (0..100) of the open
+// attempt of the pipeline step at index, in one transaction. Without an
+// open attempt of that step it records nothing and returns ErrNoStep.
+func (s *Store) StepIndexProgress(ctx context.Context, runID string, index, percent int) error {
+	percent = min(max(percent, 0), 100)
+	err := s.updateOpenStep(ctx, runID, `step_index = ?`, index, `progress = ?`, percent)
+	if err != nil {
+		return fmt.Errorf("claims: progress of pipeline step %d of cleaning run %s: %w", index, runID, err)
 	}
 	return nil
 }
@@ -119,10 +142,53 @@ func (s *Store) StepProgress(ctx context.Context, runID string, seq, percent int
 // StepFinished closes an attempt with its outcome and bounded output,
 // committed before the caller starts the next step.
 func (s *Store) StepFinished(ctx context.Context, runID string, seq int, r StepResult) error {
+	set, args, err := finishSet(r)
+	if err == nil {
+		err = s.updateOpenStep(ctx, runID, `seq = ?`, seq, set, append([]any{s.stamp()}, args...)...)
+	}
+	if err != nil {
+		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, r.Outcome, err)
+	}
+	return nil
+}
+
+// FinishStep closes the open attempt of the pipeline step st.Index with
+// its outcome, in one transaction committed before the caller starts the
+// next step. A step decided without being started (skipped, unsupported)
+// has no open attempt: one is recorded, started and ended now, in the
+// same transaction.
+func (s *Store) FinishStep(ctx context.Context, st StepStart, r StepResult) error {
+	set, args, err := finishSet(r)
+	if err == nil {
+		err = s.writeTx(ctx, func(tx *sql.Tx) error {
+			if err := s.openRunForSteps(ctx, tx, st.RunID); err != nil {
+				return err
+			}
+			n, err := s.setOpenStep(ctx, tx, st.RunID, `step_index = ?`, st.Index, set, append([]any{s.stamp()}, args...)...)
+			if err != nil || n == 1 {
+				return err
+			}
+			opened, err := s.insertAttempt(ctx, tx, st)
+			if err != nil {
+				return err
+			}
+			_, err = s.setOpenStep(ctx, tx, st.RunID, `seq = ?`, opened.Seq, set, append([]any{s.stamp()}, args...)...)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("claims: finish step %s of cleaning run %s as %s: %w", st.Name, st.RunID, r.Outcome, err)
+	}
+	return nil
+}
+
+// finishSet is the SET clause and its arguments (after the end time) that
+// close an attempt with r.
+func finishSet(r StepResult) (string, []any, error) {
 	switch r.Outcome {
 	case StepOK, StepFailed, StepSkipped:
 	default:
-		return fmt.Errorf("claims: finish step %d of cleaning run %s: outcome %q is not ok, failed or skipped", seq, runID, r.Outcome)
+		return "", nil, fmt.Errorf("outcome %q is not ok, failed or skipped", r.Outcome)
 	}
 	progress := "progress"
 	if r.Outcome == StepOK {
@@ -134,12 +200,8 @@ func (s *Store) StepFinished(ctx context.Context, runID string, seq int, r StepR
 	if _, ok := r.Details[plugins.VerificationKey]; ok {
 		verifies = ", verification = 1"
 	}
-	err := s.updateOpenStep(ctx, runID, seq, `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = `+progress+verifies,
-		s.stamp(), string(r.Outcome), boundOutput(r.Output), r.Code, boundDetails(r.Details), boundOutput(r.Stderr))
-	if err != nil {
-		return fmt.Errorf("claims: finish step %d of cleaning run %s as %s: %w", seq, runID, r.Outcome, err)
-	}
-	return nil
+	return `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = ` + progress + verifies,
+		[]any{string(r.Outcome), boundOutput(r.Output), r.Code, boundDetails(r.Details), boundOutput(r.Stderr)}, nil
 }
 
 // boundDetails stores details as JSON, replaced by a truncated rendering
@@ -158,31 +220,45 @@ func boundDetails(d map[string]any) string {
 	return string(b)
 }
 
-func (s *Store) updateOpenStep(ctx context.Context, runID string, seq int, set string, args ...any) error {
+// updateOpenStep sets set on the run's open attempt that matches which
+// (`seq = ?` or `step_index = ?`), in its own transaction; ErrNoStep when
+// there is none.
+func (s *Store) updateOpenStep(ctx context.Context, runID, which string, key int, set string, args ...any) error {
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := s.openRunForSteps(ctx, tx, runID); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET `+set+` WHERE run_id = ? AND seq = ? AND ended_at IS NULL`),
-			append(args, runID, seq)...)
-		if err != nil {
-			return err
+		n, err := s.setOpenStep(ctx, tx, runID, which, key, set, args...)
+		if err == nil && n != 1 {
+			err = fmt.Errorf("%w: no open attempt with %s (already finished, or superseded by a newer attempt)", ErrNoStep, strings.Replace(which, "?", strconv.Itoa(key), 1))
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("%w: attempt %d is not open (already finished, or superseded by a newer attempt)", ErrNoStep, seq)
-		}
-		return nil
+		return err
 	})
 }
 
-// openRunForSteps refuses step writes to a finished (sealed) run.
+func (s *Store) setOpenStep(ctx context.Context, tx *sql.Tx, runID, which string, key int, set string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_steps SET `+set+` WHERE run_id = ? AND `+which+` AND ended_at IS NULL`),
+		append(args, runID, key)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// openRunForSteps refuses step writes to a finished (sealed) run. It reads
+// only the run's state (locking the row on PostgreSQL): it runs in every
+// step transaction.
 func (s *Store) openRunForSteps(ctx context.Context, tx *sql.Tx, runID string) error {
-	run, err := s.lockRun(ctx, tx, runID)
+	var state RunState
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT state FROM cleaning_runs WHERE id = ?`+s.d.forUpdate), runID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNoRun
+	}
 	if err != nil {
 		return err
 	}
-	if run.Finished() {
-		return fmt.Errorf("%w as %s: its record is sealed", ErrRunFinished, run.State)
+	if (Run{State: state}).Finished() {
+		return fmt.Errorf("%w as %s: its record is sealed", ErrRunFinished, state)
 	}
 	return nil
 }

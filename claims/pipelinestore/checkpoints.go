@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/pipeline"
@@ -26,6 +27,12 @@ type Checkpoints struct {
 	// Nil treats every step as required; then a clean verdict after a
 	// failed step is refused by the store (safety rule 1).
 	Optional func(start pipeline.RunStart, index int) bool
+
+	mu sync.Mutex
+	// starts holds the runs this process opened or resumed, so that each
+	// step's checkpoint is one transaction and not a read of the run
+	// first. A run missing here (another Checkpoints opened it) is read.
+	starts map[string]pipeline.RunStart
 }
 
 var _ pipeline.Checkpoints = (*Checkpoints)(nil)
@@ -57,9 +64,8 @@ func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pip
 	if err != nil {
 		return pipeline.Run{}, nil, err
 	}
-	version, _ := strconv.Atoi(run.PipelineVersion)
-	out := pipeline.Run{ID: run.ID, Attempt: run.Attempt, Start: pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP,
-		Profile: run.Profile, Pipeline: run.Pipeline, PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt}}
+	out := pipeline.Run{ID: run.ID, Attempt: run.Attempt, Start: runStart(run)}
+	c.remember(run.ID, out.Start)
 	if !resumed {
 		return out, nil, nil
 	}
@@ -113,45 +119,74 @@ func (c *Checkpoints) StepStarted(ctx context.Context, runID string, rec pipelin
 }
 
 func (c *Checkpoints) start(ctx context.Context, runID string, rec pipeline.StepRecord) (claims.Step, error) {
-	optional := false
-	if c.Optional != nil {
-		run, err := c.Store.GetRun(ctx, runID)
-		if err != nil {
-			return claims.Step{}, err
-		}
-		version, _ := strconv.Atoi(run.PipelineVersion)
-		optional = c.Optional(pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile,
-			Pipeline: run.Pipeline, PipelineVersion: version, Steps: run.PlannedSteps}, rec.Index)
+	st, err := c.stepStart(ctx, runID, rec)
+	if err != nil {
+		return claims.Step{}, err
 	}
-	return c.Store.StepStarted(ctx, claims.StepStart{RunID: runID, Name: rec.Name, Index: rec.Index, Optional: optional})
+	return c.Store.StepStarted(ctx, st)
 }
 
-// openAttempt finds the open attempt of step index in the run.
-func (c *Checkpoints) openAttempt(ctx context.Context, runID string, index int) (claims.Step, bool, error) {
-	steps, err := c.Store.Steps(ctx, runID)
-	if err != nil {
-		return claims.Step{}, false, err
+// stepStart describes an attempt of step rec.Index, optional or not as the
+// run's pipeline says.
+func (c *Checkpoints) stepStart(ctx context.Context, runID string, rec pipeline.StepRecord) (claims.StepStart, error) {
+	st := claims.StepStart{RunID: runID, Name: rec.Name, Index: rec.Index}
+	if c.Optional == nil {
+		return st, nil
 	}
-	for i := len(steps) - 1; i >= 0; i-- {
-		if steps[i].EndedAt == nil && steps[i].Index == index {
-			return steps[i], true, nil
+	c.mu.Lock()
+	start, ok := c.starts[runID]
+	c.mu.Unlock()
+	if !ok {
+		run, err := c.Store.GetRun(ctx, runID)
+		if err != nil {
+			return st, err
+		}
+		start = runStart(run)
+	}
+	st.Optional = c.Optional(start, rec.Index)
+	return st, nil
+}
+
+func runStart(run claims.Run) pipeline.RunStart {
+	version, _ := strconv.Atoi(run.PipelineVersion)
+	return pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile, Pipeline: run.Pipeline,
+		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt}
+}
+
+// remember keeps the run's start for its steps, forgetting any earlier
+// run of the same device (one ended without a verdict, by a shutdown).
+func (c *Checkpoints) remember(runID string, start pipeline.RunStart) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.starts == nil {
+		c.starts = map[string]pipeline.RunStart{}
+	}
+	for id, s := range c.starts {
+		if s.RPUUID == start.RPUUID {
+			delete(c.starts, id)
 		}
 	}
-	return claims.Step{}, false, nil
+	c.starts[runID] = start
+}
+
+func (c *Checkpoints) forget(runID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.starts, runID)
 }
 
 // StepProgress records the open attempt's progress (fraction 0..1).
 func (c *Checkpoints) StepProgress(ctx context.Context, runID string, step int, fraction float64) error {
-	st, ok, err := c.openAttempt(ctx, runID, step)
-	if err != nil || !ok {
-		return err // no open attempt: progress of a finished step is moot
+	err := c.Store.StepIndexProgress(ctx, runID, step, int(fraction*100+0.5))
+	if errors.Is(err, claims.ErrNoStep) {
+		return nil // no open attempt: progress of a finished step is moot
 	}
-	return c.Store.StepProgress(ctx, runID, st.Seq, int(fraction*100+0.5))
+	return err
 }
 
-// StepFinished records the step's outcome. A step the engine decided
-// without starting it (unsupported, skipped) gets an attempt opened and
-// closed here.
+// StepFinished records the step's outcome, in one transaction. A step the
+// engine decided without starting it (unsupported, skipped) gets an
+// attempt opened and closed in it.
 func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeline.StepRecord) error {
 	var outcome claims.StepOutcome
 	switch rec.State {
@@ -164,16 +199,11 @@ func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeli
 	default:
 		return fmt.Errorf("pipelinestore: step %s of run %s finished in state %q", rec.Name, runID, rec.State)
 	}
-	st, ok, err := c.openAttempt(ctx, runID, rec.Index)
+	st, err := c.stepStart(ctx, runID, rec)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		if st, err = c.start(ctx, runID, rec); err != nil {
-			return err
-		}
-	}
-	return c.Store.StepFinished(ctx, runID, st.Seq, claims.StepResult{Outcome: outcome, Output: rec.Message,
+	return c.Store.FinishStep(ctx, st, claims.StepResult{Outcome: outcome, Output: rec.Message,
 		Code: rec.Code, Details: rec.Details, Stderr: rec.Stderr})
 }
 
@@ -193,6 +223,7 @@ func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.
 	if !ok {
 		return errors.New("pipelinestore: unknown verdict " + string(res.Verdict))
 	}
+	defer c.forget(runID)
 	err := c.Store.FinishRun(ctx, runID, state, res.String())
 	if state == claims.RunCleaned && errors.Is(err, claims.ErrNotClean) {
 		// The store refused the clean verdict (a purge run without a

@@ -82,7 +82,7 @@ func optionalFrom(cfg pipeline.Config) func(pipeline.RunStart, int) bool {
 
 var target = pipeline.Target{Address: "0000:81:00.0", RPUUID: "rp-nvme-0", ResourceClass: "CUSTOM_NVME"}
 
-func openStore(t *testing.T, dir string) *claims.Store {
+func openStore(t testing.TB, dir string) *claims.Store {
 	t.Helper()
 	s, err := claims.Open(context.Background(), claims.Config{StatePath: dir}, claims.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
