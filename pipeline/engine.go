@@ -75,11 +75,18 @@ type Engine struct {
 
 	hostSlots chan struct{}
 	hostBound chan struct{} // slots of host-bound steps
-	profSlots map[string]chan struct{}
+	// progressEvery is the least time between two progress checkpoints of
+	// a step, and before its first one.
+	progressEvery time.Duration
+	profSlots     map[string]chan struct{}
 
 	mu      sync.Mutex
 	running map[hardware.Address]bool
 }
+
+// progressCheckpointEvery spaces a step's progress checkpoints: each is a
+// committed write, and most steps end sooner.
+const progressCheckpointEvery = 5 * time.Second
 
 // New validates cfg and builds an Engine.
 func New(cfg Config, o Options) (*Engine, error) {
@@ -113,7 +120,7 @@ func New(cfg Config, o Options) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins,
 		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
-		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps),
+		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery,
 		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
 	for _, p := range cfg.Profiles {
 		if p.MaxConcurrent > 0 {

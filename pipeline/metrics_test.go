@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -16,6 +17,7 @@ func TestProgressAndMetrics(t *testing.T) {
 	h := newHarness(t, testConfig(pluginStep("a"),
 		pluginStep("c", func(s *Step) { s.Requires = Requires{"pci.iommu": true}; s.OnUnsupported = OnUnsupportedSkip }),
 		pluginStep("b")))
+	h.e.progressEvery = 0 // every report is checkpointed
 	h.pr.progress = map[string][]float64{"a": {0.25}}
 	h.pr.clean["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
 		if g := testutil.ToFloat64(h.e.m.progress.WithLabelValues("0000:01:00.0", "a")); g != 0.25 {
@@ -56,5 +58,29 @@ scour_pipeline_steps_total{outcome="succeeded",profile="nvme",step="a"} 1
 	}
 	if n := testutil.CollectAndCount(h.e.m.stepSeconds); n != 2 {
 		t.Fatalf("%d duration series, want 2 (a succeeded, b failed)", n)
+	}
+}
+
+// A step's progress goes to the gauge at once but is checkpointed (a
+// committed write) only once the step has run progressEvery: a quick
+// step costs no progress write.
+func TestProgressCheckpointWaits(t *testing.T) {
+	h := newHarness(t, testConfig(pluginStep("a")))
+	if h.e.progressEvery != 5*time.Second {
+		t.Fatalf("default progress checkpoint interval %v, want 5s", h.e.progressEvery)
+	}
+	h.pr.progress = map[string][]float64{"a": {0.25, 0.5, 1}}
+	h.pr.clean["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		if g := testutil.ToFloat64(h.e.m.progress.WithLabelValues("0000:01:00.0", "a")); g != 1 {
+			return nil, plugins.Errorf(plugins.CodePermanent, "progress gauge %v during the step, want 1", g)
+		}
+		runs := h.cp.Runs("0000:01:00.0")
+		if recs := h.cp.Steps(runs[0].ID); recs[0].Progress != 0 {
+			return nil, plugins.Errorf(plugins.CodePermanent, "stored progress %v within 5 s of the start, want none", recs[0].Progress)
+		}
+		return plugins.OK(nil), nil
+	}
+	if res := h.clean(t, target(1)); res.Verdict != VerdictClean {
+		t.Fatalf("result %v", res)
 	}
 }

@@ -237,15 +237,18 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepI
 }
 
 // progressFunc reports progress to metrics at once and to checkpoints at
-// most every 5 seconds. Steps may call it from several goroutines.
+// most every progressEvery (5 s), the first time that long into the step:
+// each checkpoint is a committed write, and a step that ends sooner gets
+// its final progress from its finish record. Steps may call it from
+// several goroutines.
 func (r *run) progressFunc(ctx context.Context, s *Step, index int) func(float64) {
 	var mu sync.Mutex
-	var last time.Time
+	last := time.Now()
 	return func(f float64) {
 		mu.Lock()
 		defer mu.Unlock()
 		r.e.m.progress.WithLabelValues(string(r.t.Address), s.Name).Set(f)
-		if time.Since(last) < 5*time.Second && f < 1 {
+		if time.Since(last) < r.e.progressEvery {
 			return
 		}
 		last = time.Now()
