@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	_ "modernc.org/sqlite" // registers driver "sqlite"
+	"modernc.org/sqlite"
 )
 
 // openSQLite opens two handles on the file: a single-connection writer
@@ -46,14 +46,11 @@ func (s *Store) openSQLite(ctx context.Context) error {
 	}
 	w := maps.Clone(pragmas)
 	w.Set("_txlock", "immediate")
-	if s.w, err = sql.Open("sqlite", "file:"+path+"?"+w.Encode()); err != nil {
-		return err
-	}
+	drv := &sqlite.Driver{}
+	s.w = sql.OpenDB(stmtCacheConnector{dsn: "file:" + path + "?" + w.Encode(), drv: drv})
 	s.w.SetMaxOpenConns(1)
 	s.w.SetConnMaxLifetime(0)
-	if s.r, err = sql.Open("sqlite", "file:"+path+"?"+pragmas.Encode()); err != nil {
-		return err
-	}
+	s.r = sql.OpenDB(stmtCacheConnector{dsn: "file:" + path + "?" + pragmas.Encode(), drv: drv})
 	s.r.SetMaxOpenConns(4)
 	if err := s.w.PingContext(ctx); err != nil {
 		s.Close()
