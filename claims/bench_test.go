@@ -128,3 +128,28 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPreviousTenant reads a device's previous tenant (every
+// cleaning does) with 100 and with 10,000 claims in the host's history,
+// on sqlite; the two should cost the same (`make bench-claims` prints the
+// ratio).
+func BenchmarkPreviousTenant(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) {
+			s := mustOpen(b, backends[0].cfg(b))
+			for i := 0; i < n; i++ {
+				if _, err := s.RecordClaim(ctx, gpuClaim(fmt.Sprintf("hist-%d", i), fmt.Sprintf("rp-%d", i%16))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			defer reportCPU(b)()
+			for i := 0; i < b.N; i++ {
+				if t, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-3"); err != nil || !ok || t.Instance == "" {
+					b.Fatal(t, ok, err)
+				}
+			}
+		})
+	}
+}

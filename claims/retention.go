@@ -34,6 +34,10 @@ func (s *Store) Purge(ctx context.Context) (runs, claims int, err error) {
 		}
 		n, _ := res.RowsAffected()
 		runs = int(n)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claim_devices WHERE claim_id IN
+			(SELECT id FROM claims WHERE state IN ('released', 'orphaned') AND released_at < ?)`), cutoff); err != nil {
+			return err
+		}
 		res, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claims WHERE state IN ('released', 'orphaned') AND released_at < ?`), cutoff)
 		if err != nil {
 			return err

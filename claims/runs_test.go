@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -401,6 +402,21 @@ func TestPurgeKeepsUnfinishedAndRecent(t *testing.T) {
 		}
 		if live, _ := s.LiveClaims(ctx, "compute-1"); len(live) != 1 {
 			t.Fatalf("live claims after purge: %+v", live)
+		}
+		// The purged claim's device index went with it; the live one's stays.
+		var indexed []string
+		rows, err := s.r.QueryContext(ctx, `SELECT device_rp FROM claim_devices ORDER BY device_rp`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var rp string
+			rows.Scan(&rp)
+			indexed = append(indexed, rp)
+		}
+		rows.Close()
+		if fmt.Sprint(indexed) != "[rp-live]" {
+			t.Fatalf("claim_devices after purge = %v, want [rp-live]", indexed)
 		}
 	})
 }

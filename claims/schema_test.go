@@ -165,9 +165,13 @@ func TestUpgradeFromV1(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		// claim_devices was filled from the claims already there.
 		old, ok, _ := s.LastClaimForDevice(ctx, "compute-1", "rp-nvme-0")
 		if !ok || old.State != ClaimReleased || old.ReleaseReason != "instance.delete.end" {
 			t.Fatalf("released v1 claim = %+v %v", old, ok)
+		}
+		if c, ok, err := s.LastClaimForDevice(ctx, "compute-1", "rp-gpu-0"); err != nil || !ok || c.ID != "c-live" {
+			t.Fatalf("claim of rp-gpu-0 after upgrade = %+v, %v, %v; want c-live", c, ok, err)
 		}
 		// The v1 run that was mid-step resumes; its open step is re-run.
 		run, resumed, err := s.OpenRun(ctx, RunStart{Host: "compute-1", DeviceRP: "rp-nvme-1"})

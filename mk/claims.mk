@@ -22,3 +22,8 @@ bench-claims: test-env
 				printf "%-16s %14.0f %14.0f %16.0f %16.0f %10s\n", o, s, cpu["sqlite/" o], q, cpu["postgres/" o], (s > 0 && q > 0) ? sprintf("%.2f", q / s) : "n/a" } \
 			if (failed) exit 1 }'
 	$(GO) test -run '^$$' -bench '^BenchmarkCleaningRecord$$' -benchtime $(CLAIMS_BENCHTIME) -count 1 ./claims/pipelinestore
+	{ $(GO) test -run '^$$' -bench '^BenchmarkPreviousTenant$$' -benchtime 2000x -count 1 ./claims || echo BENCH-CLAIMS-FAILED; } | awk ' \
+		{ print } \
+		/^BENCH-CLAIMS-FAILED/ { failed = 1 } \
+		/claims=100-/ { small = $$3 } /claims=10000-/ { large = $$3 } \
+		END { printf "\nprevious tenant, 10,000 vs 100 claims in the history: %s\n", (small > 0) ? sprintf("%.2fx the time", large / small) : "n/a"; if (failed) exit 1 }'
