@@ -234,8 +234,16 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 	return t, nil
 }
 
+// maxIdlePerHost keeps a connection to Placement (and Keystone) for each
+// request a host makes at once: the cleans a release starts read their
+// devices together, and Go's default of 2 idle connections per host
+// closed the rest after each burst, so the next burst paid new TCP and
+// TLS handshakes. 32 is lifecycle.max_concurrent_cleans' default.
+const maxIdlePerHost = 32
+
 func httpClient(t *tls.Config) http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = maxIdlePerHost
 	if t != nil {
 		tr.TLSClientConfig = t
 	}

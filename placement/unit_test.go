@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -556,6 +557,72 @@ func TestDocsMapEveryCapabilityToTraits(t *testing.T) {
 		}
 		if !strings.Contains(doc, "`"+name+"`") {
 			t.Errorf("docs/placement.md capability traits table does not name %s", name)
+		}
+	}
+}
+
+// The requests a host makes at once (the cleans of one release read their
+// devices together) keep their connections between bursts: the second
+// burst opens none. Go's default of 2 idle connections per host closed
+// all but 2 after each burst.
+func TestConcurrentRequestsKeepTheirConnections(t *testing.T) {
+	const burst = 8
+	var mu sync.Mutex
+	newConns, inFlight := 0, 0
+	all := make(chan struct{})
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		// Hold each request until the whole burst is in flight, so that
+		// the burst needs burst connections.
+		mu.Lock()
+		inFlight++
+		if inFlight == burst {
+			close(all)
+		}
+		mu.Unlock()
+		<-all
+		io.WriteString(w, `{"resource_provider_generation": 1, "inventories": {}}`)
+	}}
+	f.minVersion, f.maxVersion = "1.0", "1.39"
+	srv := httptest.NewUnstartedServer(f)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			newConns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(context.Background(), unitConfig(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		mu.Lock()
+		inFlight, newConns = 0, 0
+		all = make(chan struct{})
+		mu.Unlock()
+		var wg sync.WaitGroup
+		errs := make(chan error, burst)
+		for i := 0; i < burst; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.readInventory(context.Background(), fmt.Sprintf("rp-%d", i)); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := newConns
+		mu.Unlock()
+		if round == 1 && n != 0 {
+			t.Fatalf("the second burst of %d requests opened %d new connections, want 0 (idle connections were closed)", burst, n)
 		}
 	}
 }
