@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/scour-project/scour/plugins"
@@ -62,6 +64,34 @@ func (c *Config) Validate() error {
 // Runner runs plugins.
 type Runner struct {
 	cfg Config
+
+	mu sync.Mutex
+	// versions holds each plugin's negotiated protocol version with the
+	// identity of the file that answered it.
+	versions map[string]negotiated
+}
+
+type negotiated struct {
+	file    fileID
+	version string
+}
+
+// fileID identifies a file's content as the kernel sees it: a plugin
+// rewritten, replaced (renamed over), re-owned or re-moded changes it,
+// the ctime at least.
+type fileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func statID(path string) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
 }
 
 // New validates cfg and returns a Runner.
@@ -70,11 +100,27 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg}, nil
+	return &Runner{cfg: cfg, versions: map[string]negotiated{}}, nil
 }
 
 // Version asks the plugin for its protocol versions and negotiates one.
+// The answer is kept while the plugin's file stays the same (device,
+// inode, size, mtime, ctime), so a step's CHECK and CLEAN do not each
+// start the plugin once more to ask; the file's permissions are checked
+// every time all the same, and a changed file is asked again.
 func (r *Runner) Version(ctx context.Context, path string) (string, error) {
+	if err := CheckFile(path, r.cfg.Dirs); err != nil {
+		return "", &plugins.Error{Code: plugins.CodeInvalidConfig, Msg: err.Error()}
+	}
+	id, ok := statID(path)
+	if ok {
+		r.mu.Lock()
+		n, hit := r.versions[path]
+		r.mu.Unlock()
+		if hit && n.file == id {
+			return n.version, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.VersionTimeout)
 	defer cancel()
 	out, err := r.exec(ctx, path, plugins.CmdVersion, plugins.ProtocolVersion, nil, nil)
@@ -89,6 +135,12 @@ func (r *Runner) Version(ctx context.Context, path string) (string, error) {
 		pe := plugins.AsError(err)
 		pe.Msg = fmt.Sprintf("plugin %s: %s", path, pe.Msg)
 		return "", pe
+	}
+	// Kept only if the file did not change while it answered.
+	if after, same := statID(path); ok && same && after == id {
+		r.mu.Lock()
+		r.versions[path] = negotiated{file: id, version: v}
+		r.mu.Unlock()
 	}
 	return v, nil
 }

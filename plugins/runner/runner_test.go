@@ -387,3 +387,59 @@ func TestSymlinksAndAncestorsRefused(t *testing.T) {
 		})
 	}
 }
+
+// VERSION's answer is kept while the plugin's file is unchanged: many
+// calls start it once; a rewrite or a chmod makes the next call ask again;
+// the file's ownership and mode are checked on every call all the same.
+func TestVersionKeptWhileFileUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	body := `
+case "$SCOUR_COMMAND" in
+VERSION) echo x >> "$(dirname "$0")/asked"; echo '{"supported_versions":["1.0"]}'; exit 0;;
+esac
+echo '{"status":"ok"}'
+`
+	p := writePlugin(t, dir, "counted", body)
+	r := newRunner(t, dir, nil)
+	ctx := context.Background()
+	asked := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "asked"))
+		return strings.Count(string(b), "x")
+	}
+	version := func(want int) {
+		t.Helper()
+		if v, err := r.Version(ctx, p); err != nil || v != "1.0" {
+			t.Fatalf("Version = %q, %v", v, err)
+		}
+		if n := asked(); n != want {
+			t.Fatalf("VERSION ran %d times, want %d", n, want)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		version(1)
+	}
+	if _, err := r.Check(ctx, p, "1.0", testRequest()); err != nil {
+		t.Fatal(err)
+	}
+	version(1)
+	// File times tick with the kernel's clock (a jiffy, up to 10 ms): let
+	// one pass so that each change shows.
+	time.Sleep(20 * time.Millisecond)
+	writePlugin(t, dir, "counted", body) // same bytes, written again
+	version(2)
+	version(2)
+	time.Sleep(20 * time.Millisecond)
+	if err := os.Chmod(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	version(3)
+	if err := os.Chmod(p, 0o775); err != nil { // group-writable: refused
+		t.Fatal(err)
+	}
+	if _, err := r.Version(ctx, p); codeOf(t, err) != plugins.CodeInvalidConfig {
+		t.Fatalf("group-writable plugin: %v, want an invalid-config refusal though its version was known", err)
+	}
+	if n := asked(); n != 3 {
+		t.Fatalf("VERSION ran %d times, want 3", n)
+	}
+}
