@@ -72,6 +72,12 @@ type benchRun struct {
 	wall, firstRun time.Duration
 	calls          float64 // Placement calls per cleaned device
 	cpu            time.Duration
+	// machine is the CPU time every process on the machine used during
+	// the round (scourd or the sample, its plugin processes, Placement,
+	// its database, RabbitMQ, the harness), per cleaned device; busy is
+	// that time over the round's wall time and all CPUs.
+	machine time.Duration
+	busy    float64
 }
 
 func benchDevices(n int) []SimDevice {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,21 +25,31 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	Eventually(t, time.Minute, "claims recorded", func() (bool, string) {
 		return strings.Count(h.Logs(), `msg="claim recorded"`) >= claims+len(insts), tail(h.Logs(), 20)
 	})
-	returned := strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`)
+	// The wait reads only the round's own log: scanning the whole log
+	// (megabytes by the last rounds) at every poll took CPU from the
+	// round it measures, which the sample's wait (two counters) does not.
+	off := h.LogLen()
 	calls0, cpu0 := scourCalls(t, h), procCPU(t, h.cmd.Process.Pid)
+	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, h.Name, insts)
 	Eventually(t, time.Minute, "returns logged", func() (bool, string) {
-		return strings.Count(h.Logs(), `msg="device cleaned and returned to the pool"`) >= returned+sc.devices, tail(h.Logs(), 20)
+		logs := h.LogsFrom(off)
+		if strings.Count(logs, `msg="device cleaned and returned to the pool"`) >= sc.devices {
+			return true, ""
+		}
+		return false, tail(logs, 20)
 	})
-	t1 := nthLogAfter(h.Logs(), `msg="device returned to the pool"`, t0, sc.devices)
+	machine, busy := m.stop(t)
+	logs := h.LogsFrom(off)
+	t1 := nthLogAfter(logs, `msg="device returned to the pool"`, t0, sc.devices)
 	checkPool(t, c.P, h.Node, sc.tree)
 	if os.Getenv("SCOUR_BENCH_TRACE") != "" && sc.devices == 8 {
-		printTrace(sc.name, h.Logs(), t0)
+		printTrace(sc.name, logs, t0)
 	}
 	calls, cpu := scourCalls(t, h)-calls0, procCPU(t, h.cmd.Process.Pid)-cpu0
 	n := float64(sc.devices)
-	return benchRun{wall: t1.Sub(t0), firstRun: firstLogAfter(h.Logs(), `msg="cleaning run started"`, t0).Sub(t0),
-		calls: calls / n, cpu: time.Duration(float64(cpu) / n)}
+	return benchRun{wall: t1.Sub(t0), firstRun: firstLogAfter(logs, `msg="cleaning run started"`, t0).Sub(t0),
+		calls: calls / n, cpu: time.Duration(float64(cpu) / n), machine: time.Duration(float64(machine) / n), busy: busy}
 }
 
 // baseRound does the same for the sample listener's host.
@@ -48,15 +59,18 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	s.started.Delete(node.Name)
 	s.lastPut.Delete(node.Name)
 	got, calls0 := s.got.Load(), s.calls.Load()
+	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, node.Name, insts)
 	Eventually(t, time.Minute, "baseline handled every delete", func() (bool, string) {
 		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0, ""
 	})
+	machine, busy := m.stop(t)
 	checkPool(t, c.P, node, sc.tree)
 	first, _ := s.started.Load(node.Name)
 	last, _ := s.lastPut.Load(node.Name)
 	return benchRun{wall: last.(time.Time).Sub(t0), firstRun: first.(time.Time).Sub(t0),
-		calls: float64(s.calls.Load()-calls0) / float64(sc.devices)}
+		calls: float64(s.calls.Load()-calls0) / float64(sc.devices),
+		machine: time.Duration(float64(machine) / float64(sc.devices)), busy: busy}
 }
 
 func scourCalls(t *testing.T, h *Host) float64 {
@@ -75,6 +89,49 @@ func procCPU(t *testing.T, pid int) time.Duration {
 	ut, _ := strconv.Atoi(f[11])
 	st, _ := strconv.Atoi(f[12])
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// machineCPU measures the CPU time all processes on the machine use
+// between start and stop (/proc/stat, clock ticks of 10 ms): the bench's
+// two sides share the machine's CPUs with Placement, its database and the
+// broker, and this says how much of them a round took.
+type machineCPU struct {
+	busy0 time.Duration
+	t0    time.Time
+}
+
+func startMachineCPU(t *testing.T) machineCPU {
+	return machineCPU{busy0: machineBusy(t), t0: time.Now()}
+}
+
+// stop returns the CPU time used since start and its share of the
+// machine's CPUs over that time.
+func (m machineCPU) stop(t *testing.T) (time.Duration, float64) {
+	used, wall := machineBusy(t)-m.busy0, time.Since(m.t0)
+	return used, float64(used) / float64(wall) / float64(runtime.NumCPU())
+}
+
+// machineBusy is the machine's non-idle CPU time so far: user, nice,
+// system, irq, softirq and steal of /proc/stat's cpu line.
+func machineBusy(t *testing.T) time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: unexpected first line %q", line)
+	}
+	busy := 0
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.Atoi(f[i])
+		if err != nil {
+			t.Fatalf("/proc/stat field %d of %q: %v", i, line, err)
+		}
+		busy += v
+	}
+	return time.Duration(busy) * 10 * time.Millisecond
 }
 
 // firstLogAfter is the time of the first log line holding msg at or after t0.
@@ -141,17 +198,22 @@ func report(scenarios []benchScenario, rounds int) {
 	cpus, _ := os.ReadFile("/proc/cpuinfo")
 	fmt.Printf("\nbench-lifecycle: medians of %d alternating rounds; host %s, %d CPUs; real RabbitMQ and Placement (e2e containers)\n",
 		rounds, host, strings.Count(string(cpus), "processor\t:"))
-	fmt.Printf("%-34s %10s %10s %7s | %10s %10s | %9s %9s | %11s\n", "scenario", "scourd", "sample", "ratio",
-		"run start", "sample", "calls/dev", "sample", "scourd CPU")
+	fmt.Printf("%-34s %10s %10s %7s | %10s %10s | %9s %9s | %11s | %11s %11s | %5s %6s\n", "scenario", "scourd", "sample", "ratio",
+		"run start", "sample", "calls/dev", "sample", "scourd CPU", "machine CPU", "sample", "busy", "sample")
 	for _, sc := range scenarios {
 		sw, bw := median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.wall })), median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.wall }))
-		fmt.Printf("%-34s %10s %10s %6.1fx | %10s %10s | %9.2f %9.2f | %8.1f ms\n", sc.name,
+		fmt.Printf("%-34s %10s %10s %6.1fx | %10s %10s | %9.2f %9.2f | %8.1f ms | %8.1f ms %8.1f ms | %4.0f%% %5.0f%%\n", sc.name,
 			sw.Round(time.Millisecond), bw.Round(time.Millisecond), float64(bw)/float64(sw),
 			median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
 			median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
 			median(pick(sc.scourRuns, func(r benchRun) float64 { return r.calls })),
 			median(pick(sc.baseRuns, func(r benchRun) float64 { return r.calls })),
-			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.cpu })))/float64(time.Millisecond))
+			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.cpu })))/float64(time.Millisecond),
+			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.machine })))/float64(time.Millisecond),
+			float64(median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.machine })))/float64(time.Millisecond),
+			100*median(pick(sc.scourRuns, func(r benchRun) float64 { return r.busy })),
+			100*median(pick(sc.baseRuns, func(r benchRun) float64 { return r.busy })))
 	}
-	fmt.Println("columns: publish-to-pool wall time (scourd, sample, sample/scourd); publish to first cleaning run started; Placement calls per cleaned device; scourd CPU per cleaning")
+	fmt.Println("columns: publish-to-pool wall time (scourd, sample, sample/scourd); publish to first cleaning run started; Placement calls per cleaned device; scourd CPU per cleaning;")
+	fmt.Println("  CPU time of every process on the machine per cleaned device (scourd's round, the sample's); the machine's CPUs busy during the round (scourd's, the sample's)")
 }

@@ -297,6 +297,13 @@ func (h *Host) signal(t *testing.T, sig syscall.Signal) {
 // Logs returns what scourd printed so far.
 func (h *Host) Logs() string { return h.logs.String() }
 
+// LogLen is the size of scourd's log so far; LogsFrom(LogLen()) later
+// returns only what it logged since.
+func (h *Host) LogLen() int { return h.logs.Len() }
+
+// LogsFrom is scourd's log after its first off bytes.
+func (h *Host) LogsFrom(off int) string { return h.logs.From(off) }
+
 // Device is the Placement provider of the device at addr.
 func (h *Host) Device(addr string) *harness.DeviceRP {
 	d := h.Node.Device(addr)

@@ -69,6 +69,21 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
+// Len is how many bytes were written so far.
+func (s *SyncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// From returns what was written after the first off bytes: a test that
+// waits for a line polls only what is new, not the whole log each time.
+func (s *SyncBuffer) From(off int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b.Bytes()[min(off, s.b.Len()):])
+}
+
 // WaitGone fails t unless the process whose pid is in pidFile is gone
 // (or a zombie waiting for its reaper) within d.
 func WaitGone(t testing.TB, pidFile string, d time.Duration) {
