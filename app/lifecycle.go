@@ -66,6 +66,11 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if err := store.RegisterKey(ctx, cfg.Host); err != nil {
 		return fail(err)
 	}
+	if n, err := store.IndexClaimDevices(ctx, cfg.Host); err != nil {
+		return fail(err)
+	} else if n > 0 {
+		log.Info("claims indexed by device (recorded by an older scour after the schema upgrade)", "devices", n)
+	}
 
 	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(log), placement.WithRegisterer(reg))
 	seen := newSeenDevices()

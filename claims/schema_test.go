@@ -248,3 +248,40 @@ func TestReadOnlySchemaOnEmptyDatabase(t *testing.T) {
 		}
 	})
 }
+
+// During a rolling upgrade on a shared PostgreSQL, a host still running a
+// scour older than claim_devices records claims without indexing their
+// devices; its new scourd indexes them at start (IndexClaimDevices), and
+// only its own.
+func TestIndexClaimDevicesCatchesUpOlderWriters(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		if _, err := s.RecordClaim(ctx, gpuClaim("new-writer", "rp-a")); err != nil {
+			t.Fatal(err)
+		}
+		// What an older scour writes: the claim row alone.
+		for _, c := range []struct{ id, host, rp string }{{"old-1", "compute-1", "rp-b"}, {"old-2", "compute-2", "rp-c"}} {
+			if _, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO claims (id, host, node, instance_uuid, pci, state, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, 'active', '2026-03-01T12:00:00.000000Z', '2026-03-01T12:00:00.000000Z')`),
+				c.id, c.host, c.host, "inst-"+c.id, `[{"rp_uuid":"`+c.rp+`","address":"0000:81:00.0"}]`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-b"); err != nil || ok {
+			t.Fatalf("unindexed claim found before indexing: %v, %v", ok, err)
+		}
+		if n, err := s.IndexClaimDevices(ctx, "compute-1"); err != nil || n != 1 {
+			t.Fatalf("IndexClaimDevices = %d, %v; want 1 (old-1 only)", n, err)
+		}
+		if c, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-b"); err != nil || !ok || c.ID != "old-1" {
+			t.Fatalf("claim of rp-b after indexing = %+v, %v, %v", c, ok, err)
+		}
+		if n, err := s.IndexClaimDevices(ctx, "compute-1"); err != nil || n != 0 {
+			t.Fatalf("second IndexClaimDevices = %d, %v; want 0", n, err)
+		}
+		if _, ok, _ := s.ActiveClaimForDevice(ctx, "compute-2", "rp-c"); ok {
+			t.Fatal("another host's claim was indexed")
+		}
+	})
+}
