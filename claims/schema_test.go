@@ -250,9 +250,9 @@ func TestReadOnlySchemaOnEmptyDatabase(t *testing.T) {
 }
 
 // During a rolling upgrade on a shared PostgreSQL, a host still running a
-// scour older than claim_devices records claims without indexing their
-// devices; its new scourd indexes them at start (IndexClaimDevices), and
-// only its own.
+// scour older than claim_devices records claims (and adds devices to
+// claims) without indexing them; its new scourd indexes them at start
+// (IndexClaimDevices), and only its own host's.
 func TestIndexClaimDevicesCatchesUpOlderWriters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -268,11 +268,19 @@ func TestIndexClaimDevicesCatchesUpOlderWriters(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// ... and adds a device to a claim a newer scour indexed.
+		if _, err := s.w.ExecContext(ctx, s.d.rebind(`UPDATE claims SET pci = ? WHERE instance_uuid = ?`),
+			`[{"rp_uuid":"rp-a","address":"0000:81:00.0"},{"rp_uuid":"rp-d","address":"0000:82:00.0"}]`, "new-writer"); err != nil {
+			t.Fatal(err)
+		}
 		if _, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-b"); err != nil || ok {
 			t.Fatalf("unindexed claim found before indexing: %v, %v", ok, err)
 		}
-		if n, err := s.IndexClaimDevices(ctx, "compute-1"); err != nil || n != 1 {
-			t.Fatalf("IndexClaimDevices = %d, %v; want 1 (old-1 only)", n, err)
+		if n, err := s.IndexClaimDevices(ctx, "compute-1"); err != nil || n != 2 {
+			t.Fatalf("IndexClaimDevices = %d, %v; want 2 (old-1's rp-b, new-writer's rp-d)", n, err)
+		}
+		if c, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-d"); err != nil || !ok || c.InstanceUUID != "new-writer" {
+			t.Fatalf("claim of rp-d after indexing = %+v, %v, %v", c, ok, err)
 		}
 		if c, ok, err := s.ActiveClaimForDevice(ctx, "compute-1", "rp-b"); err != nil || !ok || c.ID != "old-1" {
 			t.Fatalf("claim of rp-b after indexing = %+v, %v, %v", c, ok, err)
