@@ -255,17 +255,21 @@ var migrations = []migration{
 
 // indexClaimDevices is, per backend, the statement that adds to
 // claim_devices each device of the claims matching cond (on claims c) that
-// has no row there yet (a device an older scour added to a claim too).
+// has no row there yet (a device an older scour added to a claim too). A
+// pci column that is not a JSON list (none should be) names no device
+// rather than failing the upgrade.
 var indexClaimDevices = map[string]func(cond string) string{
 	DriverSQLite: func(cond string) string {
 		return `INSERT OR IGNORE INTO claim_devices (claim_id, host, device_rp, created_at)
-			SELECT c.id, c.host, json_extract(d.value, '$.rp_uuid'), c.created_at FROM claims c, json_each(c.pci) d
+			SELECT c.id, c.host, json_extract(d.value, '$.rp_uuid'), c.created_at FROM claims c,
+			json_each(CASE WHEN json_valid(c.pci) AND json_type(c.pci) = 'array' THEN c.pci ELSE '[]' END) d
 			WHERE ` + cond + ` AND COALESCE(json_extract(d.value, '$.rp_uuid'), '') <> ''
 			AND NOT EXISTS (SELECT 1 FROM claim_devices x WHERE x.claim_id = c.id AND x.device_rp = json_extract(d.value, '$.rp_uuid'))`
 	},
 	DriverPostgres: func(cond string) string {
 		return `INSERT INTO claim_devices (claim_id, host, device_rp, created_at)
-			SELECT c.id, c.host, d->>'rp_uuid', c.created_at FROM claims c, jsonb_array_elements(c.pci::jsonb) d
+			SELECT c.id, c.host, d->>'rp_uuid', c.created_at FROM claims c,
+			jsonb_array_elements(CASE WHEN jsonb_typeof(c.pci::jsonb) = 'array' THEN c.pci::jsonb ELSE '[]'::jsonb END) d
 			WHERE ` + cond + ` AND COALESCE(d->>'rp_uuid', '') <> ''
 			AND NOT EXISTS (SELECT 1 FROM claim_devices x WHERE x.claim_id = c.id AND x.device_rp = d->>'rp_uuid')
 			ON CONFLICT DO NOTHING`

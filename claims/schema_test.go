@@ -261,10 +261,14 @@ func TestIndexClaimDevicesCatchesUpOlderWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 		// What an older scour writes: the claim row alone.
-		for _, c := range []struct{ id, host, rp string }{{"old-1", "compute-1", "rp-b"}, {"old-2", "compute-2", "rp-c"}} {
+		for _, c := range []struct{ id, host, pci string }{
+			{"old-1", "compute-1", `[{"rp_uuid":"rp-b","address":"0000:81:00.0"}]`},
+			{"old-2", "compute-2", `[{"rp_uuid":"rp-c","address":"0000:81:00.0"}]`},
+			{"old-3", "compute-1", `null`}, // names no device; must not fail the pass
+		} {
 			if _, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO claims (id, host, node, instance_uuid, pci, state, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?, 'active', '2026-03-01T12:00:00.000000Z', '2026-03-01T12:00:00.000000Z')`),
-				c.id, c.host, c.host, "inst-"+c.id, `[{"rp_uuid":"`+c.rp+`","address":"0000:81:00.0"}]`); err != nil {
+				c.id, c.host, c.host, "inst-"+c.id, c.pci); err != nil {
 				t.Fatal(err)
 			}
 		}
