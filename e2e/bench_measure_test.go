@@ -69,7 +69,7 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	first, _ := s.started.Load(node.Name)
 	last, _ := s.lastPut.Load(node.Name)
 	return benchRun{wall: last.(time.Time).Sub(t0), firstRun: first.(time.Time).Sub(t0),
-		calls: float64(s.calls.Load()-calls0) / float64(sc.devices),
+		calls:   float64(s.calls.Load()-calls0) / float64(sc.devices),
 		machine: time.Duration(float64(machine) / float64(sc.devices)), busy: busy}
 }
 
