@@ -3,9 +3,10 @@ package claims
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // BenchmarkStore measures the operations on scour's hot paths on both
@@ -115,18 +116,10 @@ func cleaningRecord(ctx context.Context, s *Store, i int) error {
 // reportCPU reports the process's CPU time (user + system) per operation
 // from now until the returned func runs.
 func reportCPU(b *testing.B) func() {
-	start := cpuTime(b)
+	start := testkit.CPUTime(b)
 	return func() {
-		b.ReportMetric(float64(cpuTime(b)-start)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
+		b.ReportMetric(float64(testkit.CPUTime(b)-start)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
 	}
-}
-
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPreviousTenant reads a device's previous tenant (every

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/pipeline"
 )
 
@@ -35,7 +35,7 @@ func BenchmarkCleaningRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		cpu0 := cpuTime(b)
+		cpu0 := testkit.CPUTime(b)
 		if _, err := s.ReleaseInstance(ctx, "compute-1", inst, "instance.delete.end", "m-"+inst); err != nil {
 			b.Fatal(err)
 		}
@@ -63,17 +63,8 @@ func BenchmarkCleaningRecord(b *testing.B) {
 		if err := s.MarkReturned(ctx, run.ID, "bench"); err != nil {
 			b.Fatal(err)
 		}
-		cpu += cpuTime(b) - cpu0
+		cpu += testkit.CPUTime(b) - cpu0
 		b.StopTimer()
 	}
 	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
-}
-
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
