@@ -24,6 +24,7 @@ type Client struct {
 	nodeUUID string          // compute node RP, looked up once
 	traitsOK map[string]bool // custom traits known to exist
 	shared   sharedListing   // ConfirmShared's listings
+	invs     invCache        // last inventory read of each device (inventory.go)
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.

@@ -64,8 +64,34 @@ func TestE2EScanDerivesEveryState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(res2.Devices); res2.Calls != 2+2*n {
-		t.Errorf("second scan made %d calls for %d devices, want %d", res2.Calls, n, 2+2*n)
+	// Nothing changed: each device's allocations come back at the
+	// generation its inventory was read at, so the inventory is not read
+	// again.
+	if n := len(res2.Devices); res2.Calls != 2+n {
+		t.Errorf("second scan made %d calls for %d devices, want %d (2 lists + 1 allocations read each)", res2.Calls, n, 2+n)
+	}
+	// Two devices change behind the client: one is allocated, one gets a
+	// new allocation ratio from an operator. Each moved its generation, so
+	// the third scan reads both inventories afresh and sees both changes.
+	inst3 := newUUID()
+	h.allocateDevice(inst3, avail)
+	inv := h.rawInv(dirty, "CUSTOM_PCI_144D_A80A")
+	inv["allocation_ratio"] = json.RawMessage("2.5")
+	h.must("PUT", "/resource_providers/"+dirty.UUID+"/inventories/CUSTOM_PCI_144D_A80A", inv, nil, 200)
+	res3, err := c.Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res3.Devices); res3.Calls != 2+n+2 {
+		t.Errorf("third scan made %d calls for %d devices with 2 changed, want %d", res3.Calls, n, 2+n+2)
+	}
+	for _, d := range res3.Devices {
+		if d.UUID == avail.UUID && (d.State != StateInUse || !slices.Equal(d.Consumers, []string{inst3})) {
+			t.Errorf("device allocated since the last scan read as %s held by %v, want in-use by %s", d.State, d.Consumers, inst3)
+		}
+		if d.UUID == dirty.UUID && (d.State != StateDirty || d.Inventory.AllocationRatio != 2.5) {
+			t.Errorf("device whose inventory changed since the last scan read as %s with allocation_ratio %v, want dirty with 2.5", d.State, d.Inventory.AllocationRatio)
+		}
 	}
 	// Device (the pipeline's single-device read) agrees with the scan.
 	d, err := c.Device(context.Background(), quar)

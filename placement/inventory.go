@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // rawInventory is an RP's inventory exactly as Placement returned it. Writes
@@ -17,6 +18,69 @@ type rawInventory struct {
 	Count      int // inventories on the RP
 	Fields     map[string]json.RawMessage
 	Inv        Inventory
+}
+
+// Placement moves a resource provider's generation on every inventory
+// write, trait write and allocation write (PUT or POST /allocations), but
+// not when a consumer's allocations are deleted (DELETE /allocations/{c},
+// what Nova does when an instance is deleted or shelve-offloaded). Every
+// GET reads the provider's generation before the data it returns. So an
+// inventory read at generation G is still the inventory while the
+// provider is at G, whatever allocations were deleted meanwhile.
+//
+// The client remembers each device's last inventory read (invCache) and,
+// when the allocations read with a device shows that generation again,
+// reads the inventory no more (readPair): a device Nova deleted the
+// instance of since the claim's burn check read it costs one read at
+// release instead of two. A remembered inventory is only ever used at
+// its own generation; any other generation reads it afresh. Writes carry
+// the generation the device was read at, so nothing is written from a
+// stale record either way.
+
+// invCacheMax bounds the remembered inventories: a host's device count is
+// far below it; past it (RPs re-created again and again) all are dropped.
+const invCacheMax = 4096
+
+type invCache struct {
+	mu sync.Mutex
+	m  map[string]*rawInventory
+}
+
+func (ic *invCache) get(uuid string) *rawInventory {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	return ic.m[uuid]
+}
+
+// put remembers r unless a read at a newer generation is remembered: reads
+// of one device may finish out of order.
+func (ic *invCache) put(uuid string, r *rawInventory) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if old := ic.m[uuid]; old != nil && old.Generation > r.Generation {
+		return
+	}
+	if ic.m == nil || len(ic.m) >= invCacheMax {
+		ic.m = map[string]*rawInventory{}
+	}
+	ic.m[uuid] = r
+}
+
+func (ic *invCache) forget(uuid string) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	delete(ic.m, uuid)
+}
+
+// keepOnly drops what is remembered of RPs not in uuids (a scan's tree).
+func (ic *invCache) keepOnly(uuids map[string]bool) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	for u := range ic.m {
+		if !uuids[u] {
+			delete(ic.m, u)
+		}
+	}
 }
 
 func (c *Client) readInventory(ctx context.Context, uuid string) (*rawInventory, error) {
@@ -40,6 +104,7 @@ func (c *Client) readInventory(ctx context.Context, uuid string) (*rawInventory,
 		}
 		r.Fields, r.Inv = f, inv
 	}
+	c.invs.put(uuid, r)
 	return r, nil
 }
 
@@ -72,6 +137,8 @@ func (c *Client) writeReserved(ctx context.Context, uuid string, r *rawInventory
 	if h := c.beforeInventoryWrite; h != nil {
 		h(ctx, uuid)
 	}
+	// Whatever the outcome, the remembered record is older than the RP.
+	c.invs.forget(uuid)
 	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/inventories/"+r.Inv.ResourceClass, body, nil, http.StatusOK)
 }
 

@@ -27,7 +27,7 @@ func newMetrics() *metrics {
 		}, []string{"reason"}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
-			Help: "Placement requests the last host scan made (2 + 2 per device once the node is known).",
+			Help: "Placement requests the last host scan made (2 + 1 or 2 per device once the node is known: 1 while its inventory is unchanged since the last read).",
 		}),
 		scanSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "scan_duration_seconds",

@@ -47,8 +47,10 @@ type provider struct {
 
 // Scan reads every OTU device of this host. Calls: 1 list of the tree with
 // the OTU trait, 1 list with OTU+quarantine traits, then per device 2
-// (inventories, allocations); plus 1 the first time to find the compute
-// node by name. Devices are read in parallel (4 at a time).
+// (inventories, allocations), or 1 (allocations) when the device is still
+// at the generation its inventory was last read at (readPair); plus 1 the
+// first time to find the compute node by name. Devices are read in
+// parallel (4 at a time).
 func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 	start := time.Now()
 	defer func() { c.metrics.scanSeconds.Observe(time.Since(start).Seconds()) }()
@@ -69,6 +71,11 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 			return nil, err
 		}
 	}
+	inTree := make(map[string]bool, len(devs))
+	for _, p := range devs {
+		inTree[p.UUID] = true
+	}
+	c.invs.keepOnly(inTree) // devices gone from the tree
 	quarantined, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait+","+c.cfg.QuarantineTrait)
 	if err != nil {
 		return nil, err
@@ -123,7 +130,7 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	err := c.retry(ctx, func(ctx context.Context) error {
 		var alloc allocations
 		var err error
-		inv, alloc, err = c.readBoth(ctx, p.UUID)
+		inv, alloc, err = c.readPair(ctx, p.UUID)
 		if err != nil {
 			return err
 		}
@@ -144,6 +151,29 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	sort.Strings(d.Consumers)
 	deriveState(&d, inv.Count)
 	return d, nil
+}
+
+// readPair reads an RP's allocations and its inventory. When an earlier
+// inventory read is remembered, the allocations are read alone, and the
+// remembered inventory stands in for a second read if the allocations
+// come back at its generation (one call). Otherwise the inventory is read
+// too: both at once when nothing is remembered, after the allocations
+// when the remembered one turned out stale. The caller compares the two
+// generations.
+func (c *Client) readPair(ctx context.Context, uuid string) (*rawInventory, allocations, error) {
+	known := c.invs.get(uuid)
+	if known == nil {
+		return c.readBoth(ctx, uuid)
+	}
+	alloc, err := c.allocationsOf(ctx, uuid)
+	if err != nil {
+		return nil, alloc, err
+	}
+	if alloc.Generation == known.Generation {
+		return known, alloc, nil
+	}
+	inv, err := c.readInventory(ctx, uuid)
+	return inv, alloc, err
 }
 
 // readBoth reads an RP's inventories and allocations with both requests

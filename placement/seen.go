@@ -6,19 +6,23 @@ import (
 	"slices"
 )
 
-// Placement bumps a resource provider's generation on every change of its
-// inventory, its traits and the allocations against it. So what was read
-// at generation G still holds while the provider is at G: a later read
-// that returns G confirms every earlier read at G, and a write carrying G
-// fails with 409 if anything changed since. The calls below use this to
-// clean a released device with 4 Placement calls: ReadDevice (2), Confirm
-// before the first destructive step (1), UnreserveSeen (1); devices
-// checked together share one listing instead of a Confirm each
-// (ConfirmShared, eligible.go): 3 calls each, plus the listings.
+// Placement bumps a resource provider's generation on every write of its
+// inventory or its traits and on every allocation written against it
+// (deleting a consumer's allocations does not bump it: inventory.go). So
+// what was read at generation G still holds while the provider is at G,
+// but for allocations that went away: a later read that returns G
+// confirms every earlier read at G, and a write carrying G fails with 409
+// if anything was written since. The calls below use this to clean a
+// released device with 3 or 4 Placement calls: ReadDevice (1 when the
+// inventory read at the claim is still at the device's generation, else
+// 2), Confirm before the first destructive step (1), UnreserveSeen (1);
+// devices checked together share one listing instead of a Confirm each
+// (ConfirmShared, eligible.go): 2 or 3 calls each, plus the listings.
 
-// ReadDevice reads one device afresh without its traits: inventories and
-// allocations at one generation (2 calls). Quarantined is false until
-// Confirm reads the traits.
+// ReadDevice reads one device afresh without its traits: its allocations,
+// and its inventory at the same generation (2 calls, or 1 when the last
+// inventory read is at that generation: readPair). Quarantined is false
+// until Confirm reads the traits.
 func (c *Client) ReadDevice(ctx context.Context, dev Ref) (Device, error) {
 	if err := checkRef(dev); err != nil {
 		return Device{Ref: dev}, devErr("read", dev, err)

@@ -488,7 +488,7 @@ func TestScanMetrics(t *testing.T) {
 		t.Fatalf("scan: %d devices, calls %d: %+v", len(res.Devices), res.Calls, res.Devices)
 	}
 	want := `
-# HELP scour_placement_last_scan_requests Placement requests the last host scan made (2 + 2 per device once the node is known).
+# HELP scour_placement_last_scan_requests Placement requests the last host scan made (2 + 1 or 2 per device once the node is known: 1 while its inventory is unchanged since the last read).
 # TYPE scour_placement_last_scan_requests gauge
 scour_placement_last_scan_requests 7
 # HELP scour_placement_requests_total HTTP requests scour made to Placement, by method and outcome (ok, conflict, HTTP status, error).
