@@ -30,6 +30,7 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	// round it measures, which the sample's wait (two counters) does not.
 	off := h.LogLen()
 	calls0, cpu0 := scourCalls(t, h), procCPU(t, h.cmd.Process.Pid)
+	p0 := benchProcs()
 	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, h.Name, insts)
 	Eventually(t, time.Minute, "returns logged", func() (bool, string) {
@@ -40,6 +41,9 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 		return false, tail(logs, 20)
 	})
 	machine, busy := m.stop(t)
+	if p0 != nil {
+		printProcDiff("scourd "+sc.name, p0, readProcs(), sc.devices)
+	}
 	logs := h.LogsFrom(off)
 	t1 := nthLogAfter(logs, `msg="device returned to the pool"`, t0, sc.devices)
 	checkPool(t, c.P, h.Node, sc.tree)
@@ -59,12 +63,16 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	s.started.Delete(node.Name)
 	s.lastPut.Delete(node.Name)
 	got, calls0 := s.got.Load(), s.calls.Load()
+	p0 := benchProcs()
 	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, node.Name, insts)
 	Eventually(t, time.Minute, "baseline handled every delete", func() (bool, string) {
 		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0, ""
 	})
 	machine, busy := m.stop(t)
+	if p0 != nil {
+		printProcDiff("sample "+sc.name, p0, readProcs(), sc.devices)
+	}
 	checkPool(t, c.P, node, sc.tree)
 	first, _ := s.started.Load(node.Name)
 	last, _ := s.lastPut.Load(node.Name)
@@ -85,10 +93,11 @@ func procCPU(t *testing.T, pid int) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	st, ok := parseProcStat(b)
+	if !ok {
+		t.Fatalf("/proc/%d/stat: cannot parse %q", pid, b)
+	}
+	return st.own
 }
 
 // machineCPU measures the CPU time all processes on the machine use
