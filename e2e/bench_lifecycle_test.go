@@ -162,10 +162,11 @@ func benchRelease(t *testing.T, c *Cloud, host string, insts []string) time.Time
 // checkPool makes sure, with one call after the round was timed, that n
 // devices of node have capacity again. The round's end is each side's own
 // record of its last successful un-reserve PUT (scourd's log line, the
-// baseline's clock), not a poll: the e2e Placement serves one request at
-// a time, and a poll every few milliseconds took about half of it from
-// whichever side was measured, and delayed a serial client (the baseline)
-// more than one with requests queued (scourd).
+// baseline's clock), not a poll: when the e2e Placement served one
+// request at a time, a poll every few milliseconds took about half of it
+// from whichever side was measured, and delayed a serial client (the
+// baseline) more than one with requests queued (scourd); with several
+// workers a poll still takes CPU from the round it measures.
 func checkPool(t *testing.T, p *harness.Placement, node *harness.ComputeNode, n int) {
 	poll := &sampleListener{p: p}
 	q := "/resource_providers?in_tree=" + node.UUID + "&resources=" + node.Devices[0].ResourceClass + ":1"
