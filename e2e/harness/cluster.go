@@ -88,7 +88,6 @@ func StartRabbitMQCluster(t testing.TB, n int) *Cluster {
 		cl.names = append(cl.names, "rabbit@"+h)
 		addr := net.JoinHostPort(ips[i].String(), "5672")
 		svcs[i] = &service{kind: "rabbitmq node " + h, image: rabbit, port: "5672/tcp",
-			ready: func(ctx context.Context, _ int) error { return amqpReady(ctx, addr) },
 			customize: func(req *testcontainers.ContainerRequest) {
 				req.Env = map[string]string{"RABBITMQ_NODENAME": "rabbit@" + h, "SCOUR_ERLANG_COOKIE": hex.EncodeToString(cookie)}
 				// The cookie file must be private to rabbitmq before the
@@ -122,6 +121,8 @@ func StartRabbitMQCluster(t testing.TB, n int) *Cluster {
 					es.MacAddress = network.HardwareAddr{0x02, 0x42, a[0], a[1], a[2], a[3]}
 				}
 			}}
+		s := svcs[i]
+		s.ready = func(ctx context.Context, _ int) error { return rabbitReady(ctx, s, addr) }
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -25,11 +25,25 @@ func newRabbitMQ() (*service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &service{kind: "rabbitmq", image: rabbit, port: "5672/tcp", ready: rabbitReady}, nil
+	s := &service{kind: "rabbitmq", image: rabbit, port: "5672/tcp"}
+	s.ready = func(ctx context.Context, hostPort int) error {
+		return rabbitReady(ctx, s, fmt.Sprintf("localhost:%d", hostPort))
+	}
+	return s, nil
 }
 
-func rabbitReady(ctx context.Context, hostPort int) error {
-	return amqpReady(ctx, fmt.Sprintf("localhost:%d", hostPort))
+// rabbitReady reports whether the broker in s, reached at addr, takes
+// AMQP logins and has finished booting. The AMQP listener opens before the
+// rabbit application's start returns; in that window rabbitmqctl commands
+// that need the application (add_vhost, set_permissions) fail with "this
+// command requires the 'rabbit' app to be running" (seen once in CI), so
+// a login alone is not ready: await_startup waits out the rest of the boot.
+func rabbitReady(ctx context.Context, s *service, addr string) error {
+	if err := amqpReady(ctx, addr); err != nil {
+		return err
+	}
+	_, err := s.exec(ctx, "rabbitmq", "rabbitmqctl", "await_startup", "--timeout", "60")
+	return err
 }
 
 // amqpReady reports whether the broker at addr (host:port) accepts guest's
