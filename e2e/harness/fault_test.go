@@ -18,8 +18,16 @@ import (
 // reconnectingConsumer is a plain amqp091-go consumer that redials after
 // the broker goes away, acking each message after recording it. It stands
 // in for scour's bus consumer, which the lead will point at the same test.
+//
+// With a gate it holds the delivery after holdAt distinct messages, unacked,
+// until the gate is closed: the test decides when the consumer may go on,
+// so a backlog is certain to be queued when the broker goes away (a fixed
+// pace per message was not: on a loaded CI machine the consumer once
+// drained the whole backlog before the stop took effect).
 type reconnectingConsumer struct {
 	url, queue string
+	holdAt     int
+	gate       <-chan struct{}
 	mu         sync.Mutex
 	seen       map[string]int
 	reconnects int
@@ -67,7 +75,15 @@ func (c *reconnectingConsumer) session(ctx context.Context) error {
 			if !ok {
 				return errors.New("deliveries closed")
 			}
-			time.Sleep(20 * time.Millisecond) // slow enough that a backlog is queued at restart
+			if c.gate != nil {
+				if n, _ := c.count(); n >= c.holdAt {
+					select {
+					case <-c.gate:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+			}
 			c.mu.Lock()
 			c.seen[string(m.Body)]++
 			c.mu.Unlock()
@@ -134,7 +150,8 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := StartRabbitMQ(t, Dedicated())
 	queue := UniqueName("restart")
-	c := &reconnectingConsumer{url: b.URL(), queue: queue, seen: map[string]int{}}
+	gate := make(chan struct{})
+	c := &reconnectingConsumer{url: b.URL(), queue: queue, holdAt: 5, gate: gate, seen: map[string]int{}}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); c.run(ctx) }()
@@ -142,12 +159,16 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 
 	before, after := ids("before", 60), ids("after", 20)
 	publishPersistent(t, b.URL(), queue, before)
-	waitFor(t, "the consumer to start on the backlog", 30*time.Second, func() bool { n, _ := c.count(); return n >= 5 })
+	waitFor(t, "the consumer to start on the backlog", 30*time.Second, func() bool { n, _ := c.count(); return n >= c.holdAt })
 
-	b.Restart(t)
+	// The consumer now holds its sixth message unacked: the stop finds
+	// it in flight and 55 queued behind it.
+	b.Stop(t)
 	if n, _ := c.count(); n >= len(before) {
-		t.Fatalf("consumer drained all %d messages before the restart: the test proves nothing", n)
+		t.Fatalf("consumer drained all %d messages before the stop: the test proves nothing", n)
 	}
+	close(gate)
+	b.Start(t)
 	publishPersistent(t, b.URL(), queue, after)
 
 	waitFor(t, "every message before and after the restart", 60*time.Second, func() bool {
