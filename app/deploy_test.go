@@ -72,6 +72,7 @@ type k8sObject struct {
 				ServiceAccountName           string `yaml:"serviceAccountName"`
 				AutomountServiceAccountToken *bool  `yaml:"automountServiceAccountToken"`
 				HostNetwork                  bool   `yaml:"hostNetwork"`
+				DNSPolicy                    string `yaml:"dnsPolicy"`
 				HostPID                      bool   `yaml:"hostPID"`
 				Tolerations                  []map[string]string
 				Containers                   []container
@@ -126,8 +127,13 @@ func TestDaemonSetMatchesTheCode(t *testing.T) {
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
 		t.Error("scourd does not use the Kubernetes API: no service account token must be mounted")
 	}
-	if len(pod.Tolerations) == 0 || pod.HostNetwork || pod.HostPID {
-		t.Errorf("tolerations %v, hostNetwork %v, hostPID %v", pod.Tolerations, pod.HostNetwork, pod.HostPID)
+	if len(pod.Tolerations) == 0 || pod.HostPID {
+		t.Errorf("tolerations %v, hostPID %v", pod.Tolerations, pod.HostPID)
+	}
+	// devlink (NIC firmware steps) answers only in the namespace its
+	// instances live in, the node's; cluster DNS must still resolve.
+	if !pod.HostNetwork || pod.DNSPolicy != "ClusterFirstWithHostNet" {
+		t.Errorf("hostNetwork %v, dnsPolicy %q: NIC firmware steps need the node's network namespace (devlink), with ClusterFirstWithHostNet", pod.HostNetwork, pod.DNSPolicy)
 	}
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers", len(pod.Containers))
