@@ -12,7 +12,7 @@
 //	              └─▶ scour.host.<h> (durable quorum, one per host)
 //	                    └─ intake handler: CommandHandler.Handle → ack
 //	  no queue bound for it, or past the delivery limit ──▶ scour.unroutable
-//	    └─ park handler ──▶ scour.poison
+//	    └─ park handler ──▶ scour.poison (direct mode too: its queue dead-letters there)
 //	  anything undecodable, invalid, rejected or panicking ──▶ scour.poison
 //	  (every message there carries x-scour-poison-reason)
 //
@@ -211,7 +211,10 @@ func redacted(url string) string {
 func (b *Bus) declare(conn *broker.Conn) error {
 	queues := []string{b.topo.queue, b.cfg.PoisonQueue}
 	if b.cfg.Mode == ModeDispatch {
-		queues = append(queues, b.HostQueue(), b.cfg.UnroutableQueue())
+		queues = append(queues, b.HostQueue())
+	}
+	if b.parks() {
+		queues = append(queues, b.cfg.UnroutableQueue())
 	}
 	for _, q := range queues {
 		ch, err := conn.Channel()
@@ -226,6 +229,16 @@ func (b *Bus) declare(conn *broker.Conn) error {
 	}
 	return nil
 }
+
+// parks reports whether anything can reach the unroutable queue, which
+// park then empties into the poison queue: in dispatch mode the command
+// exchange's alternate exchange, and in either mode the quorum queues'
+// dead-lettering after bus.delivery_limit deliveries. Only direct mode on
+// classic queues (no delivery limit, no command exchange) has neither.
+// Without park, a notification dead-lettered in direct mode sat in the
+// unroutable queue unseen: no poison metric, no log, not in
+// `scourctl poison list`.
+func (b *Bus) parks() bool { return b.cfg.Mode == ModeDispatch || !b.cfg.ClassicQueues }
 
 func (b *Bus) wmLogger() watermill.LoggerAdapter {
 	return watermill.NewSlogLoggerWithLevelMapping(b.log.With("component", "watermill"), map[slog.Level]slog.Level{
@@ -265,6 +278,8 @@ func (b *Bus) buildRouter(conn *broker.Conn) (*message.Router, error) {
 		d := &dispatcher{b: b, pub: broker.NewPublisher(conn, b.cfg.Exchange)}
 		handlers[b.topo.queue] = d.handle
 		handlers[b.HostQueue()] = (&intake{b: b}).handle
+	}
+	if b.parks() {
 		handlers[b.cfg.UnroutableQueue()] = park
 	}
 	subs := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,4 +103,38 @@ func firstBody(msgs []amqp.Delivery) string {
 		return ""
 	}
 	return string(msgs[0].Body)
+}
+
+// Direct mode dead-letters its notifications queue to the unroutable
+// exchange too; a notification requeued past the delivery limit (claims
+// database or Placement down for an hour) must end in the poison queue with
+// its reason, not sit unconsumed in the unroutable queue, unseen by
+// `scourctl poison list` and the poison metric.
+func TestDirectModeDeliveryLimitDeadLettersToPoison(t *testing.T) {
+	conn := testkit.Broker(t)
+	cfg := testConfig(t, conn)
+	cfg.Mode = ModeDirect
+	cfg.Nova.RoutingKeys = []string{"notifications-compute.info"}
+	cfg.DeliveryLimit = 1
+	h := &alwaysDown{}
+	b, m := startBus(t, cfg, "compute", h)
+	ch := confirmModeChannel(t, conn)
+	if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, "notifications-compute.info",
+		sample(t, "versioned/instance-delete-end.json", "m-direct-down", func(d map[string]any) { d["uuid"] = uid("i-direct-down") })); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the notification dead-lettered to the poison queue", func() bool { return queueDepth(t, conn, cfg.PoisonQueue) >= 1 })
+	msgs := getAll(t, conn, cfg.PoisonQueue)
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Body), uid("i-direct-down")) {
+		t.Fatalf("poison queue: %d messages, first %q; want the i-direct-down notification", len(msgs), firstBody(msgs))
+	}
+	if r := msgs[0].Headers[HeaderPoisonReason]; r != "delivery_limit" {
+		t.Errorf("dead-lettered notification has reason %v, want delivery_limit (headers %v)", r, msgs[0].Headers)
+	}
+	for _, q := range []string{b.NotificationsQueue(), cfg.UnroutableQueue()} {
+		if n := queueDepth(t, conn, q); n != 0 {
+			t.Errorf("%s still holds %d messages", q, n)
+		}
+	}
+	waitFor(t, 10*time.Second, "the poisoned notification counted", func() bool { return poisonedCount(t, m, "delivery_limit") == 1 })
 }
