@@ -36,7 +36,9 @@ const (
 	// release its devices and keep the claim dormant for the unshelve.
 	KindShelveOffload Kind = "shelve-offload"
 	// KindMoveSource: a move finished and the source host releases the
-	// instance's claims (resize_confirm.end, live_migration_post.end).
+	// instance's claims (resize_confirm.end, a broadcast since a
+	// cross-cell confirm comes from nova-conductor;
+	// live_migration_post.end, host-scoped).
 	KindMoveSource Kind = "move-source"
 	// KindRevert: resize_revert.end, broadcast. The host holding a claim for
 	// the instance that no allocation backs any more releases it.

@@ -138,8 +138,8 @@ func (h *Handler) reconcile(ctx context.Context, log *slog.Logger, c *command.Co
 	return nil
 }
 
-// ignoredBroadcast reports whether c is a broadcast (revert, evacuate, a
-// delete nova-api sent without a host) for an instance of which this host
+// ignoredBroadcast reports whether c is a broadcast (revert, resize
+// confirm, evacuate, a delete nova-api sent without a host) for an instance of which this host
 // holds no live claim, and counts it. Such a host does nothing and reads
 // nothing from Placement: at 1,000 hosts one broadcast would otherwise
 // cost 1,000 reads of the instance's allocations (docs/scale.md), for

@@ -8,10 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // Revert is a broadcast: the destination (no allocation any more) releases
@@ -43,6 +45,45 @@ func TestRevertBroadcast(t *testing.T) {
 		t.Errorf("source claim = %q, want active", got)
 	}
 	src.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+}
+
+// A resize confirm is a broadcast (a cross-cell confirm comes from
+// nova-conductor, whose publisher names no compute): the source, whose
+// claim nothing backs any more, releases and cleans; the destination, where
+// the instance now runs, keeps its claim and takes the confirm for what it
+// is, not for a forged or early notification.
+func TestConfirmBroadcast(t *testing.T) {
+	t.Parallel()
+	const inst = "00000000-0000-4000-8000-000000000001"
+	src, dst := newEnv(t, 1, nil), newEnv(t, 1, nil)
+	dstLog := &testkit.SyncBuffer{}
+	dst.logs = dstLog
+	dst.build(nil)
+	src.w.Allocate(inst, true, rp(1))
+	src.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	src.w.Move(inst, "mig-1", rp(1))
+	dst.w.Allocate(inst, true, rp(1))
+	dst.handle(cmd(command.KindClaim, "instance.resize_finish.end", inst))
+	// confirm: Nova drops the migration's allocation on the source
+	src.w.Free("mig-1")
+	for _, e := range []*env{src, dst} {
+		cf := cmd(command.KindMoveSource, "instance.resize_confirm.end", inst)
+		cf.Scope, cf.Host = command.ScopeBroadcast, ""
+		e.handle(cf)
+		e.handle(cf) // duplicate broadcast
+		e.reconcile()
+	}
+	if got := src.claimState(inst, 1); got != handlers.ClaimReleased {
+		t.Errorf("source claim = %q, want released", got)
+	}
+	src.wantDevice(1, handlers.StateAvailable, 1, 1)
+	if got := dst.claimState(inst, 1); got != handlers.ClaimActive {
+		t.Errorf("destination claim = %q, want active", got)
+	}
+	dst.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	if strings.Contains(dstLog.String(), "level=WARN") {
+		t.Errorf("the destination warned about the confirm broadcast:\n%s", dstLog.String())
+	}
 }
 
 // The source of a confirmed resize or a live migration releases its claim;
@@ -233,7 +274,9 @@ func TestSameHostResize(t *testing.T) {
 			left, kept := 1, 2
 			if confirm {
 				e.w.Free("mig-1")
-				e.handle(cmd(command.KindMoveSource, "instance.resize_confirm.end", "00000000-0000-4000-8000-000000000001"))
+				cf := cmd(command.KindMoveSource, "instance.resize_confirm.end", "00000000-0000-4000-8000-000000000001")
+				cf.Scope, cf.Host = command.ScopeBroadcast, "" // as the dispatcher sends it
+				e.handle(cf)
 			} else {
 				e.w.Set(rp(2), func(d *handlers.Device) { d.Consumers = nil })
 				e.w.Move("mig-1", "00000000-0000-4000-8000-000000000001", rp(1))

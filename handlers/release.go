@@ -32,8 +32,10 @@ import (
 // claim records the instance's allocations), the instance's allocations
 // are read; a host-scoped release then scans the host (the claim may have
 // been lost, and only the tree says what the instance held), and so does a
-// release whose instance still holds devices here. A broadcast (revert, or
-// a delete nova-api sent with no host) acts only on hosts that hold a live
+// release whose instance still holds devices here (except a resize
+// confirm's broadcast on the destination, where that is expected). A
+// broadcast (revert, resize confirm, or a delete nova-api sent with no
+// host) acts only on hosts that hold a live
 // claim of the instance, so one broadcast costs neither a scan nor a
 // Placement read on every host; the periodic scan covers a host whose
 // claim was never recorded.
@@ -72,6 +74,13 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 			continue
 		}
 		if backedBy(cl, held) {
+			if c.Kind == command.KindMoveSource && c.Scope == command.ScopeBroadcast {
+				// A resize confirm is a broadcast (a cross-cell one comes
+				// from nova-conductor): it also reaches the destination,
+				// whose claim the instance holds. Nothing is wrong there.
+				log.Debug("instance runs on this host's devices of the claim (move destination); claim kept", "claim", cl.ID)
+				continue
+			}
 			scan = true
 			log.Warn("instance still holds one-time-use devices of this host; their claim is kept and nothing is cleaned (early, duplicate or forged notification?)",
 				"claim", cl.ID)

@@ -65,19 +65,23 @@ type want struct {
 
 var sampleWants = map[string]want{
 	// versioned samples from Nova
-	"versioned/instance-create-end.json":                   {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
-	"versioned/instance-delete-end.json":                   {kind: command.KindRelease, format: FormatVersioned, host: "compute", node: "fake-mini", state: "deleted", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-delete-end_compute_down.json":      {kind: command.KindRelease, format: FormatVersioned, host: "compute", node: "fake-mini", state: "deleted", pubHost: "fake-mini", scope: command.ScopeHost, target: "compute"},
-	"versioned/instance-delete-end_not_scheduled.json":     {kind: command.KindRelease, format: FormatVersioned, state: "deleted", pubHost: "fake-mini", scope: command.ScopeBroadcast},
-	"versioned/instance-evacuate.json":                     {kind: command.KindReconcile, format: FormatVersioned, host: "host2", node: "host2", state: "active", pubHost: "host2", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
-	"versioned/instance-shelve_offload-end.json":           {kind: command.KindShelveOffload, format: FormatVersioned, state: "shelved_offloaded", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-unshelve-end.json":                 {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-resize_finish-end.json":            {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "resized", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-resize_confirm-end.json":           {kind: command.KindMoveSource, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-resize_revert-end.json":            {kind: command.KindRevert, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
-	"versioned/instance-live_migration_post-end.json":      {kind: command.KindMoveSource, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
-	"versioned/instance-live_migration_post_dest-end.json": {kind: command.KindClaim, format: FormatVersioned, host: "host2", node: "host2", state: "active", pubHost: "host2", scope: command.ScopeHost, target: "host2", volumes: []string{sampleVol}},
-	"versioned/instance-rebuild-end.json":                  {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	"versioned/instance-create-end.json":               {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
+	"versioned/instance-delete-end.json":               {kind: command.KindRelease, format: FormatVersioned, host: "compute", node: "fake-mini", state: "deleted", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	"versioned/instance-delete-end_compute_down.json":  {kind: command.KindRelease, format: FormatVersioned, host: "compute", node: "fake-mini", state: "deleted", pubHost: "fake-mini", scope: command.ScopeHost, target: "compute"},
+	"versioned/instance-delete-end_not_scheduled.json": {kind: command.KindRelease, format: FormatVersioned, state: "deleted", pubHost: "fake-mini", scope: command.ScopeBroadcast},
+	"versioned/instance-evacuate.json":                 {kind: command.KindReconcile, format: FormatVersioned, host: "host2", node: "host2", state: "active", pubHost: "host2", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
+	"versioned/instance-shelve_offload-end.json":       {kind: command.KindShelveOffload, format: FormatVersioned, state: "shelved_offloaded", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	"versioned/instance-unshelve-end.json":             {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	"versioned/instance-resize_finish-end.json":        {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "resized", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	// resize_confirm is a broadcast: a cross-cell confirm comes from nova-conductor
+	// as "nova-compute:<conductor host>", so the publisher names no compute; the
+	// hosts holding the instance's live claims (bus.broadcast_routing) act on it.
+	"versioned/instance-resize_confirm-end.json":            {kind: command.KindMoveSource, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
+	"versioned/instance-resize_confirm-end_cross_cell.json": {kind: command.KindMoveSource, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "conductor", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
+	"versioned/instance-resize_revert-end.json":             {kind: command.KindRevert, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeBroadcast, volumes: []string{sampleVol}},
+	"versioned/instance-live_migration_post-end.json":       {kind: command.KindMoveSource, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
+	"versioned/instance-live_migration_post_dest-end.json":  {kind: command.KindClaim, format: FormatVersioned, host: "host2", node: "host2", state: "active", pubHost: "host2", scope: command.ScopeHost, target: "host2", volumes: []string{sampleVol}},
+	"versioned/instance-rebuild-end.json":                   {kind: command.KindClaim, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol}},
 	"versioned/instance-volume_attach-end.json": {kind: command.KindVolume, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol},
 		volume: &command.VolumeChange{Action: "attach", VolumeID: sampleVol}},
 	"versioned/instance-volume_detach-end.json": {kind: command.KindVolume, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{sampleVol},
@@ -100,8 +104,10 @@ var sampleWants = map[string]want{
 	"legacy/compute.instance.shelve_offload.end.json": {kind: command.KindShelveOffload, format: FormatLegacy, state: "shelved_offloaded", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
 	"legacy/compute.instance.unshelve.end.json":       {kind: command.KindClaim, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
 	"legacy/compute.instance.finish_resize.end.json":  {kind: command.KindClaim, format: FormatLegacy, host: "host2", node: "host2", state: "resized", pubHost: "host2", scope: command.ScopeHost, target: "host2"},
-	// emitted on the source whose payload host already names the destination: goes to the source.
-	"legacy/compute.instance.resize.confirm.end.json":           {kind: command.KindMoveSource, format: FormatLegacy, host: "host2", node: "host2", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
+	// emitted on the source (or, cross-cell, by nova-conductor) whose payload host
+	// already names the destination: a broadcast, as the versioned one.
+	"legacy/compute.instance.resize.confirm.end.json":           {kind: command.KindMoveSource, format: FormatLegacy, host: "host2", node: "host2", state: "active", pubHost: "compute", scope: command.ScopeBroadcast},
+	"legacy/compute.instance.resize.confirm.end_conductor.json": {kind: command.KindMoveSource, format: FormatLegacy, host: "host2", node: "host2", state: "active", pubHost: "conductor", scope: command.ScopeBroadcast},
 	"legacy/compute.instance.resize.revert.end.json":            {kind: command.KindRevert, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeBroadcast},
 	"legacy/compute.instance.live_migration._post.end.json":     {kind: command.KindMoveSource, format: FormatLegacy, host: "host2", node: "host2", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
 	"legacy/compute.instance.live_migration.post.dest.end.json": {kind: command.KindClaim, format: FormatLegacy, host: "host2", node: "host2", state: "active", pubHost: "host2", scope: command.ScopeHost, target: "host2"},

@@ -9,13 +9,16 @@ import (
 // Dispatch turns a relevant event into the command scour publishes on its
 // own exchange, or returns nil for an ignored event. The target host is:
 //
-//   - for events from the move source (resize_confirm, live_migration_post):
-//     the publishing compute host, else the payload host;
+//   - for live_migration_post (from the move source): the publishing
+//     compute host, else the payload host;
 //   - otherwise the payload host, else the publishing compute host (the
 //     payload host is null after shelve_offload);
 //   - a broadcast when no host can be known: always for resize_revert
-//     (emitted on the source while the burned device is on the destination)
-//     and evacuate (emitted by nova-api before a destination is chosen), and
+//     (emitted on the source while the burned device is on the destination),
+//     resize_confirm (a cross-cell resize confirms from nova-conductor,
+//     whose publisher_id "nova-compute:<conductor host>" names no compute;
+//     the source's claim is found by the claims, not the message) and
+//     evacuate (emitted by nova-api before a destination is chosen), and
 //     for a delete from nova-api with a null host.
 //
 // The command names an instance and what happened, never a device (safety

@@ -11,11 +11,14 @@ const (
 	targetPayloadHost target = iota
 	// targetPublisherHost: the publishing compute host first. Used for
 	// events emitted on the move SOURCE, whose payload host may already
-	// name the destination (resize_confirm, live_migration_post).
+	// name the destination (live_migration_post).
 	targetPublisherHost
-	// targetBroadcast: every host; the host that matters cannot be known
-	// from the message (resize_revert on the source while the burned device
-	// is on the destination; evacuate from nova-api).
+	// targetBroadcast: every host (or, with bus.broadcast_routing, the
+	// hosts holding a live claim of the instance); the host that matters
+	// cannot be known from the message (resize_revert on the source while
+	// the burned device is on the destination; resize_confirm, which a
+	// cross-cell resize sends from nova-conductor as
+	// "nova-compute:<conductor host>"; evacuate from nova-api).
 	targetBroadcast
 )
 
@@ -45,7 +48,7 @@ var eventTypes = map[string]spec{
 	"instance.live_migration_post_dest.end": {kind: command.KindClaim, computeOnly: true},
 	"instance.delete.end":                   {kind: command.KindRelease},
 	"instance.shelve_offload.end":           {kind: command.KindShelveOffload, computeOnly: true},
-	"instance.resize_confirm.end":           {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
+	"instance.resize_confirm.end":           {kind: command.KindMoveSource, target: targetBroadcast},
 	"instance.live_migration_post.end":      {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
 	"instance.resize_revert.end":            {kind: command.KindRevert, target: targetBroadcast},
 	"instance.evacuate":                     {kind: command.KindReconcile, target: targetBroadcast},
@@ -61,7 +64,7 @@ var eventTypes = map[string]spec{
 	"compute.instance.live_migration.post.dest.end": {kind: command.KindClaim, computeOnly: true},
 	"compute.instance.delete.end":                   {kind: command.KindRelease},
 	"compute.instance.shelve_offload.end":           {kind: command.KindShelveOffload, computeOnly: true},
-	"compute.instance.resize.confirm.end":           {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
+	"compute.instance.resize.confirm.end":           {kind: command.KindMoveSource, target: targetBroadcast},
 	"compute.instance.live_migration._post.end":     {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
 	"compute.instance.resize.revert.end":            {kind: command.KindRevert, target: targetBroadcast},
 	"compute.instance.evacuate":                     {kind: command.KindReconcile, target: targetBroadcast},

@@ -66,6 +66,10 @@ CASES = {
     "compute.instance.finish_resize.end": dict(pub="compute.host2", p=payload(host="host2", node="host2", state="resized")),
     # emitted on the source; the payload host already names the destination.
     "compute.instance.resize.confirm.end": dict(pub="compute.compute", p=payload(host="host2", node="host2")),
+    # cross-cell resize: nova-conductor confirms, with its own legacy
+    # notifier (nova/conductor/tasks/cross_cell_migrate.py).
+    "compute.instance.resize.confirm.end_conductor": dict(et="compute.instance.resize.confirm.end", pub="compute.conductor",
+                                                          p=payload(host="host2", node="host2")),
     "compute.instance.resize.revert.end": dict(pub="compute.compute", p=payload()),
     "compute.instance.live_migration._post.end": dict(pub="compute.compute", p=payload(host="host2", node="host2")),
     "compute.instance.live_migration.post.dest.end": dict(pub="compute.host2", p=payload(host="host2", node="host2")),
