@@ -88,6 +88,10 @@ var sampleWants = map[string]want{
 		volume: &command.VolumeChange{Action: "detach", VolumeID: sampleVol}},
 	"versioned/instance-volume_swap-end.json": {kind: command.KindVolume, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute", volumes: []string{swapNewVol},
 		volume: &command.VolumeChange{Action: "swap", OldVolumeID: sampleVol, NewVolumeID: swapNewVol}},
+	// a failed build (Nova reschedules) and a rolled-back live migration leave a
+	// device burned on the publishing compute with no delete to follow: that host rescans.
+	"versioned/instance-create-error.json":                     {kind: command.KindReconcile, format: FormatVersioned, state: "building", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
+	"versioned/instance-live_migration_rollback_dest-end.json": {kind: command.KindReconcile, format: FormatVersioned, host: "compute", node: "fake-mini", state: "active", pubHost: "host2", scope: command.ScopeHost, target: "host2", volumes: []string{sampleVol}},
 	// ignored versioned events
 	"versioned/instance-delete-start.json":        {format: FormatVersioned, pubHost: "compute", noCommand: true},
 	"versioned/instance-update.json":              {format: FormatVersioned, pubHost: "fake-mini", noCommand: true},
@@ -116,9 +120,11 @@ var sampleWants = map[string]want{
 		volume: &command.VolumeChange{Action: "attach", VolumeID: sampleVol}},
 	"legacy/compute.instance.volume.detach.json": {kind: command.KindVolume, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "compute", scope: command.ScopeHost, target: "compute",
 		volume: &command.VolumeChange{Action: "detach", VolumeID: sampleVol}},
-	"legacy/compute.instance.evacuate.json": {kind: command.KindReconcile, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "controller", scope: command.ScopeBroadcast},
-	"legacy/compute.instance.exists.json":   {format: FormatLegacy, pubHost: "compute", noCommand: true},
-	"legacy/compute.instance.update.json":   {format: FormatLegacy, pubHost: "compute", noCommand: true},
+	"legacy/compute.instance.evacuate.json":                         {kind: command.KindReconcile, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "controller", scope: command.ScopeBroadcast},
+	"legacy/compute.instance.create.error.json":                     {kind: command.KindReconcile, format: FormatLegacy, state: "building", pubHost: "compute", scope: command.ScopeHost, target: "compute"},
+	"legacy/compute.instance.live_migration.rollback.dest.end.json": {kind: command.KindReconcile, format: FormatLegacy, host: "compute", node: "fake-mini", state: "active", pubHost: "host2", scope: command.ScopeHost, target: "host2"},
+	"legacy/compute.instance.exists.json":                           {format: FormatLegacy, pubHost: "compute", noCommand: true},
+	"legacy/compute.instance.update.json":                           {format: FormatLegacy, pubHost: "compute", noCommand: true},
 }
 
 func TestDecodeAndDispatchSamples(t *testing.T) {

@@ -9,7 +9,9 @@ import (
 // Dispatch turns a relevant event into the command scour publishes on its
 // own exchange, or returns nil for an ignored event. The target host is:
 //
-//   - for live_migration_post (from the move source): the publishing
+//   - for live_migration_post (from the move source), create.error and
+//     live_migration_rollback_dest (about the emitting compute, whose
+//     payload host is null or the migration's source): the publishing
 //     compute host, else the payload host;
 //   - otherwise the payload host, else the publishing compute host (the
 //     payload host is null after shelve_offload);

@@ -11,7 +11,9 @@ const (
 	targetPayloadHost target = iota
 	// targetPublisherHost: the publishing compute host first. Used for
 	// events emitted on the move SOURCE, whose payload host may already
-	// name the destination (live_migration_post).
+	// name the destination (live_migration_post), and for events about
+	// the emitting compute whose payload host is null or another host
+	// (create.error, live_migration_rollback_dest).
 	targetPublisherHost
 	// targetBroadcast: every host (or, with bus.broadcast_routing, the
 	// hosts holding a live claim of the instance); the host that matters
@@ -52,24 +54,32 @@ var eventTypes = map[string]spec{
 	"instance.live_migration_post.end":      {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
 	"instance.resize_revert.end":            {kind: command.KindRevert, target: targetBroadcast},
 	"instance.evacuate":                     {kind: command.KindReconcile, target: targetBroadcast},
-	"instance.volume_attach.end":            {kind: command.KindVolume, volume: "attach", computeOnly: true},
-	"instance.volume_detach.end":            {kind: command.KindVolume, volume: "detach", computeOnly: true},
-	"instance.volume_swap.end":              {kind: command.KindVolume, volume: "swap", computeOnly: true},
+	// A failed build (Nova deletes the allocations and reschedules) and a
+	// live migration rolled back on the destination leave a device the
+	// publishing compute burned, with no delete.end to follow there: that
+	// host rescans at once instead of at its next periodic scan.
+	"instance.create.error":                     {kind: command.KindReconcile, target: targetPublisherHost, computeOnly: true},
+	"instance.live_migration_rollback_dest.end": {kind: command.KindReconcile, target: targetPublisherHost, computeOnly: true},
+	"instance.volume_attach.end":                {kind: command.KindVolume, volume: "attach", computeOnly: true},
+	"instance.volume_detach.end":                {kind: command.KindVolume, volume: "detach", computeOnly: true},
+	"instance.volume_swap.end":                  {kind: command.KindVolume, volume: "swap", computeOnly: true},
 
 	// legacy (unversioned)
-	"compute.instance.create.end":                   {kind: command.KindClaim, computeOnly: true},
-	"compute.instance.unshelve.end":                 {kind: command.KindClaim, computeOnly: true},
-	"compute.instance.rebuild.end":                  {kind: command.KindClaim, computeOnly: true},
-	"compute.instance.finish_resize.end":            {kind: command.KindClaim, computeOnly: true},
-	"compute.instance.live_migration.post.dest.end": {kind: command.KindClaim, computeOnly: true},
-	"compute.instance.delete.end":                   {kind: command.KindRelease},
-	"compute.instance.shelve_offload.end":           {kind: command.KindShelveOffload, computeOnly: true},
-	"compute.instance.resize.confirm.end":           {kind: command.KindMoveSource, target: targetBroadcast},
-	"compute.instance.live_migration._post.end":     {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
-	"compute.instance.resize.revert.end":            {kind: command.KindRevert, target: targetBroadcast},
-	"compute.instance.evacuate":                     {kind: command.KindReconcile, target: targetBroadcast},
-	"compute.instance.volume.attach":                {kind: command.KindVolume, volume: "attach", computeOnly: true},
-	"compute.instance.volume.detach":                {kind: command.KindVolume, volume: "detach", computeOnly: true},
+	"compute.instance.create.end":                       {kind: command.KindClaim, computeOnly: true},
+	"compute.instance.unshelve.end":                     {kind: command.KindClaim, computeOnly: true},
+	"compute.instance.rebuild.end":                      {kind: command.KindClaim, computeOnly: true},
+	"compute.instance.finish_resize.end":                {kind: command.KindClaim, computeOnly: true},
+	"compute.instance.live_migration.post.dest.end":     {kind: command.KindClaim, computeOnly: true},
+	"compute.instance.delete.end":                       {kind: command.KindRelease},
+	"compute.instance.shelve_offload.end":               {kind: command.KindShelveOffload, computeOnly: true},
+	"compute.instance.resize.confirm.end":               {kind: command.KindMoveSource, target: targetBroadcast},
+	"compute.instance.live_migration._post.end":         {kind: command.KindMoveSource, target: targetPublisherHost, computeOnly: true},
+	"compute.instance.resize.revert.end":                {kind: command.KindRevert, target: targetBroadcast},
+	"compute.instance.evacuate":                         {kind: command.KindReconcile, target: targetBroadcast},
+	"compute.instance.create.error":                     {kind: command.KindReconcile, target: targetPublisherHost, computeOnly: true},
+	"compute.instance.live_migration.rollback.dest.end": {kind: command.KindReconcile, target: targetPublisherHost, computeOnly: true},
+	"compute.instance.volume.attach":                    {kind: command.KindVolume, volume: "attach", computeOnly: true},
+	"compute.instance.volume.detach":                    {kind: command.KindVolume, volume: "detach", computeOnly: true},
 }
 
 // EventTypes returns the event types scour acts on (for docs and tests).

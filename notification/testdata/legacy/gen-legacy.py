@@ -70,6 +70,10 @@ CASES = {
     # notifier (nova/conductor/tasks/cross_cell_migrate.py).
     "compute.instance.resize.confirm.end_conductor": dict(et="compute.instance.resize.confirm.end", pub="compute.conductor",
                                                           p=payload(host="host2", node="host2")),
+    # the build failed on the compute that claimed the device; Nova reschedules.
+    "compute.instance.create.error": dict(pub="compute.compute", p=payload(host=None, node=None, state="building")),
+    # emitted on the destination; the payload host is still the source.
+    "compute.instance.live_migration.rollback.dest.end": dict(pub="compute.host2", p=payload()),
     "compute.instance.resize.revert.end": dict(pub="compute.compute", p=payload()),
     "compute.instance.live_migration._post.end": dict(pub="compute.compute", p=payload(host="host2", node="host2")),
     "compute.instance.live_migration.post.dest.end": dict(pub="compute.host2", p=payload(host="host2", node="host2")),
