@@ -399,3 +399,59 @@ func TestAbortReasonDoesNotOverclaim(t *testing.T) {
 		t.Errorf("reason %q claims an allocation", res.Reason)
 	}
 }
+
+// A destructive step's retry runs long after the check before its first
+// attempt (a 4 h sanitize, then backoff): Placement is asked again before
+// every retry, and a device allocated (or unanswered) meanwhile is not
+// touched again. The record says the first attempt ran.
+func TestAllocationCheckedBeforeEveryRetry(t *testing.T) {
+	tests := []struct {
+		name    string
+		answer  func(asked int) (bool, error)
+		verdict Verdict
+	}{
+		{"allocated during attempt 1", func(n int) (bool, error) { return n > 1, nil }, VerdictAborted},
+		{"placement unreachable before attempt 2", func(n int) (bool, error) {
+			if n > 1 {
+				return false, errBoom
+			}
+			return false, nil
+		}, VerdictRetryLater},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(pluginStep("wipe", func(s *Step) { s.Retry.Attempts = 3 }))
+			asked := 0
+			h := newHarness(t, cfg, func(h *harness) {
+				h.alloc = func(context.Context, string) (bool, error) { asked++; return tc.answer(asked) }
+			})
+			h.pr.clean["wipe"] = failN(2, plugins.CodeTryAgainLater)
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.verdict || res.Clean() || res.Step != "wipe" {
+				t.Fatalf("result %v, want %s at step wipe", res, tc.verdict)
+			}
+			if got := h.pr.Calls(); !slices.Equal(got, []string{"CLEAN wipe"}) {
+				t.Fatalf("calls %v: the retry ran without Placement's all-clear", got)
+			}
+			recs := h.cp.Steps(res.RunID)
+			if len(recs) != 1 || recs[0].State != StepFailed || recs[0].Code != plugins.CodeTryAgainLater || recs[0].Attempts != 1 ||
+				!strings.HasPrefix(recs[0].Message, "not run: ") || !strings.Contains(recs[0].Message, "may be partly erased") {
+				t.Fatalf("records %+v: want wipe failed, 1 attempt, retry not run, saying the device may be partly erased", recs)
+			}
+			if strings.Contains(res.Reason, "without touching the device") {
+				t.Fatalf("reason %q claims the device was not touched; attempt 1 ran", res.Reason)
+			}
+		})
+	}
+	t.Run("non-destructive step retries without asking", func(t *testing.T) {
+		cfg := testConfig(pluginStep("check", func(s *Step) { f := false; s.Destructive = &f; s.Retry.Attempts = 3 }))
+		asked := 0
+		h := newHarness(t, cfg, func(h *harness) {
+			h.alloc = func(context.Context, string) (bool, error) { asked++; return true, nil }
+		})
+		h.pr.clean["check"] = failN(2, plugins.CodeTryAgainLater)
+		if res := h.clean(t, target(1)); res.Verdict != VerdictClean || asked != 0 {
+			t.Fatalf("result %v, Placement asked %d times", res, asked)
+		}
+	})
+}

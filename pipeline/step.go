@@ -45,7 +45,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	// Taking a device from its driver is as disruptive to an instance
 	// using it as a destructive step: Placement is asked first.
 	if *s.Destructive || rebinds {
-		if err := r.placementClear(ctx, s); err != nil {
+		if err := r.placementClear(ctx, s, ""); err != nil {
 			return rec, err
 		}
 	}
@@ -75,7 +75,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		// slot (minutes, behind long overwrites): a destructive step
 		// asks Placement again once it holds one.
 		if waited && *s.Destructive {
-			if err := r.placementClear(ctx, s); err != nil {
+			if err := r.placementClear(ctx, s, ""); err != nil {
 				return nil, err
 			}
 		}
@@ -84,8 +84,9 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	switch {
 	case errors.As(err, &stop):
 		// Placement showed the device taken while the step waited for a
-		// slot: it did not run. Recorded failed (not skipped), so that a
-		// crash before the verdict is stored runs it again, checks first.
+		// slot, or before a retry: it did not run (again). Recorded failed
+		// (not skipped), so that a crash before the verdict is stored runs
+		// it again, checks first.
 		rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeTryAgainLater, "not run: "+stop.reason
 		log.Warn("step not run", "reason", stop.reason)
 		if _, ferr := r.finish(ctx, s, rec, time.Since(began)); ferr != nil {
@@ -188,28 +189,44 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) {
 	}
 }
 
-// placementClear asks Placement, immediately before a destructive step,
-// whether the device was allocated meanwhile.
-func (r *run) placementClear(ctx context.Context, s *Step) error {
+// placementClear asks Placement, immediately before a destructive step
+// (and before each of its retries), whether the device was allocated
+// meanwhile. done is "" before the step's first attempt; before a retry
+// it says what already ran, so the reason never claims the device was
+// left untouched.
+func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
+	at, untouched := "destructive step "+s.Name, ", without touching the device"
+	if done != "" {
+		at, untouched = fmt.Sprintf("the retry of destructive step %s", s.Name), fmt.Sprintf(", after %s: the device may be partly erased", done)
+	}
 	has, err := r.e.alloc.HasAllocations(ctx, r.t.RPUUID)
 	if err != nil {
-		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before destructive step %s: %v", r.t.Address, r.t.RPUUID, s.Name, err)}
+		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
 	}
 	if has {
 		// The checker answers "not dirty" for an allocation, usage, or a
 		// reservation lifted meanwhile (scourd's dirtyCheck): the message
 		// must not claim more than it knows.
-		r.log.Error("Placement no longer shows the device dirty: aborting without touching it", "step", s.Name)
-		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before destructive step %s, without touching the device", r.t.Address, r.t.RPUUID, s.Name)}
+		r.log.Error("Placement no longer shows the device dirty: aborting before the step (again)", "step", s.Name, "done", done)
+		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
 	}
 	return nil
 }
 
 // attempts runs the step up to Retry.Attempts times, each under the step's
-// timeout, backing off (doubling) between retryable failures.
+// timeout, backing off (doubling) between retryable failures. A
+// destructive step asks Placement again before every retry: the first
+// answer is as old as the attempts before it (hours, for a sanitize).
 func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
 	backoff := s.Retry.Backoff
+	var last error
 	for {
+		if rec.Attempts > 0 && *s.Destructive {
+			done := fmt.Sprintf("%d attempt(s) that failed (last: %s)", rec.Attempts, plugins.AsError(last).Msg)
+			if err := r.placementClear(ctx, s, done); err != nil {
+				return nil, err
+			}
+		}
 		rec.Attempts++
 		sctx, cancel := context.WithTimeout(ctx, s.Timeout)
 		res, err := impl.exec(sctx, r, s, dev, r.progressFunc(ctx, s, rec.Index))
@@ -226,6 +243,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepI
 		if ctx.Err() != nil || rec.Attempts >= s.Retry.Attempts || !s.retryable(plugins.CodeOf(err)) {
 			return nil, err
 		}
+		last = err
 		r.log.Warn("step failed, retrying", "step", s.Name, "attempt", rec.Attempts, "error", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):

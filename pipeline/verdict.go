@@ -18,8 +18,10 @@ const (
 	// said retire. The device stays reserved until an operator acts.
 	VerdictQuarantine Verdict = "quarantine"
 	// VerdictAborted: Placement no longer showed the device dirty
-	// (allocated, in use, un-reserved or quarantined meanwhile) before a destructive
-	// step; nothing destructive ran. Not a hardware problem.
+	// (allocated, in use, un-reserved or quarantined meanwhile) before a
+	// destructive step or a retry of one; nothing destructive ran after
+	// the check (the reason names attempts that ran before a retry). Not
+	// a hardware problem.
 	VerdictAborted Verdict = "aborted"
 	// VerdictNoProfile: no profile matches the device; it stays reserved
 	// and is reported (never cleaned, never returned).
