@@ -11,12 +11,13 @@ import (
 
 // driverSim is a device whose driver follows BindDriver calls; bindFails
 // makes binds to that driver fail, lying makes binds to it report success
-// without taking effect.
+// without taking effect. serial is the drive's, shown bound to nvme only.
 type driverSim struct {
 	mu        sync.Mutex
 	driver    string
 	bindFails string
 	lying     string
+	serial    string
 }
 
 func (d *driverSim) install(h *harness) {
@@ -25,6 +26,9 @@ func (d *driverSim) install(h *harness) {
 		defer d.mu.Unlock()
 		dev := nvmeDevice(a)
 		dev.Driver = d.driver
+		if d.driver == "nvme" && d.serial != "" {
+			dev.Serial, dev.Model = d.serial, "PM9A3"
+		}
 		return dev, nil
 	}
 	h.be.BindDriverF = func(_ context.Context, _ hardware.Address, drv string) (string, error) {

@@ -186,6 +186,16 @@ func (m *MemCheckpoints) Runs(device string) []Run {
 	return out
 }
 
+// Result returns the verdict a run was finished with (false while open).
+func (m *MemCheckpoints) Result(runID string) (Result, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.st.Runs[runID]; ok && r.Result != nil {
+		return *r.Result, true
+	}
+	return Result{}, false
+}
+
 // Steps returns the step records of a run.
 func (m *MemCheckpoints) Steps(runID string) []StepRecord {
 	m.mu.Lock()

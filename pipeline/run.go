@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -118,9 +119,17 @@ func sameDefinition(recs []StepRecord, def string) bool {
 	return true
 }
 
+// otherDrive reports whether two serials both known name different
+// drives: the drive in a slot (same PCI address) was replaced.
+func otherDrive(was, now string) bool {
+	was, now = strings.TrimSpace(was), strings.TrimSpace(now)
+	return was != "" && now != "" && was != now
+}
+
 // open resumes the device's open run when it belongs to the same pipeline
-// (name, version, steps and step definitions), else closes it as
-// superseded and opens anew.
+// (name, version, steps and step definitions) and, as far as discovery
+// tells now, the same drive (serial), else closes it as superseded and
+// opens anew.
 func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 	want := r.start()
 	want.CapacityBytes = r.capacity(ctx)
@@ -131,24 +140,36 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		}
 		s := run.Start
 		sameSteps := sameDefinition(recs, r.def)
-		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps {
+		swapped := otherDrive(s.Serial, want.Serial)
+		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped {
 			r.run = run
+			if r.serial == "" {
+				// Unknown on the home driver now (an NVMe on vfio-pci):
+				// the run's own serial is what a step's driver must show
+				// again (learnIdentity).
+				r.serial, r.model = s.Serial, s.Model
+			}
 			if len(recs) > 0 {
 				r.log.Info("resuming interrupted cleaning run", "run", run.ID, "attempt", run.Attempt)
 			}
 			return recs, nil
 		}
-		sup := Result{Verdict: VerdictRetryLater, RunID: run.ID, Device: string(r.t.Address),
+		sup := Result{Verdict: VerdictRetryLater, RunID: run.ID, Device: string(r.t.Address), Serial: s.Serial, Model: s.Model,
 			Reason: fmt.Sprintf("superseded: config now says %s v%d", want.Pipeline, want.PipelineVersion)}
 		if !sameSteps {
 			sup.Reason += " with other step definitions (type, path, args, driver, destructive, required changed without a version bump)"
 		}
+		if swapped {
+			sup.Reason = fmt.Sprintf("superseded: the device at %s now reports serial %q, not %q as when this run opened: the drive in the slot was replaced, and nothing this run did counts for the new one; a new run starts from the first step",
+				r.t.Address, want.Serial, s.Serial)
+		}
 		if err := r.e.cp.FinishRun(ctx, run.ID, sup); err != nil {
 			return nil, fmt.Errorf("device %s: closing superseded run %s: %w", r.t.Address, run.ID, err)
 		}
-		r.log.Warn("closed an interrupted run of an older pipeline; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion, "same_step_definitions", sameSteps)
+		r.log.Warn("closed an interrupted run of an older pipeline or another drive; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion,
+			"same_step_definitions", sameSteps, "serial", want.Serial, "run_serial", s.Serial)
 	}
-	return nil, fmt.Errorf("device %s: checkpoint store keeps returning a run of another pipeline", r.t.Address)
+	return nil, fmt.Errorf("device %s: checkpoint store keeps returning a run of another pipeline or drive", r.t.Address)
 }
 
 func (r *run) execute(ctx context.Context) (*Result, error) {

@@ -59,7 +59,9 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	var stop errStop
 	res, err := r.withDriver(ctx, i, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		if rebinds {
-			r.learnIdentity(ctx, dev)
+			if err := r.learnIdentity(ctx, dev); err != nil {
+				return nil, err
+			}
 			if why, err := r.unsupported(ctx, s, impl, dev); err != nil {
 				return nil, err
 			} else if why != "" {
@@ -173,13 +175,19 @@ func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hard
 }
 
 // learnIdentity keeps the serial and model a step's driver revealed (an
-// NVMe bound to vfio-pci shows neither) for the run's record.
-func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) {
+// NVMe bound to vfio-pci shows neither) for the run's record. A serial
+// other than the run's stops the run (retry-later) before the step: the
+// drive in the slot was replaced (while scourd was down, the home driver
+// showing no serial), and what the run did so far was done to the old
+// one. The record keeps the old drive's serial; the next run starts over.
+func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 	if dev == nil || (dev.Serial == "" && dev.Model == "") || (r.serial == dev.Serial && r.model == dev.Model) {
-		return
+		return nil
 	}
-	if r.serial != "" && r.serial != dev.Serial {
-		r.log.Warn("device reports another serial on the step's driver", "serial", dev.Serial, "was", r.serial)
+	if otherDrive(r.serial, dev.Serial) {
+		r.log.Error("device reports another serial on the step's driver: stopping the run", "serial", dev.Serial, "run_serial", r.serial, "driver", dev.Driver)
+		return errStop{VerdictRetryLater, fmt.Sprintf("device %s reports serial %q bound to %s, not %q as recorded for run %s: the drive in the slot was replaced (or reports its serial differently there), and nothing this run did counts for it; it stays reserved and the next run starts from the first step",
+			r.t.Address, dev.Serial, dev.Driver, r.serial, r.run.ID)}
 	}
 	r.serial, r.model = dev.Serial, dev.Model
 	if ir, ok := r.e.cp.(IdentityRecorder); ok {
@@ -187,6 +195,7 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) {
 			r.log.Warn("recording the device's serial and model failed", "error", err)
 		}
 	}
+	return nil
 }
 
 // placementClear asks Placement, immediately before a destructive step

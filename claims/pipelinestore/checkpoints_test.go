@@ -94,9 +94,22 @@ func openStore(t testing.TB, dir string) *claims.Store {
 
 func engine(t *testing.T, cfg pipeline.Config, s *claims.Store, pr *fakePlugins) *pipeline.Engine {
 	t.Helper()
-	be := &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
-		return &hardware.Device{Address: a, Kind: hardware.KindNVMe, VendorID: "0x144d", DeviceID: "0xa80a", Class: "0x010802", Driver: "vfio-pci"}, nil
+	return engineOn(t, cfg, s, pr, nvmeWithSerial(""))
+}
+
+// nvmeWithSerial discovers an NVMe on vfio-pci showing serial (from VPD).
+func nvmeWithSerial(serial string) *fakehw.Backend {
+	return &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+		d := &hardware.Device{Address: a, Kind: hardware.KindNVMe, VendorID: "0x144d", DeviceID: "0xa80a", Class: "0x010802", Driver: "vfio-pci"}
+		if serial != "" {
+			d.Serial, d.Model = serial, "PM9A3"
+		}
+		return d, nil
 	}}
+}
+
+func engineOn(t *testing.T, cfg pipeline.Config, s *claims.Store, pr *fakePlugins, be *fakehw.Backend) *pipeline.Engine {
+	t.Helper()
 	e, err := pipeline.New(cfg, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: pr,
 		Checkpoints: &Checkpoints{Store: s, Host: "compute-1", Trigger: "test", Optional: optionalFrom(cfg)},
 		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})

@@ -1,0 +1,58 @@
+package pipelinestore
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/plugins"
+)
+
+// A run interrupted after its erase on drive OLD is not resumed for the
+// drive NEW found in the slot after the restart: the stored run gives the
+// engine the serial it was opened for, the old run is closed failed
+// saying the drive was replaced, and a new run of NEW repeats every step.
+func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config(step("sanitize", true), step("verify", true))
+	s := openStore(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
+		"verify": func(ctx context.Context) (*plugins.Result, error) { cancel(); <-ctx.Done(); return nil, ctx.Err() },
+	}}
+	if res, err := engineOn(t, cfg, s, pr, nvmeWithSerial("OLD")).Clean(ctx, target); err == nil {
+		t.Fatalf("shutdown mid-step returned a verdict: %+v", res)
+	}
+	s.Close()
+
+	// The drive was swapped while scourd was down.
+	s = openStore(t, dir)
+	pr2 := &fakePlugins{}
+	res, err := engineOn(t, cfg, s, pr2, nvmeWithSerial("NEW")).Clean(context.Background(), target)
+	if err != nil || res.Verdict != pipeline.VerdictClean || res.Serial != "NEW" {
+		t.Fatalf("Clean = %+v, %v", res, err)
+	}
+	if got := pr2.Calls(); !slices.Equal(got, []string{"sanitize", "verify"}) {
+		t.Fatalf("calls %v: want every step again on the new drive", got)
+	}
+	runs, _ := s.ListRuns(context.Background(), claims.RunFilter{Device: target.RPUUID})
+	if len(runs) != 2 {
+		t.Fatalf("runs = %+v; want the old one closed and a new one", runs)
+	}
+	for _, r := range runs {
+		switch r.ID {
+		case res.RunID:
+			if r.Serial != "NEW" || r.State != claims.RunCleaned {
+				t.Fatalf("new run = %+v", r)
+			}
+		default:
+			if r.Serial != "OLD" || r.State != claims.RunFailed || !strings.Contains(r.Summary, "replaced") {
+				t.Fatalf("old run = %+v; want failed, serial OLD, saying the drive was replaced", r)
+			}
+		}
+	}
+}
