@@ -86,8 +86,8 @@ type RecordPerformer struct {
 // 800-88 / IEEE 2883 terms (docs/claims.md maps every field).
 type RecordSanitization struct {
 	// Category is what the pipeline claims ("clear", "purge", or "" for
-	// none); a purge record is never cleaned without a passed
-	// verification.
+	// none); a purge record is never cleaned without a successful erase
+	// (a technique) and a passed verification after it.
 	Category   string            `json:"category"`
 	Techniques []RecordTechnique `json:"techniques"`
 	Tools      []RecordTool      `json:"tools"`

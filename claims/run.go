@@ -59,7 +59,8 @@ type RunStart struct {
 	Media           Media    // what discovery knew of the device's media
 	// Category is the sanitization category the pipeline claims: "clear",
 	// "purge" or "". A purge run is refused a clean verdict unless a
-	// verification step passed in it.
+	// step reporting its technique succeeded in it and a verification
+	// step passed after it.
 	Category string
 	// ScourVersion is the version of the scour that opened the run.
 	ScourVersion string

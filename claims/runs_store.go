@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/scour-project/scour/plugins"
 )
 
 const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, profile, pipeline, pipeline_version,
@@ -277,20 +279,43 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotClean, strings.Join(bad, "; "))
 	}
-	if run.Category == CategoryPurge && !verifiedIn(last) {
+	if run.Category != CategoryPurge {
+		return nil
+	}
+	verified := verifiedIn(last)
+	if verified == 0 {
 		return fmt.Errorf("%w: pipeline %s claims purge, but no verification step passed in this run", ErrNotClean, run.Pipeline)
+	}
+	if !erasedBefore(last, verified) {
+		return fmt.Errorf("%w: pipeline %s claims purge, but no erasing step (one that reports the technique it applied) succeeded in this run before its passed verification: every erase was skipped or failed, and a read-back alone proves no erase", ErrNotClean, run.Pipeline)
 	}
 	return nil
 }
 
-// CategoryPurge is the category whose runs need a passing verification.
+// CategoryPurge is the category whose runs need an erase and, after it, a
+// passing verification.
 const CategoryPurge = "purge"
 
-// verifiedIn reports whether the last attempt of some verifying step
-// ended ok and reported a passed verification.
-func verifiedIn(last map[string]Step) bool {
+// verifiedIn returns the Seq of the latest verifying step whose last
+// attempt ended ok and reported a passed verification, or 0 for none.
+func verifiedIn(last map[string]Step) int {
+	seq := 0
 	for _, st := range last {
 		if st.Verification && st.Outcome == StepOK && verificationOf(st, string(StepOK)).Result == "passed" {
+			seq = max(seq, st.Seq)
+		}
+	}
+	return seq
+}
+
+// erasedBefore reports whether the last attempt of some step that says
+// which sanitization technique it applied (details.technique, as every
+// erasing built-in does and the record lists) ended ok before seq. A
+// verification with nothing erased before it checks media as the tenant
+// left them: in sample mode, blocks that happened to read as zeros.
+func erasedBefore(last map[string]Step, seq int) bool {
+	for _, st := range last {
+		if t, _ := st.Details[plugins.TechniqueKey].(string); t != "" && st.Outcome == StepOK && st.Seq < seq {
 			return true
 		}
 	}

@@ -38,28 +38,56 @@ func TestRecordVerificationFromStepDetails(t *testing.T) {
 }
 
 // A run whose pipeline claims purge is refused the clean verdict unless a
-// verification passed in it.
-func TestPurgeNeedsAPassedVerification(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, cfg Config) {
-		ctx := context.Background()
-		s := mustOpen(t, cfg)
-		for _, c := range []struct {
-			name   string
-			result string // "" : no verifying step
-			ok     bool
-		}{{"no verification", "", false}, {"verification failed but step ok", "failed", false}, {"passed", "passed", true}} {
-			rs := nvmeRun()
-			rs.DeviceRP, rs.Category = "rp-"+c.name, CategoryPurge
-			run, _, _ := s.OpenRun(ctx, rs)
-			runStep(t, s, run.ID, "sanitize", false, StepOK, "")
-			if c.result != "" {
-				st, _ := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "verify", Index: 1})
-				s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Details: map[string]any{"verification": map[string]any{"result": c.result}}})
-			}
-			err := s.FinishRun(ctx, run.ID, RunCleaned, "clean")
-			if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
-				t.Errorf("%s: FinishRun(cleaned) = %v", c.name, err)
-			}
-		}
-	})
+// step that reports its sanitization technique succeeded and, after it, a
+// verification passed: a read-back of media nothing erased proves nothing
+// (every erase skipped by on_unsupported: skip, then a sampled verify that
+// found zeros).
+func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
+	erased := map[string]any{"technique": "NVMe Sanitize, Block Erase"}
+	verified := func(result string) map[string]any {
+		return map[string]any{"verification": map[string]any{"result": result}}
+	}
+	type stepRun struct {
+		name    string
+		outcome StepOutcome
+		details map[string]any
+	}
+	erase := stepRun{"sanitize", StepOK, erased}
+	verify := stepRun{"verify", StepOK, verified("passed")}
+	for _, c := range []struct {
+		name  string
+		steps []stepRun
+		ok    bool
+	}{
+		{"erase, no verification", []stepRun{erase}, false},
+		{"erase, verification failed but step ok", []stepRun{erase, {"verify", StepOK, verified("failed")}}, false},
+		{"erase, then verification passed", []stepRun{erase, verify}, true},
+		{"erase skipped, verification passed", []stepRun{{"sanitize", StepSkipped, nil}, verify}, false},
+		{"erase failed (optional), verification passed", []stepRun{{"sanitize", StepFailed, erased}, verify}, false},
+		{"erasing step reports no technique", []stepRun{{"sanitize", StepOK, nil}, verify}, false},
+		{"verification before the erase", []stepRun{verify, erase}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, cfg Config) {
+				ctx := context.Background()
+				s := mustOpen(t, cfg)
+				rs := nvmeRun()
+				rs.Category = CategoryPurge
+				run, _, _ := s.OpenRun(ctx, rs)
+				for i, sr := range c.steps {
+					st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: sr.name, Index: i, Optional: sr.outcome == StepFailed})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: sr.outcome, Details: sr.details}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				err := s.FinishRun(ctx, run.ID, RunCleaned, "clean")
+				if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
+					t.Errorf("FinishRun(cleaned) = %v, want ok=%v", err, c.ok)
+				}
+			})
+		})
+	}
 }

@@ -70,7 +70,9 @@ type Pipeline struct {
 	// Category is the sanitization category the pipeline claims, in NIST
 	// SP 800-88 / IEEE 2883 terms: "clear" or "purge" ("" claims none).
 	// A purge pipeline needs a required verifying step, and its run is
-	// refused a clean record unless one passed (docs/claims.md).
+	// refused a clean record unless an erasing step (one reporting its
+	// technique) succeeded and a verification passed after it
+	// (docs/pipelines.md, Category).
 	Category string `yaml:"category"`
 	Steps    []Step `yaml:"steps"`
 }

@@ -104,7 +104,7 @@ func (p *Plan) Write(w io.Writer) {
 	fmt.Fprintf(w, "profile %s -> pipeline %s v%d\n", p.Profile, p.Pipeline, p.Version)
 	switch p.Category {
 	case CategoryPurge:
-		fmt.Fprintf(w, "category purge: the record is returned only if a verifying step passes in the run\n")
+		fmt.Fprintf(w, "category purge: the record is returned only if a verifying step passes in the run, after an erasing step that succeeded (not skipped)\n")
 	case "":
 		fmt.Fprintf(w, "category: none claimed (set clear or purge; purge needs a verifying step)\n")
 	default:

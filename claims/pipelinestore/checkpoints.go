@@ -227,7 +227,8 @@ func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.
 	err := c.Store.FinishRun(ctx, runID, state, res.String())
 	if state == claims.RunCleaned && errors.Is(err, claims.ErrNotClean) {
 		// The store refused the clean verdict (a purge run without a
-		// passed verification): the device must not return, and resuming
+		// successful erase and a passed verification after it): the
+		// device must not return, and resuming
 		// the same run cannot change that. Quarantined, it stays reserved
 		// visibly until an operator fixes the pipeline or the device.
 		why := "the record store refused the clean verdict: " + err.Error()

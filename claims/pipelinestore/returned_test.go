@@ -113,3 +113,47 @@ func TestPurgeWithoutPassedVerificationIsQuarantined(t *testing.T) {
 		t.Fatal("no open quarantine: the device would be cleaned and refused forever")
 	}
 }
+
+// A purge pipeline whose erasing step was skipped (on_unsupported: skip)
+// and whose verification then passed (a read-back of untouched media that
+// happened to match) gets no clean record: nothing was erased. The store
+// refuses it and the run is quarantined, saying why; a run in which the
+// erase ran and reported its technique is cleaned.
+func TestPurgeWithEveryEraseSkippedIsQuarantined(t *testing.T) {
+	ctx := context.Background()
+	sanitize := step("sanitize", true)
+	sanitize.Requires, sanitize.OnUnsupported = pipeline.Requires{"nvme.sanitize": ">=block"}, pipeline.OnUnsupportedSkip
+	check := step("check", true)
+	check.Verifies = true
+	cfg := config(sanitize, check)
+	cfg.Profiles[0].Pipeline.Category = pipeline.CategoryPurge
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
+		"check": func(context.Context) (*plugins.Result, error) {
+			v := plugins.Verification{Method: "read-back of 64 sampled blocks", Expected: "every byte 0x00", Result: plugins.VerifyPassed}
+			return plugins.OK(map[string]any{plugins.VerificationKey: v.Map()}), nil
+		},
+	}}
+	res, err := engine(t, cfg, s, pr).Clean(ctx, target)
+	if err == nil || !strings.Contains(err.Error(), "no erasing step") {
+		t.Fatalf("Clean = %+v, %v; want the clean verdict refused for want of an erase", res, err)
+	}
+	runs, _ := s.ListRuns(ctx, claims.RunFilter{Device: target.RPUUID})
+	if len(runs) != 1 || runs[0].State != claims.RunQuarantined || !strings.Contains(runs[0].Summary, "no erasing step") {
+		t.Fatalf("runs = %+v; want one, quarantined, saying no erase ran", runs)
+	}
+	if _, open, _ := s.ActiveQuarantine(ctx, "compute-1", target.RPUUID); !open {
+		t.Fatal("no open quarantine: the device is not visibly held")
+	}
+
+	erased := config(step("sanitize", true), check)
+	erased.Profiles[0].Pipeline.Category = pipeline.CategoryPurge
+	pr.clean["sanitize"] = func(context.Context) (*plugins.Result, error) {
+		return plugins.OK(map[string]any{plugins.TechniqueKey: "NVMe Sanitize, Block Erase"}), nil
+	}
+	other := target
+	other.Address, other.RPUUID = "0000:82:00.0", "rp-nvme-1"
+	if res, err := engine(t, erased, s, pr).Clean(ctx, other); err != nil || res.Verdict != pipeline.VerdictClean {
+		t.Fatalf("with the erase run: Clean = %+v, %v; want clean", res, err)
+	}
+}
