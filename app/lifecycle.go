@@ -155,7 +155,7 @@ func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 		if !first { // at start, run did it before the reconciler
 			l.settleReturns(ctx)
 		}
-		if runs, cl, err := l.store.Purge(ctx); err != nil && ctx.Err() == nil {
+		if runs, cl, err := l.store.Purge(ctx, l.host); err != nil && ctx.Err() == nil {
 			l.log.Warn("record retention purge failed; retried in an hour", "err", err)
 		} else if runs+cl > 0 {
 			l.log.Info("record retention purge", "runs", runs, "claims", cl)

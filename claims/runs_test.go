@@ -379,13 +379,13 @@ func TestPurgeKeepsUnfinishedAndRecent(t *testing.T) {
 		}
 		// Never exported: kept, however old (the proof must leave the
 		// store before retention may drop it).
-		if runs, claims, err := s.Purge(ctx); err != nil || runs != 0 || claims != 1 {
+		if runs, claims, err := s.Purge(ctx, "compute-1"); err != nil || runs != 0 || claims != 1 {
 			t.Fatalf("Purge before any export = %d runs, %d claims, %v; want 0, 1", runs, claims, err)
 		}
 		if err := s.MarkExported(ctx, old.ID, recent.ID); err != nil {
 			t.Fatal(err)
 		}
-		runs, claims, err := s.Purge(ctx)
+		runs, claims, err := s.Purge(ctx, "compute-1")
 		if err != nil || runs != 1 || claims != 0 {
 			t.Fatalf("Purge = %d runs, %d claims, %v; want 1, 0", runs, claims, err)
 		}
@@ -459,7 +459,7 @@ func TestFinishedRunSealedByDatabase(t *testing.T) {
 		if err := s.MarkExported(ctx, run.ID); err != nil {
 			t.Fatal(err)
 		}
-		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
+		if runs, _, err := s.Purge(ctx, "compute-1"); err != nil || runs != 1 {
 			t.Fatalf("purge of a sealed run = %d, %v", runs, err)
 		}
 	})

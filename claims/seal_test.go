@@ -202,7 +202,7 @@ func TestRetentionPurgesUnexportedOnlyWhenTold(t *testing.T) {
 		run, _, _ := s.OpenRun(ctx, nvmeRun())
 		s.FinishRun(ctx, run.ID, RunFailed, "")
 		clock.Advance(2 * time.Hour)
-		if runs, _, err := s.Purge(ctx); err != nil || runs != 1 {
+		if runs, _, err := s.Purge(ctx, "compute-1"); err != nil || runs != 1 {
 			t.Fatalf("purge_unexported: Purge = %d, %v; want the unexported record purged", runs, err)
 		}
 	})
