@@ -13,45 +13,72 @@ import (
 // default) it deletes nothing. Unfinished runs and live claims are never
 // purged, whatever their age, and neither is a record that was never
 // exported (scourctl records export), unless purge_unexported says so.
+//
+// Signed records go only as an unbroken prefix of the host's chain, so
+// that what is left still verifies without gaps (VerifyHost) and the next
+// record never reuses a number: those numbered below the first record
+// that may not go yet (too young, or not exported), and never the host's
+// newest signed record. Unsigned records (closed before signing began)
+// go whenever they are old enough (and exported).
 func (s *Store) Purge(ctx context.Context, host string) (runs, claims int, err error) {
 	if s.cfg.RecordRetention <= 0 {
 		return 0, 0, nil
 	}
 	cutoff := formatTS(s.now().Add(-s.cfg.RecordRetention))
-	old := `host = ? AND ended_at IS NOT NULL AND ended_at < ?`
-	if !s.cfg.PurgeUnexported {
-		old += ` AND id IN (SELECT run_id FROM record_exports)`
-	}
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		// Steps first: the foreign key's ON DELETE CASCADE would do it, but
-		// only where foreign keys are enforced.
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_steps WHERE run_id IN
-			(SELECT id FROM cleaning_runs WHERE `+old+`)`), host, cutoff); err != nil {
+		var err error
+		if runs, err = s.purgeRuns(ctx, tx, host, cutoff); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE `+old), host, cutoff)
-		if err != nil {
-			return err
-		}
-		n, _ := res.RowsAffected()
-		runs = int(n)
-		ended := `host = ? AND state IN ('released', 'orphaned') AND released_at < ?`
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claim_devices WHERE claim_id IN
-			(SELECT id FROM claims WHERE `+ended+`)`), host, cutoff); err != nil {
-			return err
-		}
-		res, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claims WHERE `+ended), host, cutoff)
-		if err != nil {
-			return err
-		}
-		n, _ = res.RowsAffected()
-		claims = int(n)
-		return nil
+		claims, err = s.purgeClaims(ctx, tx, host, cutoff)
+		return err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("claims: purge records of host %s older than %s: %w", host, s.cfg.RecordRetention, err)
 	}
 	return runs, claims, nil
+}
+
+func (s *Store) purgeRuns(ctx context.Context, tx *sql.Tx, host, cutoff string) (int, error) {
+	due := `ended_at < ?`
+	if !s.cfg.PurgeUnexported {
+		due += ` AND id IN (SELECT run_id FROM record_exports)`
+	}
+	// The chain's first number that stays: the lowest that is not due,
+	// else the newest (0 without signed records). A record closed
+	// meanwhile is numbered above it and stays too.
+	var keepFrom int64
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(MIN(CASE WHEN NOT (`+due+`) THEN record_seq END), MAX(record_seq), 0)
+		FROM cleaning_runs WHERE host = ? AND record_seq IS NOT NULL`), cutoff, host).Scan(&keepFrom); err != nil {
+		return 0, err
+	}
+	old := `host = ? AND ended_at IS NOT NULL AND ` + due + ` AND (record_seq IS NULL OR record_seq < ?)`
+	// Steps first: the foreign key's ON DELETE CASCADE would do it, but
+	// only where foreign keys are enforced.
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_steps WHERE run_id IN
+		(SELECT id FROM cleaning_runs WHERE `+old+`)`), host, cutoff, keepFrom); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM cleaning_runs WHERE `+old), host, cutoff, keepFrom)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+func (s *Store) purgeClaims(ctx context.Context, tx *sql.Tx, host, cutoff string) (int, error) {
+	ended := `host = ? AND state IN ('released', 'orphaned') AND released_at < ?`
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claim_devices WHERE claim_id IN
+		(SELECT id FROM claims WHERE `+ended+`)`), host, cutoff); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM claims WHERE `+ended), host, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // MarkExported records that the runs' records left the store, so that

@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -53,6 +54,79 @@ func TestPurgeOnlyOwnHost(t *testing.T) {
 		}
 		if last, ok, err := keeper.LastClaimForDevice(ctx, "compute-2", "rp-x"); err != nil || !ok || last.InstanceUUID != "inst-compute-2" {
 			t.Fatalf("compute-2's device index after compute-1's purge = %+v, %v, %v", last, ok, err)
+		}
+	})
+}
+
+// TestPurgeKeepsSignedChainUnbroken: retention removes only an unbroken
+// prefix of a host's signed chain. An export of one device's records
+// (here rp-a's: records 1 and 3) must not let retention cut record 3 out
+// from between 2 and 4, which verify would report as a deleted record;
+// and the newest record stays, so the next one never reuses its number.
+func TestPurgeKeepsSignedChainUnbroken(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		cfg.RecordRetention = time.Hour
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		if err := s.RegisterKey(ctx, "compute-1"); err != nil {
+			t.Fatal(err)
+		}
+		record := func(rp string) string {
+			rs := nvmeRun()
+			rs.DeviceRP = rp
+			run, _, err := s.OpenRun(ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runStep(t, s, run.ID, "sanitize", false, StepOK, "done")
+			if err := finish(ctx, s, run.ID, RunReturned, "ok"); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Minute)
+			return run.ID
+		}
+		var ids []string // ids[i] is record i+1
+		for _, rp := range []string{"rp-a", "rp-b", "rp-a", "rp-b"} {
+			ids = append(ids, record(rp))
+		}
+		present := func() (seqs []int) {
+			for _, id := range ids {
+				if seal, err := s.seal(ctx, s.r, id); err == nil {
+					seqs = append(seqs, seal.Seq)
+				} else if !errors.Is(err, ErrNoRun) {
+					t.Fatal(err)
+				}
+			}
+			return seqs
+		}
+		purge := func(want []int) {
+			t.Helper()
+			if _, _, err := s.Purge(ctx, "compute-1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := present(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("records left after purge = %v, want %v", got, want)
+			}
+			rep, err := s.VerifyHost(ctx, "compute-1", nil)
+			if err != nil || rep.FirstSeq["compute-1"] != want[0] {
+				t.Fatalf("verify after purge = %+v, %v; want OK from record %d", rep, err, want[0])
+			}
+		}
+		// scourctl records export --device rp-a
+		if err := s.MarkExported(ctx, ids[0], ids[2]); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Hour)
+		purge([]int{2, 3, 4}) // 2 not exported: 3 waits for it
+		if err := s.MarkExported(ctx, ids[1], ids[3]); err != nil {
+			t.Fatal(err)
+		}
+		purge([]int{4}) // every record due: the newest stays
+		ids = append(ids, record("rp-a"))
+		purge([]int{5}) // 4, no longer the newest, goes; 5 is young
+		if seal, _ := s.seal(ctx, s.r, ids[4]); seal.Seq != 5 {
+			t.Fatalf("record after a purge numbered %d, want 5", seal.Seq)
 		}
 	})
 }
