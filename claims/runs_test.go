@@ -531,8 +531,9 @@ func TestStepDetailsStoredAndBounded(t *testing.T) {
 	})
 }
 
-// FinishStep and StepIndexProgress address the open attempt by its
-// pipeline step, in one transaction each: the engine's path.
+// StepIndexProgress addresses the open attempt by its pipeline step, and
+// FinishStep records a step decided without being started, in one
+// transaction each: the engine's path.
 func TestStepByIndex(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -541,7 +542,8 @@ func TestStepByIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "erase", Index: 0}); err != nil {
+		erase, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "erase", Index: 0})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := s.StepIndexProgress(ctx, run.ID, 0, 30); err != nil {
@@ -550,10 +552,10 @@ func TestStepByIndex(t *testing.T) {
 		if err := s.StepIndexProgress(ctx, run.ID, 1, 30); !errors.Is(err, ErrNoStep) {
 			t.Fatalf("progress of a step with no open attempt: %v, want ErrNoStep", err)
 		}
-		// erase closes by its index; smart (never started) gets an attempt
-		// started and ended at once; wear, finished while verify is open,
+		// erase closes by its seq; smart (never started) gets an attempt
+		// started and ended at once; wear, decided while verify is open,
 		// closes verify as interrupted (never two open attempts).
-		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "erase", Index: 0}, StepResult{Outcome: StepOK, Output: "formatted"}); err != nil {
+		if err := s.StepFinished(ctx, run.ID, erase.Seq, StepResult{Outcome: StepOK, Output: "formatted"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.FinishStep(ctx, StepStart{RunID: run.ID, Name: "smart", Index: 1, Optional: true},

@@ -152,20 +152,18 @@ func (s *Store) StepFinished(ctx context.Context, runID string, seq int, r StepR
 	return nil
 }
 
-// FinishStep closes the open attempt of the pipeline step st.Index with
-// its outcome, in one transaction committed before the caller starts the
-// next step. A step decided without being started (skipped, unsupported)
-// has no open attempt: one is recorded, started and ended now, in the
-// same transaction.
+// FinishStep records a step decided without being started (skipped,
+// unsupported): an attempt of st, started and ended now, in one
+// transaction committed before the caller starts the next step. An
+// attempt still open in the run was started by a process that died
+// during it (a step this process started is closed by StepFinished, by
+// its seq): it is closed as interrupted first, never rewritten with this
+// decision, so the record keeps that the step began.
 func (s *Store) FinishStep(ctx context.Context, st StepStart, r StepResult) error {
 	set, args, err := finishSet(r)
 	if err == nil {
 		err = s.writeTx(ctx, func(tx *sql.Tx) error {
 			if err := s.openRunForSteps(ctx, tx, st.RunID); err != nil {
-				return err
-			}
-			n, err := s.setOpenStep(ctx, tx, st.RunID, `step_index = ?`, st.Index, set, append([]any{s.stamp()}, args...)...)
-			if err != nil || n == 1 {
 				return err
 			}
 			opened, err := s.insertAttempt(ctx, tx, st)

@@ -33,6 +33,10 @@ type Checkpoints struct {
 	// step's checkpoint is one transaction and not a read of the run
 	// first. A run missing here (another Checkpoints opened it) is read.
 	starts map[string]pipeline.RunStart
+	// opened holds, by run, the attempt this process started and has not
+	// finished: StepFinished closes exactly that one, never an attempt
+	// left open by a process that died.
+	opened map[string]claims.Step
 }
 
 var _ pipeline.Checkpoints = (*Checkpoints)(nil)
@@ -114,16 +118,21 @@ func toRecord(st claims.Step) pipeline.StepRecord {
 // StepStarted records the start of step rec.Index, committed before the
 // engine starts the step's work.
 func (c *Checkpoints) StepStarted(ctx context.Context, runID string, rec pipeline.StepRecord) error {
-	_, err := c.start(ctx, runID, rec)
-	return err
-}
-
-func (c *Checkpoints) start(ctx context.Context, runID string, rec pipeline.StepRecord) (claims.Step, error) {
 	st, err := c.stepStart(ctx, runID, rec)
 	if err != nil {
-		return claims.Step{}, err
+		return err
 	}
-	return c.Store.StepStarted(ctx, st)
+	opened, err := c.Store.StepStarted(ctx, st)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opened == nil {
+		c.opened = map[string]claims.Step{}
+	}
+	c.opened[runID] = opened
+	return nil
 }
 
 // stepStart describes an attempt of step rec.Index, optional or not as the
@@ -164,15 +173,33 @@ func (c *Checkpoints) remember(runID string, start pipeline.RunStart) {
 	for id, s := range c.starts {
 		if s.RPUUID == start.RPUUID {
 			delete(c.starts, id)
+			delete(c.opened, id)
 		}
 	}
 	c.starts[runID] = start
+	// Resumed: an attempt this process started before is no longer its
+	// own to finish (the engine was stopped during it).
+	delete(c.opened, runID)
 }
 
 func (c *Checkpoints) forget(runID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.starts, runID)
+	delete(c.opened, runID)
+}
+
+// takeOpened returns, and forgets, the attempt of step index that this
+// process started in the run and has not finished.
+func (c *Checkpoints) takeOpened(runID string, index int) (claims.Step, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.opened[runID]
+	if !ok || st.Index != index {
+		return claims.Step{}, false
+	}
+	delete(c.opened, runID)
+	return st, true
 }
 
 // StepProgress records the open attempt's progress (fraction 0..1).
@@ -184,9 +211,11 @@ func (c *Checkpoints) StepProgress(ctx context.Context, runID string, step int, 
 	return err
 }
 
-// StepFinished records the step's outcome, in one transaction. A step the
-// engine decided without starting it (unsupported, skipped) gets an
-// attempt opened and closed in it.
+// StepFinished records the step's outcome, in one transaction: it closes
+// the attempt this process started (by its seq). A step the engine decided
+// without starting it here (unsupported, skipped) gets an attempt opened
+// and closed in it, after any attempt a process that died left open,
+// closed as interrupted (claims.Store.FinishStep).
 func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeline.StepRecord) error {
 	var outcome claims.StepOutcome
 	switch rec.State {
@@ -199,12 +228,15 @@ func (c *Checkpoints) StepFinished(ctx context.Context, runID string, rec pipeli
 	default:
 		return fmt.Errorf("pipelinestore: step %s of run %s finished in state %q", rec.Name, runID, rec.State)
 	}
+	res := claims.StepResult{Outcome: outcome, Output: rec.Message, Code: rec.Code, Details: rec.Details, Stderr: rec.Stderr}
+	if opened, ok := c.takeOpened(runID, rec.Index); ok {
+		return c.Store.StepFinished(ctx, runID, opened.Seq, res)
+	}
 	st, err := c.stepStart(ctx, runID, rec)
 	if err != nil {
 		return err
 	}
-	return c.Store.FinishStep(ctx, st, claims.StepResult{Outcome: outcome, Output: rec.Message,
-		Code: rec.Code, Details: rec.Details, Stderr: rec.Stderr})
+	return c.Store.FinishStep(ctx, st, res)
 }
 
 // FinishRun gives the run the engine's verdict. Clean becomes cleaned
