@@ -183,12 +183,15 @@ func (s *Store) addDevices(ctx context.Context, tx *sql.Tx, have, c Claim) (bool
 		return false, nil
 	}
 	pci, _ := json.Marshal(merged)
+	now := s.stamp()
 	_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE claims SET pci = ?, updated_at = ?, last_message_id = ? WHERE id = ?`),
-		string(pci), s.stamp(), c.MessageID, have.ID)
+		string(pci), now, c.MessageID, have.ID)
 	if err != nil {
 		return false, err
 	}
-	return true, s.indexDevices(ctx, tx, have.ID, have.Host, formatTS(have.CreatedAt), merged[len(have.PCI):])
+	// Indexed as of now, not the claim's creation: the device's newest
+	// holder is the instance it was attached to last.
+	return true, s.indexDevices(ctx, tx, have.ID, have.Host, now, merged[len(have.PCI):])
 }
 
 // ClaimsForInstance returns every claim (any state) of the instance on the

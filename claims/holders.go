@@ -65,8 +65,14 @@ func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID stri
 	}
 	var fromClaim Tenant
 	if claimed {
-		fromClaim = Tenant{Instance: c.InstanceUUID, Project: c.ProjectID, Since: c.CreatedAt}
-		if c.ReactivatedAt != nil {
+		// Held since the device joined the claim (its creation, or an
+		// attach later) or the claim's last unshelve, whichever is later.
+		added, err := s.deviceAddedAt(ctx, q, c.ID, rpUUID)
+		if err != nil {
+			return Tenant{}, false, err
+		}
+		fromClaim = Tenant{Instance: c.InstanceUUID, Project: c.ProjectID, Since: added}
+		if c.ReactivatedAt != nil && c.ReactivatedAt.After(added) {
 			fromClaim.Since = *c.ReactivatedAt
 		}
 		if fromClaim.Project == "" {
@@ -87,6 +93,16 @@ func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID stri
 		return held, true, nil
 	}
 	return fromClaim, true, nil
+}
+
+// deviceAddedAt is when the device joined the claim, from claim_devices.
+func (s *Store) deviceAddedAt(ctx context.Context, q querier, claimID, rpUUID string) (time.Time, error) {
+	var added string
+	if err := q.QueryRowContext(ctx, s.d.rebind(`SELECT created_at FROM claim_devices WHERE claim_id = ? AND device_rp = ?`),
+		claimID, rpUUID).Scan(&added); err != nil {
+		return time.Time{}, err
+	}
+	return parseTS(added)
 }
 
 func minTime(a, b time.Time) time.Time {

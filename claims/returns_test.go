@@ -161,3 +161,48 @@ func TestPreviousTenant(t *testing.T) {
 		}
 	})
 }
+
+// TestDeviceAttachedToOlderClaim: a device attached to an instance whose
+// claim is older than another tenant's (released) claim of the device is
+// held by that instance from the attach: it is the previous tenant, and a
+// cleaned run waiting for its un-reserve from before the attach is not
+// resumed into one.
+func TestDeviceAttachedToOlderClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		if _, err := s.RecordClaim(ctx, gpuClaim("inst-old", "rp-y")); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if _, err := s.RecordClaim(ctx, gpuClaim("inst-prev", "rp-x")); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		if _, err := s.ReleaseInstance(ctx, "compute-1", "inst-prev", "delete", "m1"); err != nil {
+			t.Fatal(err)
+		}
+		cleaned := cleanedRun(t, s, "rp-x") // un-reserved, then a crash before MarkReturned
+		clock.Advance(time.Hour)
+		attached := clock.Now()
+		c := gpuClaim("inst-old", "rp-y", "rp-x")
+		c.MessageID = "msg-attach"
+		if created, err := s.RecordClaim(ctx, c); err != nil || !created {
+			t.Fatalf("attach: created %v, %v", created, err)
+		}
+		if last, ok, err := s.LastClaimForDevice(ctx, "compute-1", "rp-x"); err != nil || !ok || last.InstanceUUID != "inst-old" {
+			t.Fatalf("LastClaimForDevice(rp-x) = %s, %v, %v; want inst-old, which holds it now", last.InstanceUUID, ok, err)
+		}
+		prev, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-x")
+		if err != nil || !ok || prev.Instance != "inst-old" || !prev.Since.Equal(attached) {
+			t.Fatalf("PreviousTenant(rp-x) = %+v, %v, %v; want inst-old since %s", prev, ok, err, attached)
+		}
+		rs := nvmeRun()
+		rs.DeviceRP = "rp-x"
+		run, resumed, err := s.OpenRun(ctx, rs)
+		if err != nil || resumed || run.ID == cleaned.ID {
+			t.Fatalf("OpenRun after the attach = %s, resumed %v, %v; want a new run (the device was used since its clean)", run.ID, resumed, err)
+		}
+	})
+}
