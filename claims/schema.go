@@ -256,8 +256,10 @@ var migrations = []migration{
 // indexClaimDevices is, per backend, the statement that adds to
 // claim_devices each device of the claims matching cond (on claims c) that
 // has no row there yet (a device an older scour added to a claim too). A
-// pci column that is not a JSON list (none should be) names no device
-// rather than failing the upgrade.
+// pci column that is JSON but not a list (none should be) names no device
+// rather than failing the upgrade. One that is not JSON at all fails it on
+// PostgreSQL (15 has no way to test a text for JSON without a function);
+// such a claim fails any read that returns it anyway (scanClaim).
 var indexClaimDevices = map[string]func(cond string) string{
 	DriverSQLite: func(cond string) string {
 		return `INSERT OR IGNORE INTO claim_devices (claim_id, host, device_rp, created_at)
