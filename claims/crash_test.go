@@ -83,11 +83,20 @@ func TestCrashMidWriteLeavesOldOrNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		cfgJSON, _ := json.Marshal(cfg)
+		child := cfg
+		app := fmt.Sprintf("scour_crash_child_%d", pgSchema.Add(1))
+		if cfg.Driver == DriverPostgres {
+			// Named, so that the parent can wait for its server sessions.
+			child.DSN += "&application_name=" + app
+		}
+		cfgJSON, _ := json.Marshal(child)
 
 		committed := -1 // highest tick a child reported
 		for round := 0; round < 4; round++ {
 			ticks := crashOnce(t, string(cfgJSON), 5+rand.IntN(40))
+			if cfg.Driver == DriverPostgres {
+				waitSessionsGone(t, app)
+			}
 			committed += ticks
 			s := mustOpen(t, cfg)
 			vols := checkCrashInvariants(t, s, run.ID)
@@ -111,6 +120,31 @@ func TestCrashMidWriteLeavesOldOrNew(t *testing.T) {
 // crashOnce starts a writer child, kills it with SIGKILL after it reported
 // `after` ticks plus a random delay (so the kill lands mid-write), and
 // returns how many ticks it reported.
+// waitSessionsGone waits until PostgreSQL has no session of the killed
+// child left. The server runs a statement it already received to its end
+// even when the client is gone (a COMMIT sent just before the SIGKILL
+// commits), and only then notices the closed socket: counting before that
+// could miss a write that commits afterwards and count it in the next
+// round as a phantom.
+func waitSessionsGone(t *testing.T, app string) {
+	t.Helper()
+	admin := needPostgres(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := admin.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatalf("pg_stat_activity: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d PostgreSQL session(s) of the killed child %s still open after 30 s", n, app)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func crashOnce(t *testing.T, cfgJSON string, after int) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
