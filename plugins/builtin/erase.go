@@ -39,11 +39,11 @@ func ErasureOf(details map[string]any) (*Erasure, bool) {
 
 // withSamples reads, just before a technique that leaves noise runs, the
 // blocks verify will check afterwards (see sample.go).
-func withSamples(ctx context.Context, be hardware.Backend, addr hardware.Address, e Erasure) Erasure {
+func withSamples(ctx context.Context, be hardware.Backend, dev *hardware.Device, e Erasure) Erasure {
 	if e.Expect != plugins.ExpectNone {
 		return e
 	}
-	e.Samples, _ = sampleMedia(ctx, be, addr)
+	e.Samples, _ = sampleMedia(ctx, be, dev)
 	e.Sampled = len(e.Samples) > 0
 	return e
 }
@@ -124,7 +124,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	start := time.Now()
 
 	if action, ok := pickSanitize(d, crypto); ok {
-		e := withSamples(ctx, be, d.Address, sanitizeErasure(action))
+		e := withSamples(ctx, be, d, sanitizeErasure(action))
 		err := be.Sanitize(ctx, d.Address, action, poll, t.progress)
 		if err == nil {
 			t.progress(1)
@@ -146,7 +146,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		notUsed = append(notUsed, fmt.Sprintf("format: no namespace block devices (bound to %q)", d.Driver))
 	default:
 		ses := formatSES(d, crypto)
-		e := withSamples(ctx, be, d.Address, formatErasure(ses))
+		e := withSamples(ctx, be, d, formatErasure(ses))
 		for i, ns := range d.NVMe.Namespaces {
 			err := be.Format(ctx, d.Address, ns, ses)
 			if err != nil && i == 0 && errors.Is(err, hardware.ErrUnsupported) {

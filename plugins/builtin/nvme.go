@@ -97,7 +97,7 @@ func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 		return nil, err
 	}
 	start := time.Now()
-	e := withSamples(ctx, be, t.Device.Address, sanitizeErasure(action))
+	e := withSamples(ctx, be, t.Device, sanitizeErasure(action))
 	if err := be.Sanitize(ctx, t.Device.Address, action, poll, t.progress); err != nil {
 		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
 	}
@@ -144,7 +144,7 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s has no namespace block devices (bound to %q): give the step driver: nvme", d.Address, d.Driver)
 	}
 	ses := formatSES(d, crypto)
-	e := withSamples(ctx, be, d.Address, formatErasure(ses))
+	e := withSamples(ctx, be, d, formatErasure(ses))
 	for i, ns := range d.NVMe.Namespaces {
 		if err := be.Format(ctx, d.Address, ns, ses); err != nil {
 			return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)

@@ -28,7 +28,7 @@ func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.R
 			return plugins.OK(details), nil
 		}
 		if t.Erased.Expect == plugins.ExpectNone {
-			return verifyChanged(ctx, t.Erased)
+			return verifyChanged(ctx, be, t)
 		}
 		n, perr := strconv.ParseUint(strings.TrimPrefix(t.Erased.Expect, "0x"), 16, 8)
 		if perr != nil {

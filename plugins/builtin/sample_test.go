@@ -1,0 +1,131 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline/fakehw"
+	"github.com/scour-project/scour/plugins"
+)
+
+// TestVerifyFollowsTheNamespaceNotItsName: the blocks sampled before a
+// crypto erase are read back from where the Backend says the device's
+// namespace is at verify time, not from its kernel name at sampling time:
+// between the steps the controller may have been re-bound (nvme1n1 is now
+// nvme3n1) and the old name may be another drive's. A sample that matches
+// no namespace of this device fails the verification.
+func TestVerifyFollowsTheNamespaceNotItsName(t *testing.T) {
+	noise := func(p string) { os.WriteFile(p, bytes.Repeat([]byte{0x5a, 0xa5}, 1<<19), 0o600) }
+	tests := []struct {
+		name   string
+		erase  func(path string)                           // what the fake sanitize does
+		now    func(moved hardware.Media) []hardware.Media // the device's media at verify time
+		serial string                                      // the controller's serial at verify time
+		viaDB  bool                                        // samples went through a checkpoint store (JSON)
+		legacy bool                                        // samples stored without their namespace index
+		want   string
+		says   string // in the mismatch
+	}{
+		{name: "renamed, erased", erase: noise, want: plugins.VerifyPassed},
+		{name: "renamed, erased, via the store", erase: noise, viaDB: true, want: plugins.VerifyPassed},
+		{name: "renamed, nothing erased", erase: func(string) {}, want: plugins.VerifyFailed, says: "unchanged"},
+		{name: "renamed, nothing erased, via the store", erase: func(string) {}, viaDB: true, want: plugins.VerifyFailed, says: "unchanged"},
+		{name: "namespace gone", erase: noise, now: func(hardware.Media) []hardware.Media { return nil }, want: plugins.VerifyFailed, says: "is gone"},
+		{name: "namespace resized", erase: noise, now: func(m hardware.Media) []hardware.Media { m.Size /= 2; return []hardware.Media{m} },
+			want: plugins.VerifyFailed, says: "bytes"},
+		{name: "another controller in the slot", erase: noise, serial: "S2", want: plugins.VerifyFailed, says: `serial "S2"`},
+		{name: "stored without index, name no longer this device's", erase: noise, viaDB: true, legacy: true, want: plugins.VerifyFailed, says: "not one of"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, 1<<20) // the namespace, "nvme1n1" when sampled
+			media := []hardware.Media{m}
+			be := &fakehw.Backend{
+				MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return media, nil },
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					tc.erase(m.Path)
+					return nil
+				},
+			}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme", Serial: "S1", NVMe: &hardware.NVMeInfo{Controller: "nvme1", SANICAP: 1}}
+			res, err := run(t, "nvme-sanitize", be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			details := res.Details
+			if tc.viaDB {
+				details = jsonRoundTrip(t, details, tc.legacy)
+			}
+			e, _ := ErasureOf(details)
+			if len(e.Samples) == 0 {
+				t.Fatal("no samples")
+			}
+
+			// Re-bound: the namespace is at a new name; the old name now
+			// holds another drive, with other data.
+			moved := hardware.Media{Path: m.Path + ".nvme3n1", Size: m.Size}
+			if err := os.Rename(m.Path, moved.Path); err != nil {
+				t.Fatal(err)
+			}
+			other := mediaFile(t, 1<<20)
+			if err := os.Rename(other.Path, m.Path); err != nil {
+				t.Fatal(err)
+			}
+			media = []hardware.Media{moved}
+			if tc.now != nil {
+				media = tc.now(moved)
+			}
+			now := *dev
+			now.Serial = "S1"
+			if tc.serial != "" {
+				now.Serial = tc.serial
+			}
+
+			spec, _ := Lookup("verify")
+			vres, err := spec.Run(context.Background(), be, &Target{Device: &now, Erased: e})
+			var d map[string]any
+			if err != nil {
+				d = plugins.AsError(err).Details
+			} else {
+				d = vres.Details
+			}
+			v, _ := d[plugins.VerificationKey].(map[string]any)
+			if v["result"] != tc.want {
+				t.Fatalf("verification %v, err %v; want %s", v, err, tc.want)
+			}
+			if tc.want == plugins.VerifyFailed {
+				if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), string(addr)) {
+					t.Fatalf("error %v (code %d); want a permanent failure naming %s and saying %q", err, plugins.CodeOf(err), addr, tc.says)
+				}
+			}
+		})
+	}
+}
+
+// jsonRoundTrip is what a checkpoint store does to step details; legacy
+// drops the namespace index, as samples stored before it was kept.
+func jsonRoundTrip(t *testing.T, details map[string]any, legacy bool) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if legacy {
+		for _, s := range out[preEraseKey].([]any) {
+			delete(s.(map[string]any), "media")
+			delete(s.(map[string]any), "serial")
+			delete(s.(map[string]any), "size")
+		}
+	}
+	return out
+}
