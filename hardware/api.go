@@ -115,8 +115,12 @@ type Media struct {
 
 // FirmwareImage is a known-good image from config.
 type FirmwareImage struct {
+	// Path is the image's name relative to the kernel's firmware search
+	// path (FirmwareDir), as devlink dev flash takes it: the kernel, not
+	// scourd, opens the file. CheckFirmwareName says which names are
+	// allowed.
 	Path      string
-	SHA256    string // hex; the caller checks it before Flash
+	SHA256    string // hex; the caller checks the file FirmwareDir/Path before Flash
 	Component string // devlink component, optional
 	Version   string // expected version after flashing
 }

@@ -175,11 +175,12 @@ func (r *Real) Media(ctx context.Context, addr Address) ([]Media, error) {
 }
 
 // FlashFirmware runs `devlink dev flash pci/<addr> file <path> [component <c>]`.
-// The caller has checked the image's SHA-256; the new version usually
-// runs only after a reset.
+// The kernel loads <path> relative to its firmware search path; the
+// caller has checked the SHA-256 of FirmwareDir()/<path>. The new version
+// usually runs only after a reset.
 func (r *Real) FlashFirmware(ctx context.Context, addr Address, img FirmwareImage, p Progress) error {
-	if img.Path == "" {
-		return fmt.Errorf("flash firmware on %s: no image path", addr)
+	if err := CheckFirmwareName(img.Path); err != nil {
+		return fmt.Errorf("flash firmware on %s: %w", addr, err)
 	}
 	args := []string{"dev", "flash", "pci/" + string(addr), "file", img.Path}
 	if img.Component != "" {

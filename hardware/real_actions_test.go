@@ -168,15 +168,23 @@ func TestRealMediaFirmwareResetBind(t *testing.T) {
 		t.Errorf("NVMe firmware = %v, %v", fw, err)
 	}
 	var steps []float64
-	img := FirmwareImage{Path: "/lib/firmware/mellanox/fw-cx6dx.bin", Component: "fw.mgmt"}
+	img := FirmwareImage{Path: "mellanox/fw-cx6dx.bin", Component: "fw.mgmt"}
 	if err := b.FlashFirmware(ctx, "0000:3b:00.0", img, func(f float64) { steps = append(steps, f) }); err != nil {
 		t.Fatal(err)
+	}
+	// devlink's file is relative to the kernel's firmware path: an
+	// absolute name is refused before devlink runs.
+	if err := b.FlashFirmware(ctx, "0000:3b:00.0", FirmwareImage{Path: "/lib/firmware/mellanox/fw-cx6dx.bin"}, nil); err == nil {
+		t.Error("absolute firmware image path flashed")
+	}
+	if b.FirmwareDir() != DefaultFirmwareDir {
+		t.Errorf("firmware dir %q", b.FirmwareDir())
 	}
 	if err := b.ScrubGPU(ctx, "0000:41:00.0", nil); err != nil {
 		t.Fatal(err)
 	}
 	calls := strings.Join(r.Calls(), "\n")
-	for _, c := range []string{"devlink dev flash pci/0000:3b:00.0 file /lib/firmware/mellanox/fw-cx6dx.bin component fw.mgmt", "/opt/scrub 0000:41:00.0"} {
+	for _, c := range []string{"devlink dev flash pci/0000:3b:00.0 file mellanox/fw-cx6dx.bin component fw.mgmt", "/opt/scrub 0000:41:00.0"} {
 		if !strings.Contains(calls, c) {
 			t.Errorf("command %q not run; ran:\n%s", c, calls)
 		}

@@ -27,7 +27,7 @@ func TestDryRunWarnsAboutWhatCannotSucceed(t *testing.T) {
         - {name: wear, type: nvme-wear-check}
         - {name: erase, type: nvme-sanitize, driver: nvme, requires: {nvme.sanitize: ">=block"}, args: {poll: 10ms}}
         - {name: verify, type: verify, driver: nvme}
-        - {name: fw, type: firmware-flash, required: false, args: {image: /x, sha256: "`+strings.Repeat("0", 64)+`", version: "1"}}
+        - {name: fw, type: firmware-flash, required: false, args: {image: x.bin, sha256: "`+strings.Repeat("0", 64)+`", version: "1"}}
         - {name: reset, type: pci-reset}`)
 	dev := qemuNVMe("0000:81:00.0", "S1", 1)
 	dev.SANICAP, dev.NoReset = 0b111, true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -175,7 +176,11 @@ func verifyZero(path string) error {
 	}
 }
 
-// FlashFirmware "flashes" img: it reads the image and stores img.Version
+// FirmwareDir stands for the kernel's firmware search path: FlashFirmware
+// reads its image names relative to it.
+func (s *Simulator) FirmwareDir() string { return filepath.Join(s.cfg.StateDir, "firmware") }
+
+// FlashFirmware "flashes" img: it reads FirmwareDir()/img.Path and stores img.Version
 // as pending (devlink component, or fw.version and fw). As on real
 // hardware the running version changes only on activation
 // (ActivateFirmware; for NVMe also a reset).
@@ -194,7 +199,10 @@ func (s *Simulator) FlashFirmware(ctx context.Context, addr hardware.Address, im
 	if err != nil {
 		return err
 	}
-	if _, err := os.ReadFile(img.Path); err != nil {
+	if err := hardware.CheckFirmwareName(img.Path); err != nil {
+		return fmt.Errorf("flash firmware on %s: %w", addr, err)
+	}
+	if _, err := os.ReadFile(filepath.Join(s.FirmwareDir(), img.Path)); err != nil {
 		return fmt.Errorf("flash firmware on %s: %w", addr, err)
 	}
 	for i := 1; i <= steps; i++ {

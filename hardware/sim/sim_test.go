@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,8 +173,13 @@ func TestSimulatorFormatScrubFlashBind(t *testing.T) {
 		t.Errorf("ScrubGPU on NVMe: %v", err)
 	}
 
-	img := t.TempDir() + "/fw.bin"
-	os.WriteFile(img, []byte("firmware"), 0o644)
+	// Image names are relative to the firmware directory, as devlink's.
+	img := "fw.bin"
+	os.MkdirAll(s.FirmwareDir(), 0o755)
+	os.WriteFile(filepath.Join(s.FirmwareDir(), img), []byte("firmware"), 0o644)
+	if err := s.FlashFirmware(ctx, "0000:3b:00.0", hardware.FirmwareImage{Path: filepath.Join(s.FirmwareDir(), img), Version: "22.36.1010"}, nil); err == nil {
+		t.Error("an absolute image path was flashed")
+	}
 	if err := s.FlashFirmware(ctx, "0000:3b:00.0", hardware.FirmwareImage{Path: img, Version: "22.36.1010"}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,9 @@ type Backend struct {
 	ActivateFirmwareF func(ctx context.Context, addr hardware.Address) error
 	ResetFunctionF    func(ctx context.Context, addr hardware.Address) error
 	BindDriverF       func(ctx context.Context, addr hardware.Address, driver string) (string, error)
+	// FirmwareDirF says where firmware image names are relative to
+	// (nil: hardware.DefaultFirmwareDir).
+	FirmwareDirF func() string
 
 	mu    sync.Mutex
 	calls []string
@@ -103,6 +106,14 @@ func (b *Backend) FlashFirmware(ctx context.Context, addr hardware.Address, img 
 		return unsupported("firmware flash")
 	}
 	return b.FlashFirmwareF(ctx, addr, img, p)
+}
+
+// FirmwareDir is FirmwareDirF's answer, or hardware.DefaultFirmwareDir.
+func (b *Backend) FirmwareDir() string {
+	if b.FirmwareDirF == nil {
+		return hardware.DefaultFirmwareDir
+	}
+	return b.FirmwareDirF()
 }
 
 func (b *Backend) FirmwareVersions(ctx context.Context, addr hardware.Address) (map[string]string, error) {

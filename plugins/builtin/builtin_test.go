@@ -178,8 +178,8 @@ func TestFormatSES(t *testing.T) {
 // re-flash is recorded as proving no version change.
 func TestFirmwareFlash(t *testing.T) {
 	dir := t.TempDir()
-	img := filepath.Join(dir, "fw.bin")
-	os.WriteFile(img, []byte("known good firmware"), 0o644)
+	img := "fw.bin"
+	os.WriteFile(filepath.Join(dir, img), []byte("known good firmware"), 0o644)
 	sum := sha256.Sum256([]byte("known good firmware"))
 	good := hex.EncodeToString(sum[:])
 	wrong := strings.Repeat("ab", 32)
@@ -188,6 +188,7 @@ func TestFirmwareFlash(t *testing.T) {
 	running, pending := "22.31.1014", ""
 	activateWorks := true
 	be := &fakehw.Backend{
+		FirmwareDirF: func() string { return dir },
 		FlashFirmwareF: func(_ context.Context, _ hardware.Address, img hardware.FirmwareImage, _ hardware.Progress) error {
 			flashed, pending = true, img.Version
 			return nil
@@ -355,6 +356,65 @@ func TestCheckArgsRejects(t *testing.T) {
 		spec, _ := Lookup(name)
 		if err := spec.CheckArgs(args); err == nil {
 			t.Errorf("%s accepted args %v", name, args)
+		}
+	}
+}
+
+// TestFirmwareFlashHashesWhatDevlinkLoads: devlink dev flash hands the
+// image name to the kernel, which loads it relative to its firmware path
+// (/lib/firmware), not scourd's working directory. The step must hash that
+// file and pass devlink the same relative name; an absolute name or one
+// with .. is refused before anything touches the device.
+func TestFirmwareFlashHashesWhatDevlinkLoads(t *testing.T) {
+	fwDir := t.TempDir() // stands for /lib/firmware
+	os.MkdirAll(filepath.Join(fwDir, "vendor"), 0o755)
+	os.WriteFile(filepath.Join(fwDir, "vendor/fw.bin"), []byte("what the kernel loads"), 0o644)
+	// scourd's working directory holds a file of the same relative name.
+	t.Chdir(t.TempDir())
+	os.MkdirAll("vendor", 0o755)
+	os.WriteFile("vendor/fw.bin", []byte("known good firmware"), 0o644)
+	sumOf := func(s string) string { b := sha256.Sum256([]byte(s)); return hex.EncodeToString(b[:]) }
+
+	var flashedName string
+	running := "1"
+	be := &fakehw.Backend{
+		FirmwareDirF: func() string { return fwDir },
+		FlashFirmwareF: func(_ context.Context, _ hardware.Address, img hardware.FirmwareImage, _ hardware.Progress) error {
+			flashedName = img.Path
+			return nil
+		},
+		ResetFunctionF: func(context.Context, hardware.Address) error { running = "2"; return nil },
+		FirmwareVersionsF: func(context.Context, hardware.Address) (map[string]string, error) {
+			return map[string]string{"fw": running}, nil
+		},
+	}
+	args := func(image, sum string) map[string]any {
+		return map[string]any{"image": image, "sha256": sum, "version": "2", "activate": "reset"}
+	}
+	// The checksum of the working directory's file is not the image
+	// devlink would flash: refused.
+	_, err := run(t, "firmware-flash", be, nil, args("vendor/fw.bin", sumOf("known good firmware")))
+	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || flashedName != "" {
+		t.Fatalf("checked the working directory's file: err %v, flashed %q", err, flashedName)
+	}
+	// The checksum of the file under the firmware path: flashed by the
+	// same relative name.
+	res, err := run(t, "firmware-flash", be, nil, args("vendor/fw.bin", sumOf("what the kernel loads")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flashedName != "vendor/fw.bin" || res.Details["image_file"] != filepath.Join(fwDir, flashedName) {
+		t.Fatalf("devlink given %q, record says it checked %v", flashedName, res.Details["image_file"])
+	}
+	for _, bad := range []string{filepath.Join(fwDir, "vendor/fw.bin"), "../fw.bin", "vendor/../../fw.bin", "./vendor/fw.bin"} {
+		flashedName = ""
+		spec, _ := Lookup("firmware-flash")
+		a := args(bad, sumOf("what the kernel loads"))
+		if err := spec.CheckArgs(a); err == nil || !strings.Contains(err.Error(), "relative to /lib/firmware") {
+			t.Errorf("config check of image %q: %v", bad, err)
+		}
+		if _, err := run(t, "firmware-flash", be, nil, a); plugins.CodeOf(err) != plugins.CodeInvalidConfig || flashedName != "" {
+			t.Errorf("image %q: err %v, flashed %q", bad, err, flashedName)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,7 +37,7 @@ func init() {
 		Name:        "firmware-flash",
 		InDevice:    true,
 		Destructive: true,
-		Does:        "check args.image against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>], activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
+		Does:        "check /lib/firmware/<args.image> against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>] (the kernel loads it from /lib/firmware), activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
 		Run:         flash,
 		Tools:       []string{hardware.ToolDevlink},
 		CheckArgs:   checkFlashArgs,
@@ -57,6 +58,9 @@ func flashImage(a map[string]any) (hardware.FirmwareImage, error) {
 		}
 		errs = append(errs, err)
 		*f.dst = v
+	}
+	if img.Path != "" {
+		errs = append(errs, hardware.CheckFirmwareName(img.Path))
 	}
 	if s := img.SHA256; s != "" {
 		if b, err := hex.DecodeString(s); err != nil || len(b) != sha256.Size {
@@ -87,6 +91,22 @@ func flashActivation(a map[string]any) (string, error) {
 	return m, err
 }
 
+// firmwareDirer is a backend that says where the kernel loads firmware
+// from (hardware.DefaultFirmwareDir otherwise).
+type firmwareDirer interface {
+	FirmwareDir() string
+}
+
+// firmwareFile is the file devlink dev flash will load for img: its name
+// relative to the kernel's firmware search path, not scourd's directory.
+func firmwareFile(be hardware.Backend, img hardware.FirmwareImage) string {
+	dir := hardware.DefaultFirmwareDir
+	if d, ok := be.(firmwareDirer); ok {
+		dir = d.FirmwareDir()
+	}
+	return filepath.Join(dir, img.Path)
+}
+
 // firmwareActivator is a backend that can make a flashed image run
 // (devlink dev reload action fw_activate).
 type firmwareActivator interface {
@@ -112,15 +132,17 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
 	}
 	// Check the image before anything touches the device: a wrong or
-	// corrupted image must never be flashed.
-	sum, err := fileSHA256(img.Path)
+	// corrupted image must never be flashed. The file checked is the one
+	// the kernel will load for the name devlink is given.
+	file := firmwareFile(be, img)
+	sum, err := fileSHA256(file)
 	if err != nil {
-		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "firmware image for %s: %v", t.Device.Address, err)
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "firmware image %s for %s (devlink dev flash loads it relative to the kernel's firmware path): %v", img.Path, t.Device.Address, err)
 	}
 	if !strings.EqualFold(sum, img.SHA256) {
 		return nil, &plugins.Error{Code: plugins.CodeInvalidConfig,
-			Msg:     fmt.Sprintf("firmware image %s has sha256 %s, config says %s: refusing to flash %s (fix the image or the checksum)", img.Path, sum, img.SHA256, t.Device.Address),
-			Details: map[string]any{"image": img.Path, "sha256": sum, "expected_sha256": img.SHA256}}
+			Msg:     fmt.Sprintf("firmware image %s has sha256 %s, config says %s: refusing to flash %s (fix the image or the checksum)", file, sum, img.SHA256, t.Device.Address),
+			Details: map[string]any{"image": img.Path, "image_file": file, "sha256": sum, "expected_sha256": img.SHA256}}
 	}
 	how, err := flashActivation(t.Args)
 	if err != nil {
@@ -157,7 +179,7 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 	if err != nil {
 		return nil, fmt.Errorf("reading firmware versions of %s after flashing and activating: %w", addr, err)
 	}
-	details := map[string]any{"version": img.Version, "sha256": sum, "versions": versions, "versions_before": before, "activated_by": how}
+	details := map[string]any{"image": img.Path, "image_file": file, "version": img.Version, "sha256": sum, "versions": versions, "versions_before": before, "activated_by": how}
 	if !versionMatches(versions, img) {
 		return nil, &plugins.Error{Code: plugins.CodePermanent, Details: details,
 			Msg: fmt.Sprintf("after flashing %s and activating it (%s), %s runs firmware %v, want %s%s", img.Path, how, addr, versions, img.Version, componentSuffix(img.Component))}

@@ -170,8 +170,9 @@ func TestSimGPUScrubAndReset(t *testing.T) {
 
 func TestSimFirmwareFlash(t *testing.T) {
 	s := newSim(t, simDevices()...)
-	img := filepath.Join(t.TempDir(), "fw.bin")
-	os.WriteFile(img, []byte("good image"), 0o644)
+	img := "mellanox/fw.bin"
+	os.MkdirAll(filepath.Join(s.FirmwareDir(), "mellanox"), 0o755)
+	os.WriteFile(filepath.Join(s.FirmwareDir(), img), []byte("good image"), 0o644)
 	sum := sha256.Sum256([]byte("good image"))
 	args := map[string]any{"image": img, "sha256": strings.Repeat("0", 64), "version": "22.36.1010", "component": "fw"}
 	_, err := simRun(t, s, nic, "firmware-flash", args)
