@@ -131,8 +131,10 @@ func routeBroadcasts(cfg *config.Config, b *bus.Bus, lc *lifecycle, log *slog.Lo
 func (a *App) HTTPAddr() string { return a.http.Addr() }
 
 // Run serves HTTP and runs the bus until ctx is cancelled (graceful stop,
-// bounded by bus.shutdown_timeout) or the bus fails. A *bus.TopologyError
-// means the configuration must change: do not restart in a loop.
+// bounded by bus.shutdown_timeout) or the bus fails, or until the
+// lifecycle fails (its host lock lost: claims.ErrHostLockLost), which
+// stops the bus and returns the error. A *bus.TopologyError means the
+// configuration must change: do not restart in a loop.
 func (a *App) Run(ctx context.Context) error {
 	go a.http.Serve(a.Log)
 	if a.admin != nil {
@@ -143,16 +145,31 @@ func (a *App) Run(ctx context.Context) error {
 	lcDone := make(chan error, 1)
 	lcCtx, stopLifecycle := context.WithCancel(ctx)
 	defer stopLifecycle()
+	busCtx, stopBus := context.WithCancel(ctx)
+	defer stopBus()
 	if a.lifecycle != nil {
-		go func() { lcDone <- a.lifecycle.run(lcCtx) }()
+		go func() {
+			err := a.lifecycle.run(lcCtx)
+			if err != nil {
+				// Lost host lock: no commands without the lifecycle.
+				stopBus()
+			}
+			lcDone <- err
+		}()
 	} else {
 		lcDone <- nil
 	}
-	err := a.Bus.Run(ctx)
+	err := a.Bus.Run(busCtx)
 	// The bus stopped taking commands; in-flight cleans stop at their
 	// checkpoints and resume at the next start.
 	stopLifecycle()
-	if lcErr := <-lcDone; lcErr != nil {
+	lcErr := <-lcDone
+	switch {
+	case lcErr != nil && ctx.Err() == nil:
+		// Exit non-zero: systemd restarts scourd, which takes the lock
+		// again once no other scourd holds it.
+		return fmt.Errorf("lifecycle: %w", lcErr)
+	case lcErr != nil:
 		a.Log.Error("reconciler stopped with an error", "err", lcErr)
 	}
 	switch {

@@ -25,6 +25,10 @@ import (
 	"github.com/scour-project/scour/placement"
 )
 
+// hostLockCheck is how often scourd checks that it still holds its host
+// lock (on PostgreSQL: that the session holding it is alive).
+const hostLockCheck = 5 * time.Second
+
 // setupTimeout bounds what building the lifecycle may spend talking to
 // Placement (microversion negotiation) and opening the claims store.
 const setupTimeout = time.Minute
@@ -57,7 +61,10 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		log.Info("record signing key created; keep it private and back it up with the records", "path", cfg.Claims.SigningKeyPath(),
 			"public_key", cfg.Claims.SigningKeyPath()+".pub", "key_id", claims.KeyID(signer.PublicKey()))
 	}
-	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer))
+	// The host lock: a second scourd for this host (a container beside the
+	// systemd unit, a second machine with the same host) fails here
+	// instead of cleaning this host's devices at the same time.
+	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer), claims.WithHostLock(cfg.Host))
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims store: %w", err)
 	}
@@ -125,8 +132,17 @@ func (l *lifecycle) intake() bus.CommandHandler {
 }
 
 // run drives the reconciler and the record retention until ctx ends, then
-// waits for in-flight cleans to stop at their checkpoints.
+// waits for in-flight cleans to stop at their checkpoints. When the host
+// lock is lost it stops the same way and returns that error: another
+// scourd may be cleaning this host's devices now.
 func (l *lifecycle) run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	lost := make(chan error, 1)
+	go func() {
+		defer stop()
+		lost <- holdHostLock(ctx, l.store.CheckHostLock, hostLockCheck)
+	}()
 	// Before the first scan can resume a cleaned run and un-reserve it.
 	l.settleReturns(ctx)
 	done := make(chan struct{})
@@ -136,10 +152,35 @@ func (l *lifecycle) run(ctx context.Context) error {
 	}()
 	err := l.reconciler.Run(ctx)
 	<-done
+	stop()
+	if lockErr := <-lost; lockErr != nil {
+		return lockErr
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// holdHostLock checks the host lock every interval until ctx ends (nil)
+// or a check fails (its error). A check that cannot tell counts as lost:
+// stopping is safe, going on without the lock is not.
+func holdHostLock(ctx context.Context, check func(context.Context) error, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, every)
+		err := check(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
 }
 
 // maintenanceLoop settles cleaned records whose un-reserve happened (or

@@ -19,6 +19,9 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		return fmt.Errorf("claims: postgres dsn %s: %w", redactDSN(s.cfg.DSN), err)
 	}
 	db.SetMaxOpenConns(8)
+	if s.lockHost != "" {
+		db.SetMaxOpenConns(9) // one of them holds the host lock
+	}
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

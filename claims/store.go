@@ -25,6 +25,9 @@ type Store struct {
 	upgrade bool
 	target  map[string]int // schema versions to create or upgrade to
 	signer  *Signer        // signs closed records (scourd); nil: unsigned
+
+	lockHost string    // WithHostLock's host; "": no lock
+	lock     *hostLock // held from Open to Close
 }
 
 // Option adjusts Open.
@@ -72,6 +75,13 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.lockHost != "" {
+		// Before the schema: a second scourd changes nothing.
+		if err := s.takeHostLock(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if s.upgrade {
 		err = s.migrate(ctx, s.target)
 	} else {
@@ -92,9 +102,9 @@ func (s *Store) where() string {
 	return redactDSN(s.cfg.DSN)
 }
 
-// Close closes the database handles.
+// Close releases the host lock and closes the database handles.
 func (s *Store) Close() error {
-	var errs []error
+	errs := []error{s.releaseHostLock()}
 	if s.r != nil && s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}
