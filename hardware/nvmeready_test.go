@@ -124,3 +124,62 @@ func TestWaitNVMeReadyWithoutListNS(t *testing.T) {
 		t.Fatalf("returned before the controller was live: state %q", st)
 	}
 }
+
+// multipathLive lays out addr as a kernel with native NVMe multipath
+// shows a live controller nvme1 in subsystem 2: the controller directory
+// holds only the hidden path nodes nvme2c1nN, and the block devices are
+// the subsystem's heads nvme2nN under devices/virtual/nvme-subsystem.
+func multipathLive(t *testing.T, fs FS, addr Address, nsids ...string) {
+	t.Helper()
+	link := fs.devPath(addr, "driver")
+	ctrl := fs.devPath(addr, "nvme", "nvme1")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Remove(link))
+	must(os.Symlink("../../../../bus/pci/drivers/nvme", link))
+	must(os.MkdirAll(ctrl, 0o755))
+	must(os.WriteFile(ctrl+"/state", []byte("live\n"), 0o644))
+	for _, n := range nsids {
+		must(os.MkdirAll(ctrl+"/nvme2c1n"+n, 0o755)) // no size: not a block device
+		head := fs.Path("devices", "virtual", "nvme-subsystem", "nvme-subsys2", "nvme2n"+n)
+		must(os.MkdirAll(head, 0o755))
+		must(os.WriteFile(head+"/size", []byte("7501476528\n"), 0o644))
+		must(os.Symlink("../devices/virtual/nvme-subsystem/nvme-subsys2/nvme2n"+n, fs.Path("block", "nvme2n"+n)))
+	}
+}
+
+// TestWaitNVMeReadyMultipath: with native multipath (on by default in
+// Debian, Ubuntu and RHEL kernels, used for dual-port and many SR-IOV
+// drives) the controller's sysfs directory never holds <ctrl>nN, so the
+// wait after every bind to nvme ran out and the step failed on every
+// try, leaving the drive reserved for good. The path nodes count, and
+// the media are the subsystem's block devices.
+func TestWaitNVMeReadyMultipath(t *testing.T) {
+	t.Parallel()
+	fs := fakeSys(t)
+	const addr = Address("0000:81:00.0")
+	offNVMe(t, fs, addr)
+	multipathLive(t, fs, addr, "1", "2")
+	r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		switch cmd {
+		case "nvme list-ns /dev/nvme1":
+			return []byte("[   0]:0x1\n[   1]:0x2\n"), nil, true
+		case "nvme list -v -o json": // the sysfs fallback is under test
+			return nil, &ToolError{Cmd: cmd, ExitCode: 1}, true
+		}
+		return nil, nil, false
+	})
+	b := newTestReal(t, Config{SysfsRoot: string(fs)}, r, WithNVMeReadyTimeout(time.Second))
+	if err := b.waitNVMeReady(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.Media(context.Background(), addr)
+	want := []Media{{Path: "/dev/nvme2n1", Size: 7501476528 * 512}, {Path: "/dev/nvme2n2", Size: 7501476528 * 512}}
+	if err != nil || len(m) != 2 || m[0] != want[0] || m[1] != want[1] {
+		t.Fatalf("media of a multipath drive: %v, %v; want %v", m, err, want)
+	}
+}

@@ -151,9 +151,15 @@ type Namespace struct {
 }
 
 // NVMeNamespaces lists the namespaces of controller ctrl of addr from
-// bus/pci/devices/<addr>/nvme/<ctrl>/<ctrl>nN (kernels without native
-// multipath) with sizes from block/<ns>/size. nvme-cli's list is the
-// primary source; this is the fallback.
+// bus/pci/devices/<addr>/nvme/<ctrl>/, with sizes from block/<ns>/size.
+// Without native multipath the entries are the block devices themselves,
+// <ctrl>nN. With it (nvme_core.multipath=Y, the default of Debian,
+// Ubuntu and RHEL kernels, for a drive whose CMIC says it may have more
+// than one controller) the controller holds only the hidden path node
+// nvme<S>c<C>n<N>, and the block device to use is the subsystem's head
+// nvme<S>n<N> (the kernel's nvme_set_disk_name), which this returns.
+// nvme-cli's list is the primary source; this is the fallback, and what
+// the wait after a bind to nvme counts.
 func (f FS) NVMeNamespaces(addr Address, ctrl string) ([]Namespace, error) {
 	dir := f.devPath(addr, "nvme", ctrl)
 	ents, err := os.ReadDir(dir)
@@ -162,18 +168,41 @@ func (f FS) NVMeNamespaces(addr Address, ctrl string) ([]Namespace, error) {
 	}
 	var out []Namespace
 	for _, e := range ents {
-		name := e.Name()
-		rest, ok := strings.CutPrefix(name, ctrl+"n")
-		if !ok || !isDigits(rest) {
+		name, ok := namespaceBlock(ctrl, e.Name())
+		if !ok {
 			continue
 		}
 		size, err := f.BlockSize(name)
 		if err != nil {
-			return nil, fmt.Errorf("namespace %s of %s: %w", name, addr, err)
+			return nil, fmt.Errorf("namespace %s of %s (controller %s): %w", name, addr, ctrl, err)
 		}
 		out = append(out, Namespace{Name: name, Size: size})
 	}
 	return out, nil
+}
+
+// namespaceBlock maps an entry of controller ctrl's sysfs directory to
+// the namespace block device it stands for: "nvme1n2" to itself, the
+// multipath path node "nvme0c1n2" of controller nvme1 to the head
+// "nvme0n2". Anything else (attributes, other controllers' path nodes)
+// is not a namespace of ctrl.
+func namespaceBlock(ctrl, entry string) (string, bool) {
+	if rest, ok := strings.CutPrefix(entry, ctrl+"n"); ok && isDigits(rest) {
+		return entry, true
+	}
+	rest, ok := strings.CutPrefix(entry, "nvme")
+	if !ok {
+		return "", false
+	}
+	subsys, rest, ok := strings.Cut(rest, "c")
+	if !ok || !isDigits(subsys) {
+		return "", false
+	}
+	c, nsid, ok := strings.Cut(rest, "n")
+	if !ok || "nvme"+c != ctrl || !isDigits(c) || !isDigits(nsid) {
+		return "", false
+	}
+	return "nvme" + subsys + "n" + nsid, true
 }
 
 // BlockSize returns the size in bytes of block device name from

@@ -120,3 +120,28 @@ func TestFSResetAndBind(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceBlock: which entries of a controller's sysfs directory are
+// namespaces, and which block device each stands for.
+func TestNamespaceBlock(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		ctrl, entry, want string
+	}{
+		{"nvme1", "nvme1n2", "nvme1n2"},     // no multipath
+		{"nvme1", "nvme0c1n2", "nvme0n2"},   // multipath: head of subsystem 0
+		{"nvme12", "nvme3c12n1", "nvme3n1"}, // numbers of more than one digit
+		{"nvme1", "nvme0c2n1", ""},          // another controller's path
+		{"nvme1", "nvme1n", ""},
+		{"nvme1", "nvme0c1n", ""},
+		{"nvme1", "nvme0c1", ""},
+		{"nvme1", "nvmec1n1", ""},
+		{"nvme1", "state", ""},
+		{"nvme1", "ng1n1", ""}, // the char device of the generic interface
+	} {
+		got, ok := namespaceBlock(c.ctrl, c.entry)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("namespaceBlock(%q, %q) = %q, %v; want %q", c.ctrl, c.entry, got, ok, c.want)
+		}
+	}
+}
