@@ -182,10 +182,11 @@ func (f FS) NVMeNamespaces(addr Address, ctrl string) ([]Namespace, error) {
 }
 
 // namespaceBlock maps an entry of controller ctrl's sysfs directory to
-// the namespace block device it stands for: "nvme1n2" to itself, the
-// multipath path node "nvme0c1n2" of controller nvme1 to the head
-// "nvme0n2". Anything else (attributes, other controllers' path nodes)
-// is not a namespace of ctrl.
+// the namespace block device it stands for: "nvme1n2" to itself, a
+// multipath path node "nvme0c1n2" to the head "nvme0n2". The number after
+// "c" is not checked against ctrl: 4.x kernels (4.20 at least) wrote the
+// controller's cntlid there, later ones its instance, and the node is in
+// ctrl's own directory either way. Anything else is not a namespace.
 func namespaceBlock(ctrl, entry string) (string, bool) {
 	if rest, ok := strings.CutPrefix(entry, ctrl+"n"); ok && isDigits(rest) {
 		return entry, true
@@ -199,7 +200,7 @@ func namespaceBlock(ctrl, entry string) (string, bool) {
 		return "", false
 	}
 	c, nsid, ok := strings.Cut(rest, "n")
-	if !ok || "nvme"+c != ctrl || !isDigits(c) || !isDigits(nsid) {
+	if !ok || !isDigits(c) || !isDigits(nsid) {
 		return "", false
 	}
 	return "nvme" + subsys + "n" + nsid, true

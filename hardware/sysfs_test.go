@@ -131,7 +131,7 @@ func TestNamespaceBlock(t *testing.T) {
 		{"nvme1", "nvme1n2", "nvme1n2"},     // no multipath
 		{"nvme1", "nvme0c1n2", "nvme0n2"},   // multipath: head of subsystem 0
 		{"nvme12", "nvme3c12n1", "nvme3n1"}, // numbers of more than one digit
-		{"nvme1", "nvme0c2n1", ""},          // another controller's path
+		{"nvme1", "nvme0c5n1", "nvme0n1"},   // cntlid, as 4.x kernels named it
 		{"nvme1", "nvme1n", ""},
 		{"nvme1", "nvme0c1n", ""},
 		{"nvme1", "nvme0c1", ""},
