@@ -41,7 +41,12 @@ type Disk struct {
 	BlockSize int   // logical block size: 512 or 4096
 	SizesMiB  []int // one per namespace
 	Warning   int   // smart_critical_warning, 0 for a healthy drive
-	images    []string
+	// Subsys, when set, is the NQN of an nvme-subsys the controller
+	// joins: QEMU then sets CMIC's multiple-controllers bit, and the
+	// guest kernel's native multipath shows the namespaces as hidden
+	// path nodes nvme<S>c<C>nN with block devices nvme<S>nN.
+	Subsys string
+	images []string
 }
 
 // Machine is the guest hardware every lane test boots: four controllers
@@ -54,6 +59,13 @@ func Machine() []Disk {
 		{Addr: "0000:00:12.0", Serial: "SCOURTWONS", BlockSize: 512, SizesMiB: []int{32, 32}},
 		{Addr: "0000:00:13.0", Serial: "SCOURWORN", BlockSize: 512, SizesMiB: []int{32}, Warning: 0x04},
 	}
+}
+
+// MultipathMachine is the guest hardware of TestGuestMultipath: one
+// controller with two namespaces in an NVM subsystem, as dual-port and
+// many SR-IOV drives are, so the kernel uses native multipath for it.
+func MultipathMachine() []Disk {
+	return []Disk{{Addr: "0000:00:14.0", Serial: "SCOURMPATH", BlockSize: 512, SizesMiB: []int{32, 32}, Subsys: "nqn.2026-11.org.scour:mpath"}}
 }
 
 // Boot describes one guest run.
@@ -179,6 +191,10 @@ func Start(ctx context.Context, b Boot, accel string) (*Guest, error) {
 		dev := fmt.Sprintf("nvme,id=nvme%d,serial=%s,addr=%s", i, d.Serial, strings.TrimPrefix(d.Addr, "0000:00:"))
 		if d.Warning != 0 {
 			dev += fmt.Sprintf(",smart_critical_warning=%d", d.Warning)
+		}
+		if d.Subsys != "" {
+			args = append(args, "-device", fmt.Sprintf("nvme-subsys,id=subsys%d,nqn=%s", i, d.Subsys))
+			dev += fmt.Sprintf(",subsys=subsys%d", i)
 		}
 		args = append(args, "-device", dev)
 		for j, mib := range d.SizesMiB {
