@@ -159,6 +159,10 @@ const (
 type SanitizeLog struct {
 	SPROG  int // progress numerator out of 65535
 	Status int // SSTAT status, SanitizeNever..SanitizeDoneNoDeall
+	// CDW10 (cdw10_info) is the command dword 10 of the sanitize SSTAT
+	// reports on: SANACT in bits 2:0 (2 block, 3 overwrite, 4 crypto),
+	// then AUSE, OWPASS, OIPBP, NDAS; 0 when nvme-cli does not print it.
+	CDW10 int
 }
 
 // ParseSanitizeLog parses `nvme sanitize-log <dev> -o json`: an object
@@ -166,8 +170,9 @@ type SanitizeLog struct {
 // (older versions print the raw sstat number; both parse).
 func ParseSanitizeLog(b []byte) (*SanitizeLog, error) {
 	var top map[string]struct {
-		SPROG *int            `json:"sprog"`
-		SSTAT json.RawMessage `json:"sstat"`
+		SPROG  *int            `json:"sprog"`
+		SSTAT  json.RawMessage `json:"sstat"`
+		SCDW10 int             `json:"cdw10_info"`
 	}
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, fmt.Errorf("parse nvme sanitize-log -o json: %w", err)
@@ -183,7 +188,7 @@ func ParseSanitizeLog(b []byte) (*SanitizeLog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse nvme sanitize-log -o json: %w", err)
 		}
-		return &SanitizeLog{SPROG: *d.SPROG, Status: st}, nil
+		return &SanitizeLog{SPROG: *d.SPROG, Status: st, CDW10: d.SCDW10}, nil
 	}
 	panic("unreachable")
 }

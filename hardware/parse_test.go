@@ -75,10 +75,12 @@ func TestParseSmartLog(t *testing.T) {
 func TestParseSanitizeLog(t *testing.T) {
 	t.Parallel()
 	for file, want := range map[string]SanitizeLog{
-		"sanitize-log-never.json":    {SPROG: 65535, Status: SanitizeNever},
-		"sanitize-log-progress.json": {SPROG: 32768, Status: SanitizeInProgress},
-		"sanitize-log-done.json":     {SPROG: 65535, Status: SanitizeDone},
-		"sanitize-log-failed.json":   {SPROG: 65535, Status: SanitizeFailed},
+		"sanitize-log-never.json":           {SPROG: 65535, Status: SanitizeNever},
+		"sanitize-log-progress.json":        {SPROG: 32768, Status: SanitizeInProgress},
+		"sanitize-log-progress-block.json":  {SPROG: 16384, Status: SanitizeInProgress, CDW10: 2},
+		"sanitize-log-progress-crypto.json": {SPROG: 16384, Status: SanitizeInProgress, CDW10: 4},
+		"sanitize-log-done.json":            {SPROG: 65535, Status: SanitizeDone},
+		"sanitize-log-failed.json":          {SPROG: 65535, Status: SanitizeFailed},
 	} {
 		got, err := ParseSanitizeLog(fixture(t, file))
 		if err != nil {

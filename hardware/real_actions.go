@@ -57,6 +57,12 @@ func (r *Real) SmartLog(ctx context.Context, addr Address) (*SmartLog, error) {
 // `nvme sanitize-log` every poll until SSTAT says done or failed,
 // reporting SPROG/65535 as progress. The controller's sanicap must list
 // the action (else ErrUnsupported); ctx bounds the whole wait.
+//
+// A sanitize keeps running inside the drive when scourd dies, is stopped
+// or passes the step's deadline, and the controller refuses a new one
+// with Sanitize In Progress until it ends. So the log is read first: the
+// same action already running is joined (polled to its end, not
+// restarted); another one is waited for, then ours starts.
 func (r *Real) Sanitize(ctx context.Context, addr Address, action SanitizeAction, poll time.Duration, p Progress) error {
 	act, bit, err := sanact(action)
 	if err != nil {
@@ -74,13 +80,44 @@ func (r *Real) Sanitize(ctx context.Context, addr Address, action SanitizeAction
 		return fmt.Errorf("sanitize %s with %s: controller supports %v (sanicap %#x): %w", addr, action, SanitizeMethods(id.SANICAP), id.SANICAP, ErrUnsupported)
 	}
 	dev := "/dev/" + ctrl
-	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize", dev, "-a", strconv.Itoa(act)); err != nil {
-		return fmt.Errorf("sanitize %s (%s): start: %w", addr, action, err)
-	}
 	if poll <= 0 {
 		poll = 5 * time.Second
 	}
+	running, err := r.sanitizeLog(ctx, addr, dev)
+	if err != nil {
+		return err
+	}
+	if running.Status == SanitizeInProgress {
+		// `nvme sanitize -a N` sends CDW10 = N (no AUSE, OWPASS, NDAS):
+		// only a sanitize started exactly so is the one asked for.
+		if running.CDW10 == act {
+			r.log.Info("a sanitize with the same action is already running in the drive (left by an earlier try): joining it instead of starting another", "device", addr, "action", action, "progress", float64(running.SPROG)/65535)
+			return r.pollSanitize(ctx, addr, dev, poll, p)
+		}
+		r.log.Warn("another sanitize is already running in the drive: waiting for it to end before starting ours", "device", addr, "running_cdw10", running.CDW10, "action", action)
+		if err := r.pollSanitize(ctx, addr, dev, poll, nil); err != nil && !errors.Is(err, errSanitizeFailed) {
+			return fmt.Errorf("sanitize %s (%s): waiting for the sanitize already running (cdw10 %#x) to end: %w", addr, action, running.CDW10, err)
+		}
+	}
+	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize", dev, "-a", strconv.Itoa(act)); err != nil {
+		return fmt.Errorf("sanitize %s (%s): start: %w", addr, action, err)
+	}
 	return r.pollSanitize(ctx, addr, dev, poll, p)
+}
+
+// errSanitizeFailed: the controller reports the last sanitize failed.
+var errSanitizeFailed = errors.New("the controller reports the sanitize failed (SSTAT 3)")
+
+func (r *Real) sanitizeLog(ctx context.Context, addr Address, dev string) (*SanitizeLog, error) {
+	out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize-log", dev, "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("sanitize %s: read sanitize-log: %w", addr, err)
+	}
+	log, err := ParseSanitizeLog(out)
+	if err != nil {
+		return nil, fmt.Errorf("sanitize %s: %w", addr, err)
+	}
+	return log, nil
 }
 
 func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll time.Duration, p Progress) error {
@@ -88,13 +125,9 @@ func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll 
 	defer t.Stop()
 	seenRunning := false
 	for {
-		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "sanitize-log", dev, "-o", "json")
+		log, err := r.sanitizeLog(ctx, addr, dev)
 		if err != nil {
-			return fmt.Errorf("sanitize %s: poll sanitize-log: %w", addr, err)
-		}
-		log, err := ParseSanitizeLog(out)
-		if err != nil {
-			return fmt.Errorf("sanitize %s: %w", addr, err)
+			return err
 		}
 		switch log.Status {
 		case SanitizeInProgress:
@@ -108,7 +141,7 @@ func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll 
 			}
 			return nil
 		case SanitizeFailed:
-			return fmt.Errorf("sanitize %s: the controller reports the sanitize failed (SSTAT 3); the device stays out of the pool until a sanitize succeeds", addr)
+			return fmt.Errorf("sanitize %s: %w; the device stays out of the pool until a sanitize succeeds", addr, errSanitizeFailed)
 		case SanitizeNever:
 			if seenRunning {
 				return fmt.Errorf("sanitize %s: sanitize-log went from in progress to never sanitized", addr)

@@ -3,6 +3,7 @@ package hardware
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -13,30 +14,93 @@ import (
 )
 
 // sanitizeRunner serves the fixtures plus a scripted sequence of
-// sanitize-log answers (the last one repeats).
+// sanitize-log answers (the last one repeats). As a controller does, it
+// refuses a sanitize while the last log it served said one is in
+// progress (status 1Dh).
 func sanitizeRunner(t *testing.T, logs ...string) *FakeRunner {
 	var mu sync.Mutex
+	last := ""
 	return fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case strings.HasPrefix(cmd, "nvme sanitize /dev/"):
+			if strings.HasPrefix(last, "sanitize-log-progress") {
+				return nil, &ToolError{Cmd: cmd, ExitCode: 29, Stderr: "NVMe status: Sanitize In Progress: The requested function is prohibited while a sanitize operation is in progress(0x1d)"}, true
+			}
 			return nil, nil, true
 		case strings.HasPrefix(cmd, "nvme sanitize-log /dev/nvme0 -o json"):
-			mu.Lock()
-			defer mu.Unlock()
-			name := logs[0]
+			last = logs[0]
 			if len(logs) > 1 {
 				logs = logs[1:]
 			}
-			return fixture(t, name), nil, true
+			return fixture(t, last), nil, true
 		}
 		return nil, nil, false
 	})
 }
 
+// sanitizeStarts lists the sanitize commands r saw, each with the number
+// of sanitize-log reads before it.
+func sanitizeStarts(r *FakeRunner) []string {
+	var out []string
+	logs := 0
+	for _, c := range r.Calls() {
+		switch {
+		case strings.HasPrefix(c, "nvme sanitize-log "):
+			logs++
+		case strings.HasPrefix(c, "nvme sanitize "):
+			out = append(out, fmt.Sprintf("%s after %d log reads", c, logs))
+		}
+	}
+	return out
+}
+
+// TestRealSanitizeAlreadyRunning: a sanitize keeps running in the drive
+// after scourd crashes, is stopped or passes the step's deadline, and the
+// controller refuses a new one (1Dh) until it ends, so every later try
+// of the step failed and hours of sanitize were thrown away. The same
+// action is joined and polled to its end; another one is waited for
+// (whatever its outcome), then ours starts.
+func TestRealSanitizeAlreadyRunning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		action SanitizeAction
+		logs   []string
+		starts []string
+	}{
+		{"same action joined", SanitizeBlock,
+			[]string{"sanitize-log-progress-block.json", "sanitize-log-progress-block.json", "sanitize-log-done.json"}, nil},
+		{"other action waited for", SanitizeBlock,
+			[]string{"sanitize-log-progress-crypto.json", "sanitize-log-progress-crypto.json", "sanitize-log-done.json", "sanitize-log-progress.json", "sanitize-log-done.json"},
+			[]string{"nvme sanitize /dev/nvme0 -a 2 after 3 log reads"}},
+		{"other action failed, ours starts", SanitizeCrypto,
+			[]string{"sanitize-log-progress-block.json", "sanitize-log-failed.json", "sanitize-log-progress.json", "sanitize-log-done.json"},
+			[]string{"nvme sanitize /dev/nvme0 -a 4 after 2 log reads"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := sanitizeRunner(t, tc.logs...)
+			var progress []float64
+			err := newTestReal(t, Config{}, r).Sanitize(context.Background(), "0000:01:00.0", tc.action, time.Millisecond, func(f float64) { progress = append(progress, f) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.starts, sanitizeStarts(r)); diff != "" {
+				t.Errorf("sanitize commands (-want +got):\n%s", diff)
+			}
+			if len(progress) == 0 || progress[len(progress)-1] != 1 {
+				t.Errorf("progress %v, want it to end at 1", progress)
+			}
+		})
+	}
+}
+
 func TestRealSanitize(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := sanitizeRunner(t, "sanitize-log-progress.json", "sanitize-log-progress.json", "sanitize-log-done.json")
+	r := sanitizeRunner(t, "sanitize-log-never.json", "sanitize-log-progress.json", "sanitize-log-progress.json", "sanitize-log-done.json")
 	b := newTestReal(t, Config{}, r)
 	var progress []float64
 	if err := b.Sanitize(ctx, "0000:01:00.0", SanitizeCrypto, time.Millisecond, func(f float64) { progress = append(progress, f) }); err != nil {
@@ -55,13 +119,13 @@ func TestRealSanitize(t *testing.T) {
 		t.Errorf("sanitize command (-want +got):\n%s", diff)
 	}
 
-	failed := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-progress.json", "sanitize-log-failed.json"))
+	failed := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-never.json", "sanitize-log-progress.json", "sanitize-log-failed.json"))
 	err := failed.Sanitize(ctx, "0000:01:00.0", SanitizeBlock, time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "failed") {
 		t.Errorf("failed sanitize: %v", err)
 	}
 
-	stuck := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-progress.json"))
+	stuck := newTestReal(t, Config{}, sanitizeRunner(t, "sanitize-log-never.json", "sanitize-log-progress.json"))
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
 	if err := stuck.Sanitize(short, "0000:01:00.0", SanitizeBlock, time.Millisecond, nil); !errors.Is(err, context.DeadlineExceeded) {

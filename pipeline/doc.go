@@ -22,7 +22,9 @@
 // Every step's start and outcome are persisted before the next step
 // starts, so a crash resumes at the first unfinished step: a step that was
 // running when the process died runs again from its start (steps are
-// idempotent), and steps completed in the same open run are not repeated.
+// idempotent; a sanitize still running inside the drive is joined or
+// waited for, not started over: hardware.Real.Sanitize), and steps
+// completed in the same open run are not repeated.
 // A run that finished (any verdict) is never resumed: the next Clean opens
 // a new run and runs every step again, so "clean" always means every
 // required step succeeded in one run.

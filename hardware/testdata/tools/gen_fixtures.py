@@ -30,12 +30,15 @@ def smart(cw, temp, spare, thresh, used, dur, duw, poh, cw_obj=False):
 open("smart-log-samsung-pm9a3.json","w").write(json.dumps(smart(0, 310, 100, 10, 3, 98765432, 123456789, 8712), indent=2)+"\n")
 open("smart-log-kioxia-cm6-worn.json","w").write(json.dumps(smart(5, 318, 8, 10, 104, 998765432, 1923456789, 39012), indent=2)+"\n")
 open("smart-log-newer-nvme-cli.json","w").write(json.dumps(smart(1, 305, 5, 10, 42, 1000, 2000, 100, cw_obj=True), indent=2)+"\n")
-def san(dev, sprog, code, text, erased=0, passes=0):
+def san(dev, sprog, code, text, erased=0, passes=0, cdw10=0):
     return {dev: {"sprog": sprog, "sstat": {"global_erased": erased, "no_cmplted_passes": passes, "status": "(%d) %s" % (code, text)},
-            "cdw10_info": 0, "time_over_write": 4294967295, "time_block_erase": 4294967295, "time_crypto_erase": 4294967295,
+            "cdw10_info": cdw10, "time_over_write": 4294967295, "time_block_erase": 4294967295, "time_crypto_erase": 4294967295,
             "time_over_write_no_dealloc": 4294967295, "time_block_erase_no_dealloc": 4294967295, "time_crypto_erase_no_dealloc": 4294967295}}
 open("sanitize-log-never.json","w").write(json.dumps(san("nvme0", 65535, 0, "NVM subsystem has never been sanitized."), indent=2)+"\n")
 open("sanitize-log-progress.json","w").write(json.dumps(san("nvme0", 32768, 2, "A sanitize operation is currently in progress."), indent=2)+"\n")
+# cdw10_info: CDW10 of the sanitize that is running, SANACT in bits 2:0 (2 block, 4 crypto).
+open("sanitize-log-progress-block.json","w").write(json.dumps(san("nvme0", 16384, 2, "A sanitize operation is currently in progress.", cdw10=2), indent=2)+"\n")
+open("sanitize-log-progress-crypto.json","w").write(json.dumps(san("nvme0", 16384, 2, "A sanitize operation is currently in progress.", cdw10=4), indent=2)+"\n")
 open("sanitize-log-done.json","w").write(json.dumps(san("nvme0", 65535, 1, "The most recent sanitize operation completed successfully including any additional media modification.", 1, 1), indent=2)+"\n")
 open("sanitize-log-failed.json","w").write(json.dumps(san("nvme0", 65535, 3, "The most recent sanitize operation failed."), indent=2)+"\n")
 lst = {"Devices": [{"HostNQN": "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0031-3510-8052-b3c04f4e3133", "HostID": "4c4c4544-0031-3510-8052-b3c04f4e3133",
