@@ -50,6 +50,10 @@ func TestWearCheck(t *testing.T) {
 		{"below custom threshold", hardware.SmartLog{PercentUsed: 79, AvailSpare: 100, SpareThresh: 10}, map[string]any{"max_percent_used": 80}, 0},
 		{"at custom threshold", hardware.SmartLog{PercentUsed: 80, AvailSpare: 100, SpareThresh: 10}, map[string]any{"max_percent_used": 80}, plugins.CodeRetire},
 		{"critical warning", hardware.SmartLog{CriticalWarning: 4, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
+		// Temperature alone clears when the drive cools: try again later.
+		{"too hot", hardware.SmartLog{CriticalWarning: 2, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeTryAgainLater},
+		{"too hot and degraded", hardware.SmartLog{CriticalWarning: 6, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
+		{"too hot and worn", hardware.SmartLog{CriticalWarning: 2, PercentUsed: 95, AvailSpare: 100, SpareThresh: 10}, nil, plugins.CodeRetire},
 		{"spare below threshold", hardware.SmartLog{AvailSpare: 5, SpareThresh: 10}, nil, plugins.CodeRetire},
 		// QEMU's synthetic log: spare 0, threshold 0 (no threshold set).
 		{"qemu: spare 0, threshold 0", hardware.SmartLog{AvailSpare: 0, SpareThresh: 0}, nil, 0},
@@ -67,10 +71,10 @@ func TestWearCheck(t *testing.T) {
 			details := map[string]any{}
 			if res != nil {
 				details = res.Details
-			} else if pe := plugins.AsError(err); pe.Code == plugins.CodeRetire {
+			} else if pe := plugins.AsError(err); pe.Code == plugins.CodeRetire || pe.Code == plugins.CodeTryAgainLater {
 				details = pe.Details
 			}
-			if tc.code == 0 || tc.code == plugins.CodeRetire {
+			if tc.code == 0 || tc.code == plugins.CodeRetire || tc.code == plugins.CodeTryAgainLater {
 				if details["percent_used"] != tc.log.PercentUsed || details["avail_spare"] != tc.log.AvailSpare {
 					t.Fatalf("values not recorded: %v", details)
 				}

@@ -11,13 +11,16 @@ import (
 
 // nvme-wear-check reads the smart log (`nvme smart-log -o json`) and
 // retires the device when it is worn: percent_used at or above
-// max_percent_used (default 90), critical_warning non-zero, or avail_spare
-// below spare_thresh. It records the values either way.
+// max_percent_used (default 90), a critical_warning bit other than
+// "temperature", or avail_spare below spare_thresh. The temperature bit
+// alone fails the step to be tried again later: it clears once the drive
+// cools (it is often hot right after a heavy tenant or an overwrite). It
+// records the values either way.
 func init() {
 	register(Spec{
 		Name:     "nvme-wear-check",
 		InDevice: true,
-		Does:     "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning != 0 or avail_spare < spare_thresh (a threshold of 0 is none)",
+		Does:     "nvme smart-log <ctrl> -o json; retire when percent_used >= max_percent_used, critical_warning has a bit other than 1 (temperature) or avail_spare < spare_thresh (a threshold of 0 is none); try again later when temperature is the only reason",
 		Run:      wearCheck,
 		Needs:    nvmeDriver,
 		Tools:    nvmeCLI,
@@ -27,6 +30,11 @@ func init() {
 		},
 	})
 }
+
+// criticalWarningTemperature is critical_warning bit 1: a temperature is
+// above its over-temperature threshold or below its under-temperature one.
+// The controller clears it when the temperature is back in range.
+const criticalWarningTemperature = 1 << 1
 
 func wearThreshold(a map[string]any) (int64, error) {
 	n, err := argInt(a, "max_percent_used", 90)
@@ -56,7 +64,7 @@ func wearCheck(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if int64(sl.PercentUsed) >= limit {
 		why = append(why, fmt.Sprintf("percent_used %d >= %d", sl.PercentUsed, limit))
 	}
-	if sl.CriticalWarning != 0 {
+	if sl.CriticalWarning&^criticalWarningTemperature != 0 {
 		why = append(why, fmt.Sprintf("critical_warning %#x", sl.CriticalWarning))
 	}
 	// A spare threshold of 0 means the controller sets none (QEMU's
@@ -67,6 +75,10 @@ func wearCheck(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if len(why) > 0 {
 		return nil, &plugins.Error{Code: plugins.CodeRetire, Details: details,
 			Msg: fmt.Sprintf("NVMe %s is worn out (%v): retire it and replace the drive", t.Device.Address, why)}
+	}
+	if sl.CriticalWarning&criticalWarningTemperature != 0 {
+		return nil, &plugins.Error{Code: plugins.CodeTryAgainLater, Details: details,
+			Msg: fmt.Sprintf("NVMe %s has a temperature outside its thresholds (critical_warning %#x, bit 1 only): it stays reserved and the check runs again later; if it persists, check the cooling", t.Device.Address, sl.CriticalWarning)}
 	}
 	t.progress(1)
 	return plugins.OK(details), nil
