@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -158,7 +159,9 @@ func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll 
 // Format runs `nvme format <ns> -s <ses> --force`. ses 1 is a user-data
 // erase, 2 a crypto erase (needs fna bit 2); 0 is refused because it
 // erases nothing yet reports success. namespace must be one of addr's own
-// namespaces ("/dev/nvme0n1" or "nvme0n1").
+// namespaces ("/dev/nvme0n1" or "nvme0n1"). A controller with namespace
+// management must have no allocated namespace that is not attached to it
+// (ErrHiddenNamespaces, before anything is formatted).
 func (r *Real) Format(ctx context.Context, addr Address, namespace string, ses int) error {
 	if ses != 1 && ses != 2 {
 		return fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
@@ -181,10 +184,55 @@ func (r *Real) Format(ctx context.Context, addr Address, namespace string, ses i
 	if ses == 2 && id.FNA&4 == 0 {
 		return fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
 	}
+	if id.OACS&8 != 0 {
+		if err := r.noHiddenNamespaces(ctx, addr, ctrl); err != nil {
+			return err
+		}
+	}
 	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "format", ns, "-s", strconv.Itoa(ses), "--force"); err != nil {
 		return fmt.Errorf("format %s %s -s %d: %w", addr, ns, ses, err)
 	}
 	return nil
+}
+
+// noHiddenNamespaces fails when the subsystem of ctrl has allocated
+// namespaces (`nvme list-ns --all`) that are not active on ctrl (`nvme
+// list-ns`). A controller with namespace management (oacs bit 3) lets a
+// tenant create a namespace, write it and detach it; a format reaches
+// only the attached ones, so the drive must not be called clean.
+func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string) error {
+	list := func(args ...string) (map[string]bool, error) {
+		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, append([]string{"list-ns", "/dev/" + ctrl}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("format %s: list namespaces (namespace management is on, oacs bit 3): %w", addr, err)
+		}
+		ids := map[string]bool{}
+		for _, m := range listNSEntry.FindAll(out, -1) {
+			_, id, _ := strings.Cut(string(m), ":")
+			ids[strings.ToLower(strings.TrimSpace(id))] = true
+		}
+		return ids, nil
+	}
+	active, err := list()
+	if err != nil {
+		return err
+	}
+	allocated, err := list("--all")
+	if err != nil {
+		return err
+	}
+	var hidden []string
+	for id := range allocated {
+		if !active[id] {
+			hidden = append(hidden, id)
+		}
+	}
+	if len(hidden) == 0 {
+		return nil
+	}
+	sort.Strings(hidden)
+	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; erase the drive with nvme-sanitize (the whole subsystem), or delete those namespaces (nvme delete-ns) and release the device: %w",
+		addr, strings.Join(hidden, ", "), ctrl, ErrHiddenNamespaces)
 }
 
 // Media lists addr's namespace block devices with sizes from sysfs.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,45 @@ func TestRealSanitize(t *testing.T) {
 	}
 	if err := nb.Sanitize(ctx, "0000:02:00.0", SanitizeBlock, time.Millisecond, nil); !errors.Is(err, ErrWrongDriver) {
 		t.Errorf("sanitize of vfio-bound device: %v, want ErrWrongDriver", err)
+	}
+}
+
+// TestRealFormatHiddenNamespaces: with namespace management (oacs bit 3)
+// a tenant can create a namespace, write it and detach it; a format
+// reaches only the attached ones. A subsystem with allocated namespaces
+// the controller does not list as active is not formatted, and the error
+// names them; with none, the format runs.
+func TestRealFormatHiddenNamespaces(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, allocated string
+		hidden          bool
+	}{
+		{"detached namespace", "[   0]:0x1\n[   1]:0x2\n[   2]:0xa\n", true},
+		{"all attached", "[   0]:0x1\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+				switch {
+				case cmd == "nvme list-ns /dev/nvme0 --all":
+					return []byte(tc.allocated), nil, true
+				case strings.HasPrefix(cmd, "nvme format "):
+					return nil, nil, true
+				}
+				return nil, nil, false
+			})
+			err := newTestReal(t, Config{}, r).Format(context.Background(), "0000:01:00.0", "/dev/nvme0n1", 2)
+			formatted := slices.ContainsFunc(r.Calls(), func(c string) bool { return strings.HasPrefix(c, "nvme format ") })
+			switch {
+			case !tc.hidden && (err != nil || !formatted):
+				t.Fatalf("format with every namespace attached: %v (formatted %v)", err, formatted)
+			case tc.hidden && (!errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "NSIDs 0x2, 0xa") || !strings.Contains(err.Error(), "sanitize")):
+				t.Fatalf("format with detached namespaces: %v; want ErrHiddenNamespaces naming 0x2 and 0xa and the way out", err)
+			case tc.hidden && formatted:
+				t.Fatal("nvme format ran although the drive holds namespaces it cannot reach")
+			}
+		})
 	}
 }
 

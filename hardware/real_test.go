@@ -17,12 +17,16 @@ import (
 // toolFixtures answers the tool runs of a host with the recorded outputs.
 func toolFixtures(t *testing.T) map[string]string {
 	return map[string]string{
-		"nvme list -v -o json":                                                        string(fixture(t, "nvme-list-v.json")),
-		"nvme id-ctrl /dev/nvme0 -o json":                                             string(fixture(t, "id-ctrl-samsung-pm9a3.json")),
-		"nvme id-ctrl /dev/nvme1 -o json":                                             string(fixture(t, "id-ctrl-kioxia-cm6.json")),
-		"nvme smart-log /dev/nvme0 -o json":                                           string(fixture(t, "smart-log-samsung-pm9a3.json")),
-		"nvme smart-log /dev/nvme1 -o json":                                           string(fixture(t, "smart-log-kioxia-cm6-worn.json")),
-		"devlink dev info pci/0000:3b:00.0 -j":                                        string(fixture(t, "devlink-info-cx6dx.json")),
+		"nvme list -v -o json":                 string(fixture(t, "nvme-list-v.json")),
+		"nvme id-ctrl /dev/nvme0 -o json":      string(fixture(t, "id-ctrl-samsung-pm9a3.json")),
+		"nvme id-ctrl /dev/nvme1 -o json":      string(fixture(t, "id-ctrl-kioxia-cm6.json")),
+		"nvme smart-log /dev/nvme0 -o json":    string(fixture(t, "smart-log-samsung-pm9a3.json")),
+		"nvme list-ns /dev/nvme0":              "[   0]:0x1\n",
+		"nvme list-ns /dev/nvme0 --all":        "[   0]:0x1\n",
+		"nvme list-ns /dev/nvme1":              "[   0]:0x1\n[   1]:0x2\n",
+		"nvme list-ns /dev/nvme1 --all":        "[   0]:0x1\n[   1]:0x2\n",
+		"nvme smart-log /dev/nvme1 -o json":    string(fixture(t, "smart-log-kioxia-cm6-worn.json")),
+		"devlink dev info pci/0000:3b:00.0 -j": string(fixture(t, "devlink-info-cx6dx.json")),
 		"nvidia-smi --query-gpu=" + NvidiaSMIQuery + " --format=csv,noheader,nounits": string(fixture(t, "nvidia-smi-a100.csv")),
 	}
 }

@@ -42,8 +42,8 @@ func Errorf(code int, format string, args ...any) *Error {
 }
 
 // CodeOf returns the protocol code of err: its *Error code, or a code derived
-// from well-known errors (unsupported -> 2, missing tool -> 12, deadline ->
-// 15); any other error is transient (11) so it is retried within budget and
+// from well-known errors (unsupported -> 2, missing tool or hidden
+// namespaces -> 12, deadline -> 15); any other error is transient (11) so it is retried within budget and
 // the device stays reserved meanwhile.
 func CodeOf(err error) int {
 	if err == nil {
@@ -55,7 +55,7 @@ func CodeOf(err error) int {
 		return pe.Code
 	case errors.Is(err, hardware.ErrUnsupported):
 		return CodeUnsupported
-	case errors.Is(err, hardware.ErrToolMissing):
+	case errors.Is(err, hardware.ErrToolMissing), errors.Is(err, hardware.ErrHiddenNamespaces):
 		return CodePermanent
 	case errors.Is(err, context.DeadlineExceeded):
 		return CodeTimeout

@@ -19,6 +19,7 @@ func TestCodeOf(t *testing.T) {
 		{fmt.Errorf("step x: %w", Errorf(142, "vendor")), 142},
 		{fmt.Errorf("sanitize: %w", hardware.ErrUnsupported), CodeUnsupported},
 		{fmt.Errorf("nvme: %w", hardware.ErrToolMissing), CodePermanent},
+		{fmt.Errorf("format: %w", hardware.ErrHiddenNamespaces), CodePermanent},
 		{fmt.Errorf("run: %w", context.DeadlineExceeded), CodeTimeout},
 		{errors.New("EIO"), CodeTryAgainLater},
 	}
