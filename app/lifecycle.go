@@ -314,7 +314,8 @@ func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error
 
 // Retire keeps an operator's device reserved and out of cleaning, with
 // the reason recorded in the store (the authority) and the quarantine
-// trait in Placement, until scourctl placement unquarantine.
+// trait in Placement, until scourctl placement unquarantine. The store is
+// written first; a failed Placement write is repeated by every scan.
 func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (string, error) {
 	d, err := l.operatorDevice(ctx, device)
 	if err != nil {
@@ -325,7 +326,11 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (stri
 		return "", err
 	}
 	if err := l.placement.Quarantine(ctx, d.Ref, "retired by "+by+": "+reason); err != nil {
-		return "", fmt.Errorf("recorded the retirement, but Placement was not updated (scourd sets the trait again at its next scan): %w", err)
+		// The store holds the retirement: every scan sets reserved=total
+		// and the trait again until Placement takes them (handlers'
+		// keepQuarantined). Scan now rather than at the next interval.
+		l.reconciler.Trigger("operator retire by " + by + " (Placement write failed)")
+		return "", fmt.Errorf("recorded the retirement of device %s, but Placement was not updated: scourd sets reserved=total and the quarantine trait again at every scan until Placement accepts them; until then Nova may schedule the device (check Placement, then scourctl status): %w", d.Address, err)
 	}
 	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by, "reason", reason)
 	l.reconciler.Trigger("operator retire by " + by)

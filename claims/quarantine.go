@@ -76,3 +76,32 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reaso
 	}
 	return released, nil
 }
+
+// OpenQuarantines returns the host's unreleased quarantines (verdicts and
+// retirements): the devices that must stay reserved with the quarantine
+// trait whatever Placement shows now. The reconciler holds Placement to
+// it at every scan.
+func (s *Store) OpenQuarantines(ctx context.Context, host string) ([]Quarantine, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at
+		FROM quarantines WHERE host = ? AND released_at IS NULL ORDER BY device_rp`), host)
+	if err != nil {
+		return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
+	}
+	defer rows.Close()
+	var out []Quarantine
+	for rows.Next() {
+		var q Quarantine
+		var at string
+		if err := rows.Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at); err != nil {
+			return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
+		}
+		if q.QuarantinedAt, err = parseTS(at); err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
+	}
+	return out, nil
+}

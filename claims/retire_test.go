@@ -25,6 +25,12 @@ func TestRetire(t *testing.T) {
 	if err != nil || !ok || q.Reason != "retired by alice: RMA: firmware bug" || q.RunID != "" || q.Address != "0000:81:00.0" {
 		t.Fatalf("ActiveQuarantine = %+v, %v, %v", q, ok, err)
 	}
+	if open, err := s.OpenQuarantines(ctx, "cmp1"); err != nil || len(open) != 1 || open[0].DeviceRP != "rp-1" || open[0].Reason != q.Reason {
+		t.Fatalf("OpenQuarantines = %+v, %v; want the retirement", open, err)
+	}
+	if open, err := s.OpenQuarantines(ctx, "cmp2"); err != nil || len(open) != 0 {
+		t.Fatalf("OpenQuarantines of another host = %+v, %v; want none", open, err)
+	}
 	if created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other"); err != nil || created {
 		t.Fatalf("second Retire: %v, %v; want the first to stand", created, err)
 	}
@@ -33,6 +39,9 @@ func TestRetire(t *testing.T) {
 	}
 	if _, ok, _ := s.ActiveQuarantine(ctx, "cmp1", "rp-1"); ok {
 		t.Error("still quarantined after the release")
+	}
+	if open, err := s.OpenQuarantines(ctx, "cmp1"); err != nil || len(open) != 0 {
+		t.Errorf("OpenQuarantines after the release = %+v, %v; want none", open, err)
 	}
 	if _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10)); err != nil {
 		t.Errorf("retire after a release: %v", err)

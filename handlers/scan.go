@@ -15,7 +15,9 @@ const (
 	gaugeNoProfile = "no-profile"
 )
 
-// Scan reads this host's tree once and acts on it: burns allocated devices
+// Scan reads this host's tree once and acts on it: sets again the
+// reservation and trait of devices the store holds quarantined that
+// Placement lost (keepQuarantined), burns allocated devices
 // Nova left unburned, queues dirty devices for cleaning (never one the scan
 // shows allocated, quarantined, absent locally, already running or backing
 // off), sweeps orphan claims and reports stuck runs. It returns once the
@@ -32,6 +34,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		return fmt.Errorf("scan host %s devices in Placement: %w (retried at the next scan; check Placement is reachable)", r.cfg.Host, err)
 	}
 	r.m.scans.WithLabelValues("ok").Inc()
+	qerr := r.keepQuarantined(ctx, devs)
 	now := r.now()
 	counts := map[string]int{}
 	candidates, toBurn := r.classify(devs, snapshot, now, counts)
@@ -43,7 +46,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 			counts[gaugeAbsent]++
 		}
 	}
-	var errs []error
+	errs := []error{qerr}
 	errs = append(errs, r.rebuildClaims(ctx, r.sawHolders(ctx, devs)))
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))

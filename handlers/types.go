@@ -199,6 +199,16 @@ type Claims interface {
 	PreviousTenant(ctx context.Context, rpUUID string) (t Tenant, ok bool, err error)
 }
 
+// QuarantineLister is an optional Claims capability: the store's open
+// quarantines of this host (verdicts and operator retirements), RP UUID →
+// reason. The store is their authority; every scan puts a device that
+// Placement does not show reserved and quarantined back that way (rule 4),
+// so a Placement write that failed (a retire while Placement was down) is
+// repeated until it lands.
+type QuarantineLister interface {
+	OpenQuarantines(ctx context.Context) (map[string]string, error)
+}
+
 // Tenant is who used a device before its cleaning.
 type Tenant struct {
 	Instance string

@@ -131,3 +131,18 @@ func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Te
 	}
 	return handlers.Tenant{Instance: t.Instance, Project: t.Project}, true, nil
 }
+
+var _ handlers.QuarantineLister = (*Claims)(nil)
+
+// OpenQuarantines lists the host's unreleased quarantines and retirements.
+func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]string, error) {
+	open, err := s.Store.OpenQuarantines(ctx, s.Host)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(open))
+	for _, q := range open {
+		out[q.DeviceRP] = q.Reason
+	}
+	return out, nil
+}

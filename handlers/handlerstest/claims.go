@@ -3,6 +3,7 @@ package handlerstest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -24,10 +25,11 @@ type Claims struct {
 	Now    func() time.Time
 	Expiry time.Duration // claim_expiry_time; 0 means 300s
 
-	mu      sync.Mutex
-	claims  []*entry
-	seq     int
-	holders map[string]holder
+	mu          sync.Mutex
+	claims      []*entry
+	seq         int
+	holders     map[string]holder
+	quarantines map[string]string // RP UUID → reason, open ones
 }
 
 type entry struct {
@@ -41,7 +43,10 @@ type holder struct {
 	seq      int
 }
 
-var _ handlers.Claims = (*Claims)(nil)
+var (
+	_ handlers.Claims           = (*Claims)(nil)
+	_ handlers.QuarantineLister = (*Claims)(nil)
+)
 
 // NewClaims returns an empty store.
 func NewClaims() *Claims { return &Claims{} }
@@ -270,4 +275,27 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 		return handlers.Tenant{Instance: h.consumer}, true, nil
 	}
 	return handlers.Tenant{}, false, nil
+}
+
+// Retire opens a quarantine of rp, as claims.Store.Retire does (the first
+// reason stands).
+func (s *Claims) Retire(rp, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.quarantines == nil {
+		s.quarantines = map[string]string{}
+	}
+	if _, ok := s.quarantines[rp]; !ok {
+		s.quarantines[rp] = reason
+	}
+}
+
+// OpenQuarantines implements handlers.QuarantineLister.
+func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]string, error) {
+	if err := s.fail("OpenQuarantines"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.quarantines), nil
 }

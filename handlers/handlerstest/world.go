@@ -187,11 +187,14 @@ func (w *World) Unreserve(ctx context.Context, d handlers.Device) error {
 	return nil
 }
 
-// Quarantine implements handlers.Placement: trait on, still reserved.
+// Quarantine implements handlers.Placement as the real gate does:
+// reserved=total (whatever the allocations), then the trait.
 func (w *World) Quarantine(ctx context.Context, d handlers.Device, reason string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.counts["quarantine/"+d.RPUUID]++
-	w.devs[d.RPUUID].Quarantined = true
+	dev := w.devs[d.RPUUID]
+	dev.Reserved = max(dev.Reserved, dev.Total)
+	dev.Quarantined = true
 	return nil
 }

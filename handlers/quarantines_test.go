@@ -1,0 +1,77 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/internal/testkit"
+)
+
+// An operator's retire writes the store first, then Placement. When that
+// Placement write fails, the next scan sets reserved=total and the
+// quarantine trait again, with a WARN naming the device and the reason,
+// and never cleans the device; a later scan has nothing left to do.
+func TestScanQuarantinesAgainWhatTheStoreHolds(t *testing.T) {
+	t.Parallel()
+	tests := map[string]func(d *handlers.Device){
+		"available when retired":          func(d *handlers.Device) {},
+		"dirty when retired":              func(d *handlers.Device) { d.Reserved = 1 },
+		"trait kept, un-reserved by hand": func(d *handlers.Device) { d.Quarantined = true },
+	}
+	for name, setup := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			logs := &testkit.SyncBuffer{}
+			e := newEnv(t, 1, nil)
+			e.logs = logs
+			e.build(nil)
+			e.w.Set(rp(1), setup)
+			down := true
+			e.p.QuarantineF = func(ctx context.Context, d handlers.Device, reason string) error {
+				if down {
+					return errors.New("placement: 503")
+				}
+				return e.w.Quarantine(ctx, d, reason)
+			}
+			// Retire: the store's row, then the Placement write that fails.
+			e.c.Retire(rp(1), "retired by alice: RMA")
+			if err := e.p.Quarantine(context.Background(), e.w.Device(rp(1)), "retired by alice: RMA"); err == nil {
+				t.Fatal("the retire's Placement write did not fail")
+			}
+			down = false
+			e.reconcile()
+			d := e.w.Device(rp(1))
+			if d.Reserved != d.Total || !d.Quarantined {
+				t.Fatalf("after a scan: reserved %d of %d, quarantine trait %v; want reserved and quarantined", d.Reserved, d.Total, d.Quarantined)
+			}
+			e.wantDevice(1, handlers.StateQuarantined, 0, 0)
+			out := logs.String()
+			if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "rp=rp-1") || !strings.Contains(out, `reason="retired by alice: RMA"`) {
+				t.Errorf("no WARN naming the device and the reason:\n%s", out)
+			}
+			e.reconcile()
+			if got := e.w.Count("quarantine", rp(1)); got != 1 {
+				t.Errorf("quarantine writes = %d, want 1 (nothing left to set)", got)
+			}
+		})
+	}
+}
+
+// While Placement keeps refusing, the scan says so and the device is not
+// cleaned; a device the store does not hold is left alone.
+func TestScanQuarantineAgainFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	e.c.Retire(rp(1), "retired by alice: RMA")
+	e.p.QuarantineF = func(context.Context, handlers.Device, string) error { return errors.New("placement: 503") }
+	err := e.r.Scan(context.Background(), "test")
+	if err == nil || !strings.Contains(err.Error(), "0000:81:00.0") || !strings.Contains(err.Error(), "retried at the next scan") {
+		t.Fatalf("Scan = %v; want an error naming the device and the retry", err)
+	}
+	if got := e.w.Count("quarantine", rp(2)); got != 0 {
+		t.Errorf("quarantine writes on a device the store does not hold = %d", got)
+	}
+}
