@@ -58,6 +58,8 @@ func gateErr(err error) error {
 		return fmt.Errorf("%w: %w", handlers.ErrNotAllocated, err)
 	case errors.Is(err, placement.ErrUnmanaged):
 		return fmt.Errorf("%w: %w", handlers.ErrUnmanaged, err)
+	case errors.Is(err, placement.ErrQuarantined):
+		return fmt.Errorf("%w: %w", handlers.ErrQuarantined, err)
 	case placement.IsRecoverable(err):
 		return err
 	}

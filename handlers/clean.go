@@ -134,6 +134,14 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("cleaned device is allocated now; not un-reserved, left alone", "error", err)
 		notReturned(fmt.Sprintf("Placement showed an allocation on the device at the un-reserve: %v", err), true)
 		return
+	case errors.Is(err, ErrQuarantined):
+		// Retired (or quarantined) while its un-reserve was pending: no
+		// scan retries it, and the release must clean it afresh, so the
+		// record is closed here rather than resumed into an un-reserve.
+		r.m.unreserves.WithLabelValues("quarantined").Inc()
+		log.Warn("cleaned device is quarantined now (retired by an operator?); not un-reserved, it stays reserved until released, and its release cleans it again", "error", err)
+		notReturned("Placement showed the device quarantined at the un-reserve (an operator retired it, or a quarantine is open); it stays reserved, and its release (scourctl placement unquarantine) starts a new cleaning run", true)
+		return
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()
 		log.Error("cleaned device could not be un-reserved; it stays reserved and is retried after a backoff (check Placement)", "error", err)

@@ -23,6 +23,11 @@ var (
 	// shape scour does not handle (not one inventory of total 1): the
 	// device is skipped with a warning, never retried as a failure.
 	ErrUnmanaged = errors.New("device shape not managed by scour")
+	// ErrQuarantined is what a Placement adapter wraps when Unreserve
+	// refused because the device carries the quarantine trait: an
+	// operator retired it (or a quarantine was set) while its un-reserve
+	// was pending. Only an operator's release ends that.
+	ErrQuarantined = errors.New("device is quarantined")
 	// ErrGone is what a Placement adapter wraps when ReadDevice found no
 	// such resource provider: the device left this host's tree.
 	ErrGone = errors.New("device is not in this host's tree")

@@ -3,11 +3,13 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // Regression (issue 16, repro 2): a device allocated with no notification
@@ -59,4 +61,37 @@ func TestNotReturnedIsRecorded(t *testing.T) {
 	if r := e.cl.Returned(); len(r) != 0 {
 		t.Fatalf("returned records %v without an un-reserve", r)
 	}
+}
+
+// A device retired while its un-reserve was pending: the refusal closes
+// the record as cleaned, not returned (so the release starts a new run
+// instead of resuming this one into an un-reserve), is counted apart from
+// errors and does not back off; once released, the next scan cleans it.
+func TestQuarantinedAtUnreserveClosesTheRecord(t *testing.T) {
+	t.Parallel()
+	logs := &testkit.SyncBuffer{}
+	e := newEnv(t, 1, nil)
+	e.logs = logs
+	e.build(nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = true }) // scourctl retire
+		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, handlers.ErrQuarantined)
+	}
+	e.reconcile()
+	got := strings.Join(e.cl.NotReturned(), "\n")
+	if !strings.Contains(got, "run-1 final=true: Placement showed the device quarantined at the un-reserve") {
+		t.Fatalf("not-returned notes:\n%s", got)
+	}
+	if out := logs.String(); strings.Contains(out, "retried after a backoff") || !strings.Contains(out, "cleaned device is quarantined now") {
+		t.Errorf("log:\n%s", out)
+	}
+	if q, errs := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "quarantined"),
+		metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "error"); q != 1 || errs != 0 {
+		t.Errorf("unreserves{quarantined} = %v, {error} = %v; want 1, 0", q, errs)
+	}
+	e.p.UnreserveF = nil
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = false }) // scourctl placement unquarantine
+	e.reconcile()
+	e.wantDevice(1, handlers.StateAvailable, 2, 1)
 }
