@@ -15,6 +15,7 @@ import (
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/handlers/handlerstest"
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // clock is a settable time source shared by the handlers and the store.
@@ -150,3 +151,14 @@ func (e *env) logOut() io.Writer {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// newLoggedEnv is newEnv(t, n, nil) whose handlers log into the buffer
+// returned.
+func newLoggedEnv(t *testing.T, n int) (*env, *testkit.SyncBuffer) {
+	t.Helper()
+	logs := &testkit.SyncBuffer{}
+	e := newEnv(t, n, nil)
+	e.logs = logs
+	e.build(nil)
+	return e, logs
+}

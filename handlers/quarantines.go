@@ -6,28 +6,62 @@ import (
 	"fmt"
 )
 
-// keepQuarantined holds Placement to the store's open quarantines: a
-// device of this scan that the store holds quarantined (a verdict or an
-// operator's retire) but that Placement does not show reserved=total with
-// the quarantine trait gets both set again. The store is written first;
-// when Placement was down or conflicting at that moment, nothing else
-// puts it right, and Nova could schedule a retired device (rule 4). devs
-// is updated in place for each device put right, so the scan classifies
-// it quarantined. A failure is retried at the next scan.
-func (r *Reconciler) keepQuarantined(ctx context.Context, devs []Device) error {
+// The store is the authority on quarantines (verdicts and operator
+// retirements) and is written first; Placement only shows them. When the
+// Placement write failed (Placement down or conflicting at a retire), or
+// the trait or the reservation was lost later, nothing else puts it
+// right, and Nova could schedule a retired device (rule 4). So every scan
+// compares the two and writes Placement again.
+
+// openQuarantines reads the host's open quarantines; nil when the claims
+// store does not keep them.
+func (r *Reconciler) openQuarantines(ctx context.Context) (map[string]string, error) {
 	ql, ok := r.c.(QuarantineLister)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	open, err := ql.OpenQuarantines(ctx)
 	if err != nil {
-		return fmt.Errorf("reading host %s's open quarantines: %w (not checked against Placement this scan; check the claims database)", r.cfg.Host, err)
+		return nil, fmt.Errorf("reading host %s's open quarantines: %w (not checked against Placement this scan; check the claims database)", r.cfg.Host, err)
+	}
+	return open, nil
+}
+
+// lostQuarantines returns the devices of the scan that the store holds
+// quarantined but Placement does not show reserved=total with the trait.
+func lostQuarantines(devs []Device, open map[string]string) []Device {
+	var lost []Device
+	for _, d := range devs {
+		if _, held := open[d.RPUUID]; !held || d.State == StateUnmanaged {
+			continue
+		}
+		if d.Total > 0 && d.Reserved >= d.Total && d.Quarantined {
+			continue
+		}
+		lost = append(lost, d)
+	}
+	return lost
+}
+
+// requarantine sets reserved=total and the trait again on the lost
+// devices, with a WARN naming each. The store is read again first: the
+// scan read it before Placement (to keep its read-to-queue window short),
+// and an operator's release in between (store first, then the trait)
+// must not be undone. A failure is retried at the next scan.
+func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
+	if len(lost) == 0 {
+		return nil
+	}
+	open, err := r.openQuarantines(ctx)
+	if err != nil {
+		return err
 	}
 	var errs []error
-	for i, d := range devs {
+	set := 0
+	for _, d := range lost {
 		reason, held := open[d.RPUUID]
-		if !held || d.State == StateUnmanaged || (d.Total > 0 && d.Reserved >= d.Total && d.Quarantined) {
-			continue
+		if !held {
+			continue // released meanwhile
 		}
 		r.log.Warn("device is quarantined in the store but Placement does not show it reserved and quarantined; setting both again",
 			"device", d.RPName, "rp", d.RPUUID, "address", d.Address, "reserved", d.Reserved, "total", d.Total,
@@ -36,7 +70,10 @@ func (r *Reconciler) keepQuarantined(ctx context.Context, devs []Device) error {
 			errs = append(errs, fmt.Errorf("device %s: setting its quarantine (%s) again in Placement: %w (retried at the next scan; until then Nova may schedule it, check Placement)", d.RPName, reason, err))
 			continue
 		}
-		devs[i].Reserved, devs[i].Quarantined = max(d.Total, d.Reserved), true
+		set++
+	}
+	if set > 0 {
+		r.Trigger("quarantine set again") // the devices gauge shows it at once
 	}
 	return errors.Join(errs...)
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/scour-project/scour/handlers"
-	"github.com/scour-project/scour/internal/testkit"
 )
 
 // An operator's retire writes the store first, then Placement. When that
@@ -24,10 +23,7 @@ func TestScanQuarantinesAgainWhatTheStoreHolds(t *testing.T) {
 	for name, setup := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			logs := &testkit.SyncBuffer{}
-			e := newEnv(t, 1, nil)
-			e.logs = logs
-			e.build(nil)
+			e, logs := newLoggedEnv(t, 1)
 			e.w.Set(rp(1), setup)
 			down := true
 			e.p.QuarantineF = func(ctx context.Context, d handlers.Device, reason string) error {
@@ -73,5 +69,26 @@ func TestScanQuarantineAgainFails(t *testing.T) {
 	}
 	if got := e.w.Count("quarantine", rp(2)); got != 0 {
 		t.Errorf("quarantine writes on a device the store does not hold = %d", got)
+	}
+}
+
+// An operator's release that lands between the scan's read of the store
+// and its read of Placement (store released, then the trait removed) is
+// not undone: the store is read again before any Placement write.
+func TestScanDoesNotUndoARelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true })
+	e.c.Retire(rp(1), "retired by alice: RMA")
+	e.p.ScanHostF = func(ctx context.Context) ([]handlers.Device, error) {
+		e.c.Release(rp(1))                                                 // scourctl placement unquarantine: the store,
+		e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = false }) // then the trait
+		return e.w.ScanHost(ctx)
+	}
+	if err := e.r.Scan(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.w.Count("quarantine", rp(1)); got != 0 {
+		t.Errorf("quarantine writes = %d after the release, want 0", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -17,7 +18,7 @@ const (
 
 // Scan reads this host's tree once and acts on it: sets again the
 // reservation and trait of devices the store holds quarantined that
-// Placement lost (keepQuarantined), burns allocated devices
+// Placement lost (requarantine), burns allocated devices
 // Nova left unburned, queues dirty devices for cleaning (never one the scan
 // shows allocated, quarantined, absent locally, already running or backing
 // off), sweeps orphan claims and reports stuck runs. It returns once the
@@ -28,17 +29,22 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	r.mu.Lock()
 	snapshot := r.seq // runs that end after this are newer than the scan
 	r.mu.Unlock()
+	open, qerr := r.openQuarantines(ctx)
 	devs, err := r.p.ScanHost(ctx)
 	if err != nil {
 		r.m.scans.WithLabelValues("error").Inc()
 		return fmt.Errorf("scan host %s devices in Placement: %w (retried at the next scan; check Placement is reachable)", r.cfg.Host, err)
 	}
 	r.m.scans.WithLabelValues("ok").Inc()
-	qerr := r.keepQuarantined(ctx, devs)
+	lost := lostQuarantines(devs, open)
 	now := r.now()
 	counts := map[string]int{}
 	candidates, toBurn := r.classify(devs, snapshot, now, counts)
 	for _, d := range candidates {
+		if slices.ContainsFunc(lost, func(l Device) bool { return l.RPUUID == d.RPUUID }) {
+			counts[string(StateQuarantined)]++ // never cleaned; requarantine below
+			continue
+		}
 		if r.present(ctx, d) {
 			r.enqueue(d, reason, snapshot, now)
 			counts[string(StateDirty)]++
@@ -46,7 +52,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 			counts[gaugeAbsent]++
 		}
 	}
-	errs := []error{qerr}
+	errs := []error{qerr, r.requarantine(ctx, lost)}
 	errs = append(errs, r.rebuildClaims(ctx, r.sawHolders(ctx, devs)))
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))

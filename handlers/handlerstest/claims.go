@@ -290,6 +290,13 @@ func (s *Claims) Retire(rp, reason string) {
 	}
 }
 
+// Release ends rp's quarantine, as claims.Store.ReleaseQuarantine does.
+func (s *Claims) Release(rp string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.quarantines, rp)
+}
+
 // OpenQuarantines implements handlers.QuarantineLister.
 func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]string, error) {
 	if err := s.fail("OpenQuarantines"); err != nil {
