@@ -60,6 +60,8 @@ func gateErr(err error) error {
 		return fmt.Errorf("%w: %w", handlers.ErrUnmanaged, err)
 	case errors.Is(err, placement.ErrQuarantined):
 		return fmt.Errorf("%w: %w", handlers.ErrQuarantined, err)
+	case errors.Is(err, placement.ErrUnreservedElsewhere):
+		return fmt.Errorf("%w: %w", handlers.ErrUnreservedElsewhere, err)
 	case placement.IsRecoverable(err):
 		return err
 	}

@@ -21,6 +21,7 @@ func TestGateErrNamesRefusals(t *testing.T) {
 		{placement.ErrNotAllocated, handlers.ErrNotAllocated},
 		{placement.ErrUnmanaged, handlers.ErrUnmanaged},
 		{placement.ErrQuarantined, handlers.ErrQuarantined},
+		{placement.ErrUnreservedElsewhere, handlers.ErrUnreservedElsewhere},
 	}
 	for _, tt := range tests {
 		err := gateErr(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"}, Err: fmt.Errorf("x: %w", tt.err)})

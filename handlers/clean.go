@@ -142,6 +142,16 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("cleaned device is quarantined now (retired by an operator?); not un-reserved, it stays reserved until released, and its release cleans it again", "error", err)
 		notReturned("Placement showed the device quarantined at the un-reserve (an operator retired it, or a quarantine is open); it stays reserved, and its release (scourctl placement unquarantine) starts a new cleaning run", true)
 		return
+	case errors.Is(err, ErrUnreservedElsewhere):
+		// In the pool, but not by scour: the record must not claim the
+		// un-reserve, and the operator must find the other actor.
+		r.m.unreserves.WithLabelValues("elsewhere").Inc()
+		r.mu.Lock()
+		delete(r.backoff, d.RPUUID)
+		r.mu.Unlock()
+		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
+		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
+		return
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()
 		log.Error("cleaned device could not be un-reserved; it stays reserved and is retried after a backoff (check Placement)", "error", err)

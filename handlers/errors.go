@@ -28,6 +28,11 @@ var (
 	// operator retired it (or a quarantine was set) while its un-reserve
 	// was pending. Only an operator's release ends that.
 	ErrQuarantined = errors.New("device is quarantined")
+	// ErrUnreservedElsewhere is what a Placement adapter wraps when
+	// Unreserve found the device already un-reserved right after its own
+	// write was refused: someone else returned it to the pool while scour
+	// cleaned it (it was schedulable during the wipe).
+	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
 	// ErrGone is what a Placement adapter wraps when ReadDevice found no
 	// such resource provider: the device left this host's tree.
 	ErrGone = errors.New("device is not in this host's tree")

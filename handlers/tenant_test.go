@@ -9,7 +9,6 @@ import (
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
-	"github.com/scour-project/scour/internal/testkit"
 )
 
 // Regression (issue 16, repro 2): a device allocated with no notification
@@ -69,10 +68,7 @@ func TestNotReturnedIsRecorded(t *testing.T) {
 // errors and does not back off; once released, the next scan cleans it.
 func TestQuarantinedAtUnreserveClosesTheRecord(t *testing.T) {
 	t.Parallel()
-	logs := &testkit.SyncBuffer{}
-	e := newEnv(t, 1, nil)
-	e.logs = logs
-	e.build(nil)
+	e, logs := newLoggedEnv(t, 1)
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
 		e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = true }) // scourctl retire
@@ -94,4 +90,34 @@ func TestQuarantinedAtUnreserveClosesTheRecord(t *testing.T) {
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = false }) // scourctl placement unquarantine
 	e.reconcile()
 	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+}
+
+// A device someone else un-reserved while scour cleaned it is not
+// reported returned: a WARN names the device and the run, the record says
+// it was not un-reserved by scour, and the metric counts it apart.
+func TestUnreservedElsewhereIsToldTruthfully(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 1)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // Nova's clean-on-delete sample
+		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, handlers.ErrUnreservedElsewhere)
+	}
+	e.reconcile()
+	got := strings.Join(e.cl.NotReturned(), "\n")
+	if !strings.Contains(got, "run-1 final=true: every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour") {
+		t.Fatalf("not-returned notes:\n%s", got)
+	}
+	if r := e.cl.Returned(); len(r) != 0 {
+		t.Errorf("records closed as returned by scour: %v", r)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN msg=\"device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample") ||
+		!strings.Contains(out, "rp=rp-1") || !strings.Contains(out, "run=run-1") || strings.Contains(out, "returned to the pool\"") {
+		t.Errorf("log:\n%s", out)
+	}
+	if got, ok := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "elsewhere"),
+		metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "ok"); got != 1 || ok != 0 {
+		t.Errorf("unreserves{elsewhere} = %v, {ok} = %v; want 1, 0", got, ok)
+	}
 }

@@ -257,8 +257,9 @@ type Cleaner interface {
 // ReturnRecorder is an optional Cleaner capability. A clean verdict's
 // record says "cleaned"; told once the device was un-reserved, the
 // recorder makes it "returned". Told why the un-reserve did not happen, it
-// notes it: final (the device got allocated or quarantined meanwhile)
-// closes the record as cleaned and not returned; otherwise the record stays open and the
+// notes it: final (the device got allocated, quarantined or un-reserved
+// by someone else meanwhile) closes the record as cleaned and not
+// returned; otherwise the record stays open and the
 // next clean of the device resumes it and retries the un-reserve.
 type ReturnRecorder interface {
 	RecordReturned(ctx context.Context, runID string, d Device) error

@@ -16,6 +16,12 @@ var (
 	// ErrQuarantined: the device carries the quarantine trait; only an
 	// operator's Unquarantine lets it return to the pool.
 	ErrQuarantined = errors.New("device is quarantined")
+	// ErrUnreservedElsewhere: Unreserve's own write was refused with a
+	// generation conflict (nothing of scour's written) and the device was
+	// then found already at reserved 0: someone else un-reserved it while
+	// scour cleaned it, so it was schedulable during the wipe. The device
+	// is in the pool, but not by scour's doing.
+	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
 	// ErrNotFound: the resource provider (device or compute node) does not
 	// exist in Placement.
 	ErrNotFound = errors.New("resource provider not found in Placement")
@@ -104,6 +110,8 @@ func devErr(op string, dev Ref, err error) error {
 		de.Action = "device is in use; it will be handled when the instance releases it"
 	case errors.Is(err, ErrQuarantined):
 		de.Action = "run `scourctl unquarantine` only after checking the device"
+	case errors.Is(err, ErrUnreservedElsewhere):
+		de.Action = "check for another cleaner of this host's devices, e.g. Nova's clean-on-delete sample"
 	case errors.Is(err, ErrNotFound):
 		de.Action = "check the compute node's [pci] device_spec and Placement tree"
 	case errors.Is(err, ErrUnmanaged):

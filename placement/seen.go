@@ -70,7 +70,8 @@ func (c *Client) Confirm(ctx context.Context, seen Device) (Device, error) {
 // it exactly as Unreserve requires: no allocation, fully reserved, the
 // one-time-use trait, no quarantine trait. Placement answers 409 if
 // anything changed since; then, and whenever seen does not qualify, it is
-// Unreserve: re-read, RE-VERIFY, write.
+// Unreserve: re-read, RE-VERIFY, write. A 409 followed by a re-read at
+// reserved 0 is ErrUnreservedElsewhere (see Unreserve).
 func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 	if !c.unreservable(seen) {
 		return c.Unreserve(ctx, seen.Ref)
@@ -85,7 +86,10 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 		var r retries
 		r.add(err)
 		c.reportRetries(r, "device changed since the check before its destructive step; re-reading and re-verifying it")
-		return c.Unreserve(ctx, seen.Ref)
+		// After a definite conflict nothing of ours was written: a device
+		// now at reserved 0 was un-reserved by someone else. After a lost
+		// answer, our PUT may have landed.
+		return c.unreserve(ctx, seen.Ref, errors.Is(err, errConflict))
 	}
 	return devErr("unreserve", seen.Ref, err)
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -16,7 +17,19 @@ import (
 // A device already at reserved=0 is left alone (idempotent: a resumed run
 // does not decrement twice). Network errors and 5xx are retried within
 // the budget, then returned as *RecoverableError.
+//
+// A device found at reserved=0 right after this call's own PUT was
+// refused with a conflict is ErrUnreservedElsewhere: nothing of scour's
+// was written, so someone else un-reserved it. After a PUT whose answer
+// was lost (timeout, 5xx), or with no PUT of this call before (a resumed
+// run), reserved=0 may be scour's own write, and that is success.
 func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
+	return c.unreserve(ctx, dev, false)
+}
+
+// unreserve is Unreserve; conflicted says the caller's own PUT (at the
+// generation of an earlier read) was just refused with a conflict.
+func (c *Client) unreserve(ctx context.Context, dev Ref, conflicted bool) error {
 	if err := checkRef(dev); err != nil {
 		return devErr("unreserve", dev, err)
 	}
@@ -37,12 +50,19 @@ func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
 			return fmt.Errorf("%w: no %s trait", ErrUnmanaged, c.cfg.OneTimeUseTrait)
 		}
 		if inv.Inv.Reserved <= 0 {
+			if conflicted {
+				return ErrUnreservedElsewhere
+			}
 			c.log.Info("device already unreserved", "device", dev.Name, "rp", dev.UUID)
 			return nil
 		}
 		// Traits live on the same RP generation: if they changed after the
 		// inventory read, the PUT below conflicts and everything is re-read.
-		if err := c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1); err != nil {
+		// Only the last PUT's answer counts: a read showing reserved>0
+		// after a lost answer proves that PUT did not land.
+		err = c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1)
+		conflicted = errors.Is(err, errConflict)
+		if err != nil {
 			return err
 		}
 		c.log.Info("device returned to the pool", "device", dev.Name, "rp", dev.UUID,

@@ -1,0 +1,112 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// unreservedMeanwhile is a dirty device (generation 7, reserved 1) that
+// another actor un-reserves just as scour's PUT arrives: put answers that
+// PUT, after the device moved to generation 8 with reserved 0.
+// With start 0 it is a device already un-reserved before any PUT.
+func unreservedMeanwhile(start int, put http.HandlerFunc) http.HandlerFunc {
+	var mu sync.Mutex
+	gen, reserved := 7, start
+	return func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.Method == http.MethodPut {
+			gen, reserved = 8, 0
+		}
+		g, res := gen, reserved
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodPut:
+			put(w, r)
+		case strings.HasSuffix(r.URL.Path, "/inventories"):
+			fmt.Fprintf(w, `{"resource_provider_generation": %d, "inventories": {"CUSTOM_PCI_144D_A80A":
+ {"total": 1, "reserved": %d, "min_unit": 1, "max_unit": 1, "step_size": 1, "allocation_ratio": 1.0}}}`, g, res)
+		case strings.HasSuffix(r.URL.Path, "/allocations"):
+			fmt.Fprintf(w, `{"resource_provider_generation": %d, "allocations": {}}`, g)
+		case strings.HasSuffix(r.URL.Path, "/traits"):
+			fmt.Fprintf(w, `{"resource_provider_generation": %d, "traits": ["HW_PCI_ONE_TIME_USE"]}`, g)
+		default:
+			http.NotFound(w, r)
+		}
+	}
+}
+
+// A device found at reserved 0 after scour's own PUT was refused with a
+// conflict was un-reserved by someone else: ErrUnreservedElsewhere, not
+// success. After a PUT whose answer was lost, reserved 0 may be scour's
+// own write: success. Either way one PUT only.
+func TestUnreserveTellsWhoUnreserved(t *testing.T) {
+	t.Parallel()
+	conflict := placementError(409, "placement.concurrent_update")
+	lost := func(w http.ResponseWriter, r *http.Request) { // the write lands, the answer does not come
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Second):
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		put  http.HandlerFunc
+		seen bool // UnreserveSeen after a read, as scourd does; else Unreserve
+		want error
+	}{
+		{name: "seen, 409", put: conflict, seen: true, want: ErrUnreservedElsewhere},
+		{name: "fresh read, 409", put: conflict, want: ErrUnreservedElsewhere},
+		{name: "seen, answer lost", put: lost, seen: true},
+		{name: "fresh read, answer lost", put: lost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakePlacement{handle: unreservedMeanwhile(1, tc.put)}
+			c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.seen {
+				var d Device
+				if d, err = c.Device(context.Background(), unitDev); err != nil {
+					t.Fatal(err)
+				}
+				err = c.UnreserveSeen(context.Background(), d)
+			} else {
+				err = c.Unreserve(context.Background(), unitDev)
+			}
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("unreserve: %v; want success (the lost PUT may be ours)", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || IsRecoverable(err) || !strings.Contains(err.Error(), "clean-on-delete")):
+				t.Fatalf("unreserve: %v; want %v, not recoverable, naming the likely other cleaner", err, tc.want)
+			}
+			if got := f.count("PUT /resource_providers/"); got != 1 {
+				t.Errorf("%d PUTs, want 1", got)
+			}
+		})
+	}
+}
+
+// A device already at reserved 0 before any write of this call (a run
+// resumed after its un-reserve landed unrecorded) is success.
+func TestUnreserveAlreadyUnreservedIsSuccess(t *testing.T) {
+	t.Parallel()
+	f := &fakePlacement{handle: unreservedMeanwhile(0, nil)}
+	c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unreserve(context.Background(), unitDev); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("PUT /resource_providers/"); got != 0 {
+		t.Errorf("%d PUTs, want 0", got)
+	}
+}
