@@ -33,16 +33,18 @@ func (r *Reconciler) CheckDevices(ctx context.Context, devs []Device, reason str
 	return r.queueRead(ctx, fresh, mark, reason) || rescan
 }
 
-// mark stamps a read of Placement: runs that end after it are newer than
-// the read (see Reconciler.finished).
-func (r *Reconciler) mark() uint64 {
+// mark stamps a read of Placement as it begins: runs that end after it
+// are newer than the read (see Reconciler.finished), and so are reads
+// that begin after it (see Reconciler.reads).
+func (r *Reconciler) mark() readMark {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.seq
+	r.reads++
+	return readMark{seq: r.seq, read: r.reads}
 }
 
 // queueRead is CheckDevices for devices read after mark.
-func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot uint64, reason string) (rescan bool) {
+func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot readMark, reason string) (rescan bool) {
 	now := r.now()
 	var toBurn []Device
 	for _, d := range fresh {

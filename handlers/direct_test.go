@@ -194,3 +194,59 @@ func TestReleaseReadsTheFirstDeviceAlone(t *testing.T) {
 		e.wantDevice(i, handlers.StateAvailable, 1, 1)
 	}
 }
+
+// A scan whose read of Placement began before a release does not undo
+// the release's newer read: Nova frees the device while the scan still
+// holds a view of it allocated, the release reads it freed and queues it,
+// and the scan then sorts its older view. Before reads were ordered the
+// scan dropped the device from the queue, and it waited for the periodic
+// scan (an hour here) with nothing else to clean it.
+func TestOlderScanDoesNotDropANewerRelease(t *testing.T) {
+	t.Parallel()
+	const vm1, vm2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+	e := newEnv(t, 2, func(c *handlers.Config) {
+		c.ScanDebounce = ptr(time.Hour)
+		c.ReconcileInterval = time.Hour
+		c.MaxConcurrentCleans = 1 // rp-1's run holds the only worker
+	})
+	e.w.Allocate(vm1, true, rp(1))
+	e.w.Allocate(vm2, true, rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", vm1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", vm2))
+	gate := make(chan struct{})
+	var running sync.WaitGroup
+	running.Add(1)
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if req.Device.RPUUID == rp(1) {
+			running.Done()
+			<-gate
+		}
+		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+	}
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // start
+	e.w.Free(vm1)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", vm1))
+	running.Wait() // rp-1 cleans; rp-2 must wait in the queue
+
+	var once sync.Once
+	e.p.ScanHostF = func(ctx context.Context) ([]handlers.Device, error) {
+		devs, err := e.w.ScanHost(ctx) // rp-2 still allocated in this view
+		once.Do(func() {
+			e.w.Free(vm2)
+			e.handle(cmd(command.KindRelease, "instance.delete.end", vm2)) // reads rp-2 freed, queues it
+		})
+		return devs, err
+	}
+	if err := e.r.Scan(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	waitFor(t, func() bool {
+		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+	})
+	if got := e.w.Count("scan", ""); got != 2 {
+		t.Errorf("scans = %d, want 2 (start, the test's): rp-2 must come back from the release's queue entry", got)
+	}
+}

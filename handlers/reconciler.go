@@ -46,14 +46,25 @@ type Reconciler struct {
 	// (the run may have just quarantined or returned it).
 	seq      uint64
 	finished map[string]uint64
-	holders  map[string]string // RP UUID → consumer last written with SawHolder
+	// reads numbers each read of Placement as it begins (readMark.read):
+	// a read that began before a device was queued from another read may
+	// be older than what queued it, and does not drop it from the queue
+	// (a scan that read a device still allocated just before its release
+	// would otherwise undo the release's newer read).
+	reads   uint64
+	holders map[string]string // RP UUID → consumer last written with SawHolder
 }
 
 type queued struct {
 	dev     Device
 	trigger string
 	since   time.Time
+	read    uint64 // the newest read that queued it (readMark.read)
 }
+
+// readMark stamps a read of Placement as it begins: seq orders it against
+// run ends (Reconciler.finished), read against other reads (Reconciler.reads).
+type readMark struct{ seq, read uint64 }
 
 type backoff struct {
 	failures int

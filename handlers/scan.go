@@ -26,9 +26,7 @@ const (
 func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	r.scanMu.Lock()
 	defer r.scanMu.Unlock()
-	r.mu.Lock()
-	snapshot := r.seq // runs that end after this are newer than the scan
-	r.mu.Unlock()
+	snapshot := r.mark() // runs that end, and reads that begin, after this are newer than the scan
 	open, qerr := r.openQuarantines(ctx)
 	devs, err := r.p.ScanHost(ctx)
 	if err != nil {
@@ -69,7 +67,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 
 // classify sorts the scan under r.mu: it drops from the queue every device
 // that is no longer dirty and returns the dirty ones free to clean.
-func (r *Reconciler) classify(devs []Device, snapshot uint64, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
+func (r *Reconciler) classify(devs []Device, snapshot readMark, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
@@ -84,7 +82,7 @@ func (r *Reconciler) classify(devs []Device, snapshot uint64, now time.Time, cou
 	}
 	for rp := range r.pending {
 		if !seen[rp] { // gone from the tree
-			r.unqueueLocked(rp)
+			r.dropLocked(rp, snapshot)
 		}
 	}
 	return candidates, toBurn
@@ -101,37 +99,37 @@ const (
 // classifyLocked decides what one freshly read device needs, dropping it
 // from the queue unless it is dirty and free to clean. counts gets the
 // device's gauge state (dirty ones are counted by the caller once queued).
-func (r *Reconciler) classifyLocked(d Device, snapshot uint64, now time.Time, counts map[string]int) action {
+func (r *Reconciler) classifyLocked(d Device, snapshot readMark, now time.Time, counts map[string]int) action {
 	_, running := r.running[d.RPUUID]
 	b, backingOff := r.backoff[d.RPUUID]
 	switch {
 	case d.State == StateUnmanaged:
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		counts[string(StateUnmanaged)]++
 	case d.InUse():
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		if d.NeedsBurn() {
 			counts[string(StateInUse)]++
 			return actBurn
 		}
 		counts[string(StateBurnedInUse)]++
 	case d.Quarantined:
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		counts[string(StateQuarantined)]++
 	case !d.Dirty():
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		delete(r.backoff, d.RPUUID)
 		counts[string(StateAvailable)]++
 	case running:
 		counts[gaugeCleaning]++
-	case r.finished[d.RPUUID] > snapshot:
+	case r.finished[d.RPUUID] > snapshot.seq:
 		// A run ended after this read of Placement: the read predates its
 		// verdict (quarantine trait, un-reserve). The next scan, triggered
 		// by that end, decides.
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		counts[gaugeCleaning]++
 	case backingOff && now.Before(b.until):
-		r.unqueueLocked(d.RPUUID)
+		r.dropLocked(d.RPUUID, snapshot)
 		counts[b.why]++
 	default:
 		return actClean
@@ -170,28 +168,42 @@ func (r *Reconciler) burn(ctx context.Context, d Device) error {
 // enqueue queues a dirty device unless a run for it started since the
 // scan classified it: that run's end drops the queue entry, and only a scan
 // after it may queue the device again (it may be available by then).
-func (r *Reconciler) enqueue(d Device, trigger string, snapshot uint64, now time.Time) {
+func (r *Reconciler) enqueue(d Device, trigger string, snapshot readMark, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Re-checked under the lock: a run may have started, or started and
 	// ended (with a backoff), while the scan asked the hardware.
-	if _, running := r.running[d.RPUUID]; running || r.finished[d.RPUUID] > snapshot {
+	if _, running := r.running[d.RPUUID]; running || r.finished[d.RPUUID] > snapshot.seq {
 		return
 	}
 	if b, backingOff := r.backoff[d.RPUUID]; backingOff && now.Before(b.until) {
 		return
 	}
 	if q, ok := r.pending[d.RPUUID]; ok {
-		q.dev = d // keep its place and first trigger, refresh the snapshot
-		r.pending[d.RPUUID] = q
+		if snapshot.read >= q.read {
+			q.dev, q.read = d, snapshot.read // keep its place and first trigger, refresh the read
+			r.pending[d.RPUUID] = q
+		}
 		return
 	}
-	r.pending[d.RPUUID] = queued{dev: d, trigger: trigger, since: now}
+	r.pending[d.RPUUID] = queued{dev: d, trigger: trigger, since: now, read: snapshot.read}
 	r.order = append(r.order, d.RPUUID)
 }
 
 func (r *Reconciler) unqueueLocked(rp string) {
 	delete(r.pending, rp) // order is cleaned lazily by popLocked
+}
+
+// dropLocked unqueues rp for what a read found, unless a read that began
+// after this one queued it: that read saw Placement later (a release read
+// the device after Nova freed it; a scan that began before may have seen
+// it still allocated). Keeping an entry is always safe: the cleaner asks
+// Placement again before its first destructive step (rule 2).
+func (r *Reconciler) dropLocked(rp string, snapshot readMark) {
+	if q, ok := r.pending[rp]; ok && q.read > snapshot.read {
+		return
+	}
+	r.unqueueLocked(rp)
 }
 
 // reportStuck logs and counts runs in flight longer than StuckAfter.
