@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -213,7 +214,16 @@ func (b *Bus) execute(ctx context.Context, c *command.Command) error {
 
 // direct consumes a per-compute notification topic and runs commands for
 // this host in-process (ModeDirect): no scour exchange, no host queue.
-type direct struct{ b *Bus }
+type direct struct {
+	b *Bus
+
+	mu     sync.Mutex
+	warned map[string]bool // other hosts named so far, up to maxWarnedHosts
+}
+
+// maxWarnedHosts bounds direct.warned: a cloud's host count, not its
+// event count.
+const maxWarnedHosts = 1024
 
 func (d *direct) handle(msg *message.Message) error {
 	c, err := d.b.decode(msg)
@@ -221,11 +231,34 @@ func (d *direct) handle(msg *message.Message) error {
 		return err
 	}
 	if c.Scope == command.ScopeHost && c.Host != d.b.host {
-		d.b.log.Info("command for another host ignored (direct mode)", "event", c.EventType, "instance", c.InstanceUUID, "target", c.Host)
+		d.ignored(c)
 		d.b.m.NotificationIgnored()
 		return nil
 	}
 	return d.b.execute(msg.Context(), c)
+}
+
+// ignored logs a command for another host. A migration names the other
+// end legitimately, but so does every event when `host` differs from
+// Nova's name for this machine (cmp1 against cmp1.example.com), and then
+// nothing is ever cleaned: the first command for each other name is a
+// WARN that says so, the rest INFO.
+func (d *direct) ignored(c *command.Command) {
+	d.mu.Lock()
+	first := !d.warned[c.Host] && len(d.warned) < maxWarnedHosts
+	if first {
+		if d.warned == nil {
+			d.warned = map[string]bool{}
+		}
+		d.warned[c.Host] = true
+	}
+	d.mu.Unlock()
+	args := []any{"event", c.EventType, "instance", c.InstanceUUID, "target", c.Host, "host", d.b.host}
+	if first {
+		d.b.log.Warn("command for another host ignored (direct mode); if the target is this machine's name in Nova, set host (SCOUR_HOST) to it (later commands for this target are logged at INFO)", args...)
+		return
+	}
+	d.b.log.Info("command for another host ignored (direct mode)", args...)
 }
 
 // park moves what reached scour's unroutable queue to the poison queue

@@ -33,7 +33,9 @@ const DefaultPath = "/etc/scour/scour.yaml"
 type Config struct {
 	// Host is this compute host's name as Nova knows it ([DEFAULT] host of
 	// nova-compute): payload hosts and routing keys are compared with it.
-	// Default: the short hostname.
+	// Default: the hostname, uncut, as Nova's own default
+	// (socket.gethostname()): a machine named cmp1.example.com is
+	// cmp1.example.com to Nova, not cmp1.
 	Host string `yaml:"host"`
 	// Node is the compute node resource provider name in Placement
 	// (nova-compute's hypervisor_hostname). Default: Host.
@@ -93,7 +95,7 @@ func (c *Config) sections() []section {
 // SetDefaults fills every unset field.
 func (c *Config) SetDefaults() {
 	if c.Host == "" {
-		c.Host = shortHostname()
+		c.Host, _ = hostname()
 	}
 	if c.Node == "" {
 		c.Node = c.Host
@@ -161,14 +163,9 @@ func (c Config) Redacted() Config {
 	return c
 }
 
-func shortHostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	short, _, _ := strings.Cut(h, ".")
-	return short
-}
+// hostname gives host's default (tests replace it). On an error it is
+// empty and Validate says to set host.
+var hostname = os.Hostname
 
 // LogConfig is the `log` section.
 type LogConfig struct {

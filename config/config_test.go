@@ -32,13 +32,22 @@ func TestDefaults(t *testing.T) {
 	if _, err := Load("testdata/does-not-exist.yaml", true, nil); err == nil {
 		t.Error("a required missing file is an error")
 	}
-	h, _ := os.Hostname()
-	c, err = Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_LIFECYCLE_ENABLED=false"})
+}
+
+// Nova's [DEFAULT] host defaults to socket.gethostname(), uncut: on a
+// machine whose kernel hostname is an FQDN, a short default would bind
+// scour.host.cmp1 while Nova routes to cmp1.example.com. Not parallel: it
+// replaces hostname.
+func TestHostDefaultsToUncutHostname(t *testing.T) {
+	old := hostname
+	t.Cleanup(func() { hostname = old })
+	hostname = func() (string, error) { return "cmp1.example.com", nil }
+	c, err := Load("testdata/does-not-exist.yaml", false, []string{"SCOUR_LIFECYCLE_ENABLED=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if short, _, _ := strings.Cut(h, "."); c.Host != short {
-		t.Errorf("host defaults to the short hostname %q, got %q", short, c.Host)
+	if c.Host != "cmp1.example.com" || c.Node != "cmp1.example.com" || c.Lifecycle.Host != "cmp1.example.com" {
+		t.Errorf("host %q node %q lifecycle.host %q, want cmp1.example.com (Nova's default)", c.Host, c.Node, c.Lifecycle.Host)
 	}
 }
 
