@@ -96,6 +96,15 @@ func TestOpenErrorsNameTheDatabase(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("postgres open error = %v; want the address named and the password hidden", err)
 	}
+	for _, dsn := range []string{
+		"host=127.0.0.1 port=1 user=scour password=secret dbname=scour sslmode=disable connect_timeout=2",
+		"postgres://scour@127.0.0.1:1/scour?sslmode=disable&connect_timeout=2&password=secret",
+	} {
+		_, err = Open(ctx, Config{Driver: DriverPostgres, DSN: dsn})
+		if err == nil || !strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "secret") {
+			t.Fatalf("postgres open error = %v; want the address named and the password hidden", err)
+		}
+	}
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
 	_, err = Open(ctx, Config{StatePath: filepath.Join(file, "sub")})

@@ -88,10 +88,10 @@ func needPostgres(t testing.TB) *sql.DB {
 	})
 	if pgErr != nil {
 		if testing.Short() {
-			t.Skipf("PostgreSQL at %s unreachable and -short given: %v", redactDSN(testDSN()), pgErr)
+			t.Skipf("PostgreSQL at %s unreachable and -short given: %v", RedactDSN(testDSN()), pgErr)
 		}
 		t.Fatalf("PostgreSQL at %s unreachable (start it with scripts/ensure-services.sh, set SCOUR_TEST_POSTGRES_DSN, or run with -short): %v",
-			redactDSN(testDSN()), pgErr)
+			RedactDSN(testDSN()), pgErr)
 	}
 	return pgAdmin
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
@@ -16,7 +15,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 	s.d = postgresDialect
 	db, err := sql.Open("pgx", s.cfg.DSN)
 	if err != nil {
-		return fmt.Errorf("claims: postgres dsn %s: %w", redactDSN(s.cfg.DSN), err)
+		return fmt.Errorf("claims: postgres dsn %s: %w", RedactDSN(s.cfg.DSN), err)
 	}
 	db.SetMaxOpenConns(8)
 	if s.lockHost != "" {
@@ -27,20 +26,8 @@ func (s *Store) openPostgres(ctx context.Context) error {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return fmt.Errorf("claims: connect to postgres %s: %w (check dsn and that the server accepts this host)", redactDSN(s.cfg.DSN), err)
+		return fmt.Errorf("claims: connect to postgres %s: %w (check dsn and that the server accepts this host)", RedactDSN(s.cfg.DSN), err)
 	}
 	s.w, s.r = db, db
 	return nil
-}
-
-// redactDSN hides the password of a URL-style DSN.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }

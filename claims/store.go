@@ -99,7 +99,7 @@ func (s *Store) where() string {
 	if s.cfg.Driver == DriverSQLite {
 		return s.cfg.SQLitePath()
 	}
-	return redactDSN(s.cfg.DSN)
+	return RedactDSN(s.cfg.DSN)
 }
 
 // Close releases the host lock and closes the database handles.

@@ -158,7 +158,7 @@ func (c Config) Redacted() Config {
 		c.Placement.Token = "(hidden)"
 	}
 	if c.Claims.DSN != "" {
-		c.Claims.DSN = broker.Redact(c.Claims.DSN)
+		c.Claims.DSN = claims.RedactDSN(c.Claims.DSN)
 	}
 	return c
 }

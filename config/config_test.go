@@ -167,3 +167,20 @@ func TestZeroScanDebounceIsKept(t *testing.T) {
 		}
 	}
 }
+
+// scourd --check-config prints Redacted(): a libpq key=value DSN or a
+// password in the URL's query must not come out verbatim.
+func TestRedactedHidesEveryDSNForm(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"host=db user=scour password=hunter2 dbname=scour",
+		"postgres://scour@db/scour?password=hunter2",
+		"postgres://scour:hunter2@db/scour?sslpassword=hunter2",
+	} {
+		var c Config
+		c.Claims.DSN = dsn
+		if got := c.Redacted().Claims.DSN; strings.Contains(got, "hunter2") || !strings.Contains(got, "db") {
+			t.Errorf("Redacted claims.dsn %q: %q", dsn, got)
+		}
+	}
+}
