@@ -20,7 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClient, error) {
+func newServiceClient(ctx context.Context, cfg Config, getenv func(string) string) (*gophercloud.ServiceClient, error) {
 	tlsCfg, err := tlsConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func newServiceClient(ctx context.Context, cfg Config) (*gophercloud.ServiceClie
 		pc.SetToken(cfg.Token)
 		return &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: slash(cfg.Endpoint), Type: "placement"}, nil
 	}
-	ao, eo, err := keystoneOptions(cfg, &tlsCfg, os.Getenv)
+	ao, eo, err := keystoneOptions(cfg, &tlsCfg, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +92,18 @@ func keystoneOptions(cfg Config, tlsCfg **tls.Config, getenv func(string) string
 		what = "OS_* variables"
 		po = append(po, clouds.WithCloudName(envCloudName), clouds.WithCloudsYAML(bytes.NewReader(env)))
 	}
-	if r := coalesce(cfg.Region, getenv("OS_REGION_NAME")); r != "" {
-		po = append(po, clouds.WithRegion(r))
+	// Every option clouds.Parse would otherwise take from the process's
+	// own environment is given from getenv (an empty region leaves the
+	// cloud's own).
+	po = append(po, clouds.WithRegion(coalesce(cfg.Region, getenv("OS_REGION_NAME"))))
+	if f := getenv("OS_CACERT"); f != "" {
+		po = append(po, clouds.WithCACertPath(f))
+	}
+	if f := getenv("OS_CERT"); f != "" {
+		po = append(po, clouds.WithClientCertPath(f))
+	}
+	if f := getenv("OS_KEY"); f != "" {
+		po = append(po, clouds.WithClientKeyPath(f))
 	}
 	po = append(po, clouds.WithEndpointType(cfg.Interface))
 	ao, eo, cloudTLS, err := clouds.Parse(po...)
@@ -138,6 +148,19 @@ func defaultDomain(ao *gophercloud.AuthOptions, def string) {
 	if sc := ao.Scope; sc != nil && sc.ProjectName != "" && sc.DomainID == "" && sc.DomainName == "" {
 		sc.DomainID = def
 	}
+}
+
+// EnvVars are the OS_* variables keystoneOptions reads (through New's
+// getenv): scourctl compares them between the shell and scourd's
+// environment file.
+var EnvVars = []string{
+	"OS_CLOUD", "OS_CLIENT_CONFIG_FILE", "OS_REGION_NAME", "OS_INTERFACE", "OS_ENDPOINT_TYPE",
+	"OS_DEFAULT_DOMAIN", "OS_CACERT", "OS_CERT", "OS_KEY", "OS_INSECURE",
+	"OS_AUTH_URL", "OS_TOKEN", "OS_USERNAME", "OS_USER_ID", "OS_PASSWORD",
+	"OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_NAME", "OS_APPLICATION_CREDENTIAL_SECRET",
+	"OS_SYSTEM_SCOPE", "OS_PROJECT_NAME", "OS_TENANT_NAME", "OS_PROJECT_ID", "OS_TENANT_ID",
+	"OS_USER_DOMAIN_NAME", "OS_USER_DOMAIN_ID", "OS_PROJECT_DOMAIN_NAME", "OS_PROJECT_DOMAIN_ID",
+	"OS_DOMAIN_NAME", "OS_DOMAIN_ID", "OS_TRUST_ID",
 }
 
 // envCloudName is the clouds.yaml entry made of the OS_* variables, named

@@ -138,3 +138,37 @@ func TestApplicationCredentialFromEnv(t *testing.T) {
 		t.Errorf("auth methods %v, want application_credential", k.methods)
 	}
 }
+
+// scourctl hands New scourd's environment file as getenv: the credentials
+// come from there, not from the process's environment, and EnvVars names
+// every variable read (scourctl compares exactly those with the shell).
+func TestCredentialsFromGetenv(t *testing.T) {
+	_, k, ks := keystonePlacement(t)
+	clearOSEnv(t)
+	file := map[string]string{"OS_AUTH_URL": ks.URL + "/v3", "OS_USERNAME": "scour", "OS_PASSWORD": "pw", "OS_PROJECT_NAME": "service"}
+	read := map[string]bool{}
+	getenv := func(name string) string { read[name] = true; return file[name] }
+	cfg := unitConfig("")
+	cfg.Endpoint, cfg.Token = "", ""
+	c, err := New(context.Background(), cfg, WithGetenv(getenv))
+	if err != nil {
+		t.Fatalf("New with the credentials in getenv only: %v", err)
+	}
+	if _, err := c.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	if k.issued == 0 {
+		t.Error("keystone issued no token")
+	}
+	k.mu.Unlock()
+	listed := map[string]bool{}
+	for _, n := range EnvVars {
+		listed[n] = true
+	}
+	for n := range read {
+		if !listed[n] {
+			t.Errorf("%s is read but not in EnvVars", n)
+		}
+	}
+}

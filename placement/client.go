@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -35,12 +36,18 @@ type Client struct {
 type Option func(*options)
 
 type options struct {
-	log *slog.Logger
-	reg prometheus.Registerer
+	log    *slog.Logger
+	reg    prometheus.Registerer
+	getenv func(string) string
 }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithGetenv reads the OS_* variables (EnvVars) through getenv instead of
+// the process's environment: scourctl passes scourd's environment file,
+// where the credentials of scourd's unit live.
+func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
 
 // WithRegisterer registers the client's metrics there
 // (scour_placement_requests_total, _last_scan_requests,
@@ -57,6 +64,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	if o.log == nil {
 		o.log = slog.Default()
 	}
+	if o.getenv == nil {
+		o.getenv = os.Getenv
+	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("placement config: %w", err)
@@ -68,7 +78,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("placement metrics: %w", err)
 		}
 	}
-	sc, err := newServiceClient(ctx, cfg)
+	sc, err := newServiceClient(ctx, cfg, o.getenv)
 	if err != nil {
 		return nil, err
 	}

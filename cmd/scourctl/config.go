@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/placement"
 )
 
 const (
@@ -45,6 +46,7 @@ func (c *cli) loadConfig(optional bool) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.environ = environ
 	cfg, err := config.Load(c.configPath, true, environ)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n(scourctl reads scourd's configuration; pass --config FILE or set %s)", err, configEnv)
@@ -52,12 +54,24 @@ func (c *cli) loadConfig(optional bool) (*config.Config, error) {
 	return cfg, nil
 }
 
-// scourdEnviron is the environment whose SCOUR_* settings scourd sees. With
-// an environment file (systemd's EnvironmentFile), that is the file: a
-// setting in the operator's shell that scourd does not have would make
-// scourctl read another store or Placement than scourd, so it is refused,
-// naming the variable. Without one (a container, a test), scourd's
-// environment is the shell's (kubectl exec inherits the pod's).
+// getenv reads scourd's environment as loadConfig found it: the
+// Placement client takes its OS_* credentials from there, as scourd does.
+func (c *cli) getenv(name string) string {
+	for _, kv := range c.environ {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// scourdEnviron is the environment whose SCOUR_* settings and OS_*
+// Placement credentials scourd sees. With an environment file (systemd's
+// EnvironmentFile), that is the file: a setting in the operator's shell
+// that scourd does not have would make scourctl read another store or
+// Placement than scourd, so it is refused, naming the variable. Without
+// one (a container, a test), scourd's environment is the shell's (kubectl
+// exec inherits the pod's).
 func (c *cli) scourdEnviron(shell []string) ([]string, error) {
 	explicit := c.root.PersistentFlags().Changed("env-file") || os.Getenv(envFileEnv) != ""
 	raw, err := os.ReadFile(c.envFile)
@@ -73,6 +87,9 @@ func (c *cli) scourdEnviron(shell []string) ([]string, error) {
 	known := map[string]string{}
 	for _, v := range config.EnvVars() {
 		known[v.Name] = v.Key
+	}
+	for _, name := range placement.EnvVars {
+		known[name] = "Placement credentials"
 	}
 	var diffs []string
 	for _, kv := range shell {

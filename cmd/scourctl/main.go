@@ -31,6 +31,8 @@ type cli struct {
 	configPath string
 	envFile    string
 	out        outputFlags
+
+	environ []string // scourd's environment, set by loadConfig
 }
 
 // commands are the constructors registered by the command files.
@@ -81,7 +83,7 @@ always agree on the host, Placement and the records store.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.configPath, "config", envOr(configEnv, defaultConfigPath), "scourd's configuration file (env "+configEnv+")")
-	pf.StringVar(&c.envFile, "env-file", envOr(envFileEnv, defaultEnvFile), "the environment file scourd's unit loads (env "+envFileEnv+"); its SCOUR_* settings apply as for scourd")
+	pf.StringVar(&c.envFile, "env-file", envOr(envFileEnv, defaultEnvFile), "the environment file scourd's unit loads (env "+envFileEnv+"); its SCOUR_* settings and OS_* credentials apply as for scourd")
 	c.out.register(root)
 	root.AddCommand(&cobra.Command{
 		Use:   "version",

@@ -99,13 +99,14 @@ func (c *cli) placement(ctx context.Context) (*config.Config, *placement.Client,
 	if err != nil {
 		return nil, nil, err
 	}
-	pc, err := placementClient(ctx, cfg)
+	pc, err := c.placementClient(ctx, cfg)
 	return cfg, pc, err
 }
 
-// placementClient connects to Placement as scourd on this host does.
-func placementClient(ctx context.Context, cfg *config.Config) (*placement.Client, error) {
-	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(quietLog()))
+// placementClient connects to Placement as scourd on this host does, with
+// the OS_* credentials of scourd's environment (loadConfig's).
+func (c *cli) placementClient(ctx context.Context, cfg *config.Config) (*placement.Client, error) {
+	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(quietLog()), placement.WithGetenv(c.getenv))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Placement for node %s: %w", cfg.Placement.Node, err)
 	}

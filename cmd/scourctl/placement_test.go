@@ -1,9 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/scour-project/scour/admin"
@@ -101,5 +105,50 @@ func TestFindDevice(t *testing.T) {
 	}
 	if _, err := admin.FindDevice(devs, "0000:83:00.0"); err == nil || !strings.Contains(err.Error(), "scourctl placement scan") {
 		t.Errorf("findDevice of an absent device: %v; want an error pointing at scan", err)
+	}
+}
+
+// The Placement credentials live in scourd's environment file (OS_* of an
+// openrc, docs/operations.md): scourctl placement scan authenticates with
+// them as scourd does, and an OS_* of the shell that differs is refused
+// like a SCOUR_* one.
+func TestPlacementCredentialsFromEnvFile(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OS_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	var mu sync.Mutex
+	var users []string
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		if strings.Contains(string(b), `"name":"scour-from-env-file"`) {
+			users = append(users, "scour-from-env-file")
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`)
+	}))
+	t.Cleanup(ks.Close)
+	cfg := filepath.Join(t.TempDir(), "scour.yaml")
+	os.WriteFile(cfg, []byte("host: compute-1\nclaims:\n  state_path: "+t.TempDir()+"\npipelines:\n  profiles:\n    - name: nvme\n      match: {kinds: [nvme]}\n      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}\n"), 0o600)
+	envFile := filepath.Join(t.TempDir(), "scourd.env")
+	os.WriteFile(envFile, []byte("OS_AUTH_URL="+ks.URL+"/v3\nOS_USERNAME=scour-from-env-file\nOS_PASSWORD=pw\nOS_PROJECT_NAME=service\n"), 0o600)
+	t.Setenv(configEnv, cfg)
+	t.Setenv(envFileEnv, envFile)
+	code, _, errs := recordsCLI("placement", "scan")
+	mu.Lock()
+	n := len(users)
+	mu.Unlock()
+	if code != 1 || n == 0 || strings.Contains(errs, "no credentials") {
+		t.Fatalf("placement scan with OS_* in the env file: exit %d, %d token requests as the file's user, stderr %q", code, n, errs)
+	}
+	t.Setenv("OS_PASSWORD", "other")
+	code, _, errs = recordsCLI("placement", "scan")
+	if code != 1 || !strings.Contains(errs, "OS_PASSWORD (Placement credentials) differs from its value in "+envFile) {
+		t.Fatalf("differing OS_PASSWORD in the shell: exit %d, stderr %q", code, errs)
 	}
 }

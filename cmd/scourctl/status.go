@@ -80,7 +80,7 @@ func statusListing(st []admin.DeviceStatus) *listing {
 // statusDirect computes the status as scourd would: a Placement scan
 // (scourd's credentials) joined with the store.
 func statusDirect(ctx context.Context, c *cli, cfg *config.Config) ([]admin.DeviceStatus, error) {
-	pc, err := placementClient(ctx, cfg)
+	pc, err := c.placementClient(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
