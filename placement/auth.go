@@ -45,7 +45,7 @@ func newServiceClient(ctx context.Context, cfg Config, getenv func(string) strin
 	}
 	sc, err := openstack.NewPlacementV1(pc, eo)
 	if err != nil {
-		return nil, fmt.Errorf("placement endpoint from the service catalog (region %q, interface %q): %w", eo.Region, cfg.Interface, err)
+		return nil, fmt.Errorf("placement endpoint from the service catalog (region %q, interface %q): %w", eo.Region, eo.Availability, err)
 	}
 	if cfg.Endpoint != "" {
 		sc.Endpoint = slash(cfg.Endpoint)
@@ -79,10 +79,11 @@ func keystoneOptions(cfg Config, tlsCfg **tls.Config, getenv func(string) string
 	}
 	var po []clouds.ParseOption
 	what := fmt.Sprintf("clouds.yaml cloud %q", cloud)
+	var file string // the clouds.yaml in use
 	if cloud != "" {
 		po = append(po, clouds.WithCloudName(cloud))
-		if f := coalesce(cfg.CloudsFile, getenv("OS_CLIENT_CONFIG_FILE")); f != "" {
-			po = append(po, clouds.WithLocations(f))
+		if file = coalesce(cfg.CloudsFile, getenv("OS_CLIENT_CONFIG_FILE"), findCloudsYAML()); file != "" {
+			po = append(po, clouds.WithLocations(file))
 		}
 	} else {
 		env, err := envCloudsYAML(getenv)
@@ -105,7 +106,8 @@ func keystoneOptions(cfg Config, tlsCfg **tls.Config, getenv func(string) string
 	if f := getenv("OS_KEY"); f != "" {
 		po = append(po, clouds.WithClientKeyPath(f))
 	}
-	po = append(po, clouds.WithEndpointType(cfg.Interface))
+	iface := endpointInterface(cfg, getenv, file, cloud)
+	po = append(po, clouds.WithEndpointType(iface))
 	ao, eo, cloudTLS, err := clouds.Parse(po...)
 	if err != nil {
 		return ao, eo, fmt.Errorf("placement auth: %s: %w", what, err)
@@ -120,7 +122,7 @@ func keystoneOptions(cfg Config, tlsCfg **tls.Config, getenv func(string) string
 		return ao, eo, fmt.Errorf("placement: %s name Keystone %s but no password, token or application credential secret (OS_PASSWORD, OS_TOKEN, OS_APPLICATION_CREDENTIAL_SECRET)", what, ao.IdentityEndpoint)
 	}
 	defaultDomain(&ao, getenv("OS_DEFAULT_DOMAIN"))
-	eo.Availability = availability(coalesce(cfg.Interface, string(eo.Availability)))
+	eo.Availability = availability(iface)
 	return ao, eo, nil
 }
 

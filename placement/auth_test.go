@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -169,6 +170,57 @@ func TestCredentialsFromGetenv(t *testing.T) {
 	for n := range read {
 		if !listed[n] {
 			t.Errorf("%s is read but not in EnvVars", n)
+		}
+	}
+}
+
+// The catalog interface: placement.interface when set, else OS_INTERFACE,
+// else the clouds.yaml entry's, else internal. A default of internal
+// passed as an override used to hide the operator's interface: public.
+func TestEndpointInterfacePrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "clouds.yaml")
+	body := "clouds:\n  pub:\n    interface: public\n    auth: {auth_url: http://ks.invalid/v3, username: scour, password: pw, project_name: service}\n" +
+		"  plain:\n    auth: {auth_url: http://ks.invalid/v3, username: scour, password: pw, project_name: service}\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openrc := map[string]string{"OS_AUTH_URL": "http://ks.invalid/v3", "OS_USERNAME": "scour", "OS_PASSWORD": "pw", "OS_PROJECT_NAME": "service"}
+	for _, tc := range []struct {
+		name, cfgIface, cloud string
+		env                   map[string]string
+		want                  string
+	}{
+		{name: "clouds.yaml interface", cloud: "pub", want: "public"},
+		{name: "clouds.yaml without one", cloud: "plain", want: "internal"},
+		{name: "OS_INTERFACE over clouds.yaml", cloud: "pub", env: map[string]string{"OS_INTERFACE": "admin"}, want: "admin"},
+		{name: "config over clouds.yaml", cfgIface: "internal", cloud: "pub", want: "internal"},
+		{name: "openrc OS_INTERFACE", env: map[string]string{"OS_INTERFACE": "public"}, want: "public"},
+		{name: "openrc OS_ENDPOINT_TYPE", env: map[string]string{"OS_ENDPOINT_TYPE": "publicURL"}, want: "public"},
+		{name: "openrc without one", want: "internal"},
+		{name: "config over OS_INTERFACE", cfgIface: "admin", env: map[string]string{"OS_INTERFACE": "public"}, want: "admin"},
+	} {
+		cfg := Config{Node: "cn_1", Cloud: tc.cloud, Interface: tc.cfgIface}
+		if tc.cloud != "" {
+			cfg.CloudsFile = file
+		}
+		cfg.setDefaults()
+		env := map[string]string{}
+		if tc.cloud == "" {
+			for k, v := range openrc {
+				env[k] = v
+			}
+		}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		var tlsCfg *tls.Config
+		_, eo, err := keystoneOptions(cfg, &tlsCfg, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if string(eo.Availability) != tc.want {
+			t.Errorf("%s: interface %q, want %q", tc.name, eo.Availability, tc.want)
 		}
 	}
 }

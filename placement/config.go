@@ -34,7 +34,9 @@ type Config struct {
 	Endpoint   string `yaml:"endpoint"`    // Placement URL, bypasses the catalog
 	Token      string `yaml:"token"`       // static token (with Endpoint)
 	Region     string `yaml:"region"`
-	Interface  string `yaml:"interface"` // public, internal (default), admin
+	// Interface is the catalog interface: public, internal or admin.
+	// Default: the clouds.yaml entry's or OS_INTERFACE, else internal.
+	Interface string `yaml:"interface"`
 
 	CACert   string `yaml:"cacert"`
 	Cert     string `yaml:"cert"`
@@ -78,9 +80,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.QuarantineTrait == "" {
 		c.QuarantineTrait = DefaultQuarantineTrait
-	}
-	if c.Interface == "" {
-		c.Interface = "internal"
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
@@ -128,7 +127,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Interface {
-	case "public", "internal", "admin":
+	case "", "public", "internal", "admin": // "": clouds.yaml's or OS_INTERFACE, else internal
 	default:
 		bad("placement.interface: %q is not public, internal or admin", c.Interface)
 	}
