@@ -31,6 +31,16 @@ var (
 	// ErrMicroversion: Placement is too old (or no longer serves the
 	// microversion negotiated at start).
 	ErrMicroversion = errors.New("placement microversion not supported")
+	// ErrCredentials: Keystone refused scour's credentials when its token
+	// expired, or Placement refused the token Keystone issued. Recoverable
+	// for the caller (it tries again later, maybe after the operator's
+	// fix) but never retried at once: each retry is another password
+	// attempt, and Keystone's lockout_failure_attempts counts them.
+	ErrCredentials = errors.New("Keystone rejected scour's credentials: check OS_PASSWORD / the application credential (scourd's environment or clouds.yaml)")
+	// ErrForbidden: Placement's policy denied the request (HTTP 403).
+	// Recoverable for the caller, not retried at once: the same token gets
+	// the same answer.
+	ErrForbidden = errors.New("Placement policy denied the request: scour's Keystone user needs the service or admin role (docs/operations.md)")
 )
 
 // errNoUUID: a Ref without the RP UUID (a caller bug).
@@ -116,6 +126,8 @@ func devErr(op string, dev Ref, err error) error {
 		de.Action = "check the compute node's [pci] device_spec and Placement tree"
 	case errors.Is(err, ErrUnmanaged):
 		de.Action = "scour handles only single-inventory devices with total 1"
+	case errors.Is(err, ErrCredentials), errors.Is(err, ErrForbidden):
+		de.Action = "scour tries again on its next scan; nothing is lost meanwhile"
 	case IsRecoverable(err):
 		de.Action = "transient; scour retries later, check Placement's health if it persists"
 	}

@@ -57,10 +57,21 @@ func outcome(err error) string {
 
 // classify turns gophercloud/net errors into this package's error kinds.
 // Anything that is not a definite answer from Placement (network failure,
-// timeout, unparseable body, 5xx) is recoverable.
+// timeout, unparseable body, 5xx) is recoverable. A refusal of scour's
+// credentials (401, or Keystone's 4xx when re-authenticating) or of its
+// role (403) is recoverable too, as ErrCredentials / ErrForbidden, which
+// retry does not repeat.
 func classify(method, path string, err error) error {
 	if err == nil {
 		return nil
+	}
+	// gophercloud's re-authentication error does not unwrap: look inside.
+	var reauth *gophercloud.ErrUnableToReauthenticate
+	if errors.As(err, &reauth) {
+		if kc, ok := responseCode(reauth.ErrReauth); ok && kc.Actual >= 400 && kc.Actual < 500 && kc.Actual != http.StatusTooManyRequests {
+			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w (Keystone answered HTTP %d to re-authentication)", method, path, ErrCredentials, kc.Actual)}
+		}
+		return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w", method, path, err)} // Keystone unreachable or failing: transient
 	}
 	code, ok := responseCode(err)
 	if !ok {
@@ -90,8 +101,11 @@ func classify(method, path string, err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, api)
 	case code.Actual == http.StatusNotAcceptable:
 		return fmt.Errorf("%w: %w (Placement no longer serves the microversion negotiated at start; restart scour)", ErrMicroversion, api)
-	case code.Actual >= 500, code.Actual == http.StatusTooManyRequests,
-		code.Actual == http.StatusUnauthorized, code.Actual == http.StatusForbidden:
+	case code.Actual == http.StatusUnauthorized:
+		return &RecoverableError{Err: fmt.Errorf("%w: %w", api, ErrCredentials)}
+	case code.Actual == http.StatusForbidden:
+		return &RecoverableError{Err: fmt.Errorf("%w: %w", api, ErrForbidden)}
+	case code.Actual >= 500, code.Actual == http.StatusTooManyRequests:
 		return &RecoverableError{Err: api}
 	}
 	return api
@@ -111,7 +125,9 @@ func responseCode(err error) (gophercloud.ErrUnexpectedResponseCode, bool) {
 
 // retry runs f until it succeeds, returns a permanent error, or the retry
 // budget (Config.Retry) is spent. Conflicts and recoverable errors are
-// retried; a conflict that outlasts the budget becomes recoverable. A
+// retried, except a refusal of scour's credentials or role (ErrCredentials,
+// ErrForbidden), returned at once: repeating it only adds failed logins;
+// a conflict that outlasts the budget becomes recoverable. A
 // series that retried logs one WARN line at its end, with the count and
 // the last error, and counts every retry in scour_placement_retries_total.
 func (c *Client) retry(ctx context.Context, f func(context.Context) error) error {
@@ -126,6 +142,9 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		tries++
 		err := f(ctx)
+		if errors.Is(err, ErrCredentials) || errors.Is(err, ErrForbidden) {
+			return err
+		}
 		if errors.Is(err, errConflict) || IsRecoverable(err) {
 			retried.add(err)
 			return retry.RetryableError(err)

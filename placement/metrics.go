@@ -23,7 +23,7 @@ func newMetrics() *metrics {
 		}, []string{"method", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "retries_total",
-			Help: "Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 401/403, 429).",
+			Help: "Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).",
 		}, []string{"reason"}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
