@@ -100,7 +100,7 @@ func (s *Store) advisoryLockHost(ctx context.Context) error {
 	}
 	if !got {
 		return fmt.Errorf("claims: %w: another scourd for host %s holds its advisory lock on postgres %s (%s); stop it, or give each host its own `host`",
-			ErrHostLocked, s.lockHost, redactDSN(s.cfg.DSN), s.lockHolder(ctx, key))
+			ErrHostLocked, s.lockHost, RedactDSN(s.cfg.DSN), s.lockHolder(ctx, key))
 	}
 	s.lock = &hostLock{conn: conn, key: key}
 	return nil
@@ -144,7 +144,7 @@ func (s *Store) CheckHostLock(ctx context.Context) error {
 	}
 	if err := s.lock.conn.PingContext(ctx); err != nil {
 		return fmt.Errorf("claims: %w: the postgres session holding host %s's advisory lock on %s ended (%v); another scourd may hold it now",
-			ErrHostLockLost, s.lockHost, redactDSN(s.cfg.DSN), err)
+			ErrHostLockLost, s.lockHost, RedactDSN(s.cfg.DSN), err)
 	}
 	return nil
 }
