@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/scour-project/scour/config"
-	"github.com/scour-project/scour/placement"
 )
 
 const (
@@ -67,11 +66,13 @@ func (c *cli) getenv(name string) string {
 
 // scourdEnviron is the environment whose SCOUR_* settings and OS_*
 // Placement credentials scourd sees. With an environment file (systemd's
-// EnvironmentFile), that is the file: a setting in the operator's shell
-// that scourd does not have would make scourctl read another store or
-// Placement than scourd, so it is refused, naming the variable. Without
-// one (a container, a test), scourd's environment is the shell's (kubectl
-// exec inherits the pod's).
+// EnvironmentFile), that is the file: a SCOUR_* setting in the operator's
+// shell that scourd does not have would make scourctl read another store
+// than scourd, so it is refused, naming the variable. The shell's OS_*
+// variables (an operator's sourced admin openrc) are left aside, not
+// refused: the Placement client reads the file's, as scourd does. Without
+// a file (a container, a test), scourd's environment is the shell's
+// (kubectl exec inherits the pod's).
 func (c *cli) scourdEnviron(shell []string) ([]string, error) {
 	explicit := c.root.PersistentFlags().Changed("env-file") || os.Getenv(envFileEnv) != ""
 	raw, err := os.ReadFile(c.envFile)
@@ -87,9 +88,6 @@ func (c *cli) scourdEnviron(shell []string) ([]string, error) {
 	known := map[string]string{}
 	for _, v := range config.EnvVars() {
 		known[v.Name] = v.Key
-	}
-	for _, name := range placement.EnvVars {
-		known[name] = "Placement credentials"
 	}
 	var diffs []string
 	for _, kv := range shell {
