@@ -22,6 +22,10 @@ type Quarantine struct {
 	ReleaseReason string
 }
 
+// Retired reports an operator's retirement (Retire: a quarantine without
+// a run), as opposed to a cleaning run's quarantine verdict.
+func (q Quarantine) Retired() bool { return q.RunID == "" }
+
 func (s *Store) openQuarantine(ctx context.Context, tx *sql.Tx, run Run, reason, now string) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM quarantines

@@ -30,7 +30,7 @@ func TestQuarantineRecordedWithVerdictUntilReleased(t *testing.T) {
 		}
 		run := quarantine()
 		q, ok, err := s.ActiveQuarantine(ctx, start.Host, start.DeviceRP)
-		if err != nil || !ok || q.RunID != run.ID || q.Reason != "sanitize failed: retry budget exhausted" || q.Address != start.Address {
+		if err != nil || !ok || q.RunID != run.ID || q.Reason != "sanitize failed: retry budget exhausted" || q.Address != start.Address || q.Retired() {
 			t.Fatalf("after a quarantine verdict: %+v, %v, %v", q, ok, err)
 		}
 		if _, ok, _ := s.ActiveQuarantine(ctx, "other-host", start.DeviceRP); ok {

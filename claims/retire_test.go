@@ -22,7 +22,7 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("Retire: %v, %v", created, err)
 	}
 	q, ok, err := s.ActiveQuarantine(ctx, "cmp1", "rp-1")
-	if err != nil || !ok || q.Reason != "retired by alice: RMA: firmware bug" || q.RunID != "" || q.Address != "0000:81:00.0" {
+	if err != nil || !ok || q.Reason != "retired by alice: RMA: firmware bug" || q.RunID != "" || !q.Retired() || q.Address != "0000:81:00.0" {
 		t.Fatalf("ActiveQuarantine = %+v, %v, %v", q, ok, err)
 	}
 	if open, err := s.OpenQuarantines(ctx, "cmp1"); err != nil || len(open) != 1 || open[0].DeviceRP != "rp-1" || open[0].Reason != q.Reason {

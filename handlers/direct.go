@@ -49,7 +49,7 @@ func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot rea
 	var toBurn []Device
 	for _, d := range fresh {
 		r.mu.Lock()
-		act := r.classifyLocked(d, snapshot, now, map[string]int{})
+		act := r.classifyLocked(d, nil, snapshot, now, map[string]int{}) // counts unused: no gauge
 		r.mu.Unlock()
 		if d.InUse() {
 			rescan = true

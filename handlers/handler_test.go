@@ -97,7 +97,7 @@ func TestMetrics(t *testing.T) {
 	_ = e.h.Handle(context.Background(), &command.Command{Version: 7})
 	e.reconcile()
 	want := `
-# HELP scour_lifecycle_devices One-time-use devices of this host by state at the last scan (cleaning, absent, no-profile and backoff are scour's own).
+# HELP scour_lifecycle_devices One-time-use devices of this host by state at the last scan (cleaning, absent, no-profile, backoff and retired are scour's own; retired: quarantined by an operator's scourctl retire, quarantined: by a cleaning).
 # TYPE scour_lifecycle_devices gauge
 scour_lifecycle_devices{state="available"} 1
 scour_lifecycle_devices{state="burned-in-use"} 1

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "scans_total", Help: "Reconciler scans of this host's Placement tree, by result."},
 			[]string{"result"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "devices", Help: "One-time-use devices of this host by state at the last scan (cleaning, absent, no-profile and backoff are scour's own)."},
+			Name: "devices", Help: "One-time-use devices of this host by state at the last scan (cleaning, absent, no-profile, backoff and retired are scour's own; retired: quarantined by an operator's scourctl retire, quarantined: by a cleaning)."},
 			[]string{"state"}),
 		burns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "burns_total", Help: "Burns (reserved=total) of devices Nova left unburned, by result."},

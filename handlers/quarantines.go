@@ -15,7 +15,7 @@ import (
 
 // openQuarantines reads the host's open quarantines; nil when the claims
 // store does not keep them.
-func (r *Reconciler) openQuarantines(ctx context.Context) (map[string]string, error) {
+func (r *Reconciler) openQuarantines(ctx context.Context) (map[string]OpenQuarantine, error) {
 	ql, ok := r.c.(QuarantineLister)
 	if !ok {
 		return nil, nil
@@ -29,7 +29,7 @@ func (r *Reconciler) openQuarantines(ctx context.Context) (map[string]string, er
 
 // lostQuarantines returns the devices of the scan that the store holds
 // quarantined but Placement does not show reserved=total with the trait.
-func lostQuarantines(devs []Device, open map[string]string) []Device {
+func lostQuarantines(devs []Device, open map[string]OpenQuarantine) []Device {
 	var lost []Device
 	for _, d := range devs {
 		if _, held := open[d.RPUUID]; !held || d.State == StateUnmanaged {
@@ -59,10 +59,11 @@ func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
 	var errs []error
 	set := 0
 	for _, d := range lost {
-		reason, held := open[d.RPUUID]
+		q, held := open[d.RPUUID]
 		if !held {
 			continue // released meanwhile
 		}
+		reason := q.Reason
 		r.log.Warn("device is quarantined in the store but Placement does not show it reserved and quarantined; setting both again",
 			"device", d.RPName, "rp", d.RPUUID, "address", d.Address, "reserved", d.Reserved, "total", d.Total,
 			"quarantine_trait", d.Quarantined, "reason", reason)
@@ -76,4 +77,17 @@ func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
 		r.Trigger("quarantine set again") // the devices gauge shows it at once
 	}
 	return errors.Join(errs...)
+}
+
+// quarantinedState is the devices gauge's state of a device that Placement
+// or the store holds quarantined: "retired" for an operator's retirement
+// (planned, e.g. an RMA: no one needs to act), "quarantined" for anything
+// else, a cleaning verdict or a trait the store does not explain, which
+// pages (ScourDeviceQuarantined). When the store could not be read (open
+// is nil) a retirement counts as quarantined: unsure, a human looks.
+func quarantinedState(open map[string]OpenQuarantine, rp string) string {
+	if q, ok := open[rp]; ok && q.Retired {
+		return gaugeRetired
+	}
+	return string(StateQuarantined)
 }

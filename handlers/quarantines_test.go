@@ -92,3 +92,32 @@ func TestScanDoesNotUndoARelease(t *testing.T) {
 		t.Errorf("quarantine writes = %d after the release, want 0", got)
 	}
 }
+
+// An operator's retirement (scourctl retire, e.g. for an RMA) is planned:
+// the devices gauge counts it as retired, so ScourDeviceQuarantined, which
+// pages on state="quarantined", is left to cleaning verdicts. A retirement
+// Placement lost (dirty, no trait) is counted retired too while the scan
+// sets it again.
+func TestScanGaugeTellsRetiredFromQuarantined(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 3, nil)
+	quarantined := func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true }
+	e.w.Set(rp(1), quarantined)
+	e.c.Retire(rp(1), "retired by alice: RMA 42")
+	e.w.Set(rp(2), quarantined)
+	e.c.Quarantine(rp(2), "step sanitize failed: exit 3")
+	e.w.Set(rp(3), func(d *handlers.Device) { d.Reserved = 1 })
+	e.c.Retire(rp(3), "retired by bob: RMA 43") // Placement lost the trait
+	if err := e.r.Scan(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := devicesGauge(t, e, "retired"); got != 2 {
+		t.Errorf(`scour_lifecycle_devices{state="retired"} = %v, want 2`, got)
+	}
+	if got := devicesGauge(t, e, "quarantined"); got != 1 {
+		t.Errorf(`scour_lifecycle_devices{state="quarantined"} = %v, want 1 (the cleaning verdict only)`, got)
+	}
+	if d := e.w.Device(rp(3)); d.Reserved != d.Total || !d.Quarantined {
+		t.Errorf("lost retirement: reserved %d of %d, trait %v; want set again", d.Reserved, d.Total, d.Quarantined)
+	}
+}

@@ -14,6 +14,7 @@ const (
 	gaugeBackoff   = "backoff"
 	gaugeAbsent    = "absent" // dirty in Placement, not found on this host
 	gaugeNoProfile = "no-profile"
+	gaugeRetired   = "retired" // quarantined by an operator's scourctl retire, not by a cleaning
 )
 
 // Scan reads this host's tree once and acts on it: sets again the
@@ -37,10 +38,10 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	lost := lostQuarantines(devs, open)
 	now := r.now()
 	counts := map[string]int{}
-	candidates, toBurn := r.classify(devs, snapshot, now, counts)
+	candidates, toBurn := r.classify(devs, open, snapshot, now, counts)
 	for _, d := range candidates {
 		if slices.ContainsFunc(lost, func(l Device) bool { return l.RPUUID == d.RPUUID }) {
-			counts[string(StateQuarantined)]++ // never cleaned; requarantine below
+			counts[quarantinedState(open, d.RPUUID)]++ // never cleaned; requarantine below
 			continue
 		}
 		if r.present(ctx, d) {
@@ -67,13 +68,13 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 
 // classify sorts the scan under r.mu: it drops from the queue every device
 // that is no longer dirty and returns the dirty ones free to clean.
-func (r *Reconciler) classify(devs []Device, snapshot readMark, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
+func (r *Reconciler) classify(devs []Device, open map[string]OpenQuarantine, snapshot readMark, now time.Time, counts map[string]int) (candidates, toBurn []Device) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
 	for _, d := range devs {
 		seen[d.RPUUID] = true
-		switch r.classifyLocked(d, snapshot, now, counts) {
+		switch r.classifyLocked(d, open, snapshot, now, counts) {
 		case actClean:
 			candidates = append(candidates, d)
 		case actBurn:
@@ -98,8 +99,9 @@ const (
 
 // classifyLocked decides what one freshly read device needs, dropping it
 // from the queue unless it is dirty and free to clean. counts gets the
-// device's gauge state (dirty ones are counted by the caller once queued).
-func (r *Reconciler) classifyLocked(d Device, snapshot readMark, now time.Time, counts map[string]int) action {
+// device's gauge state (dirty ones are counted by the caller once queued);
+// open, the store's open quarantines, tells a retirement from a verdict.
+func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, snapshot readMark, now time.Time, counts map[string]int) action {
 	_, running := r.running[d.RPUUID]
 	b, backingOff := r.backoff[d.RPUUID]
 	switch {
@@ -115,7 +117,7 @@ func (r *Reconciler) classifyLocked(d Device, snapshot readMark, now time.Time, 
 		counts[string(StateBurnedInUse)]++
 	case d.Quarantined:
 		r.dropLocked(d.RPUUID, snapshot)
-		counts[string(StateQuarantined)]++
+		counts[quarantinedState(open, d.RPUUID)]++
 	case !d.Dirty():
 		r.dropLocked(d.RPUUID, snapshot)
 		delete(r.backoff, d.RPUUID)

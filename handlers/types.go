@@ -200,13 +200,23 @@ type Claims interface {
 }
 
 // QuarantineLister is an optional Claims capability: the store's open
-// quarantines of this host (verdicts and operator retirements), RP UUID →
-// reason. The store is their authority; every scan puts a device that
+// quarantines of this host (verdicts and operator retirements), by RP
+// UUID. The store is their authority; every scan puts a device that
 // Placement does not show reserved and quarantined back that way (rule 4),
 // so a Placement write that failed (a retire while Placement was down) is
 // repeated until it lands.
 type QuarantineLister interface {
-	OpenQuarantines(ctx context.Context) (map[string]string, error)
+	OpenQuarantines(ctx context.Context) (map[string]OpenQuarantine, error)
+}
+
+// OpenQuarantine is one open quarantine of the store. Both kinds keep the
+// device reserved with the quarantine trait; the devices gauge tells them
+// apart, because only a cleaning verdict needs a human now.
+type OpenQuarantine struct {
+	Reason string
+	// Retired: an operator's retirement (scourctl retire, e.g. for an
+	// RMA), planned; otherwise a cleaning run's quarantine verdict.
+	Retired bool
 }
 
 // Tenant is who used a device before its cleaning.

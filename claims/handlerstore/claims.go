@@ -135,14 +135,14 @@ func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Te
 var _ handlers.QuarantineLister = (*Claims)(nil)
 
 // OpenQuarantines lists the host's unreleased quarantines and retirements.
-func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]string, error) {
+func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQuarantine, error) {
 	open, err := s.Store.OpenQuarantines(ctx, s.Host)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(open))
+	out := make(map[string]handlers.OpenQuarantine, len(open))
 	for _, q := range open {
-		out[q.DeviceRP] = q.Reason
+		out[q.DeviceRP] = handlers.OpenQuarantine{Reason: q.Reason, Retired: q.Retired()}
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ type Claims struct {
 	claims      []*entry
 	seq         int
 	holders     map[string]holder
-	quarantines map[string]string // RP UUID → reason, open ones
+	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
 }
 
 type entry struct {
@@ -277,16 +277,26 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 	return handlers.Tenant{}, false, nil
 }
 
-// Retire opens a quarantine of rp, as claims.Store.Retire does (the first
-// reason stands).
+// Retire opens an operator's retirement of rp, as claims.Store.Retire
+// does (the first open quarantine stands).
 func (s *Claims) Retire(rp, reason string) {
+	s.open(rp, handlers.OpenQuarantine{Reason: reason, Retired: true})
+}
+
+// Quarantine opens a cleaning verdict's quarantine of rp, as the store
+// does when a run ends quarantined (the first open quarantine stands).
+func (s *Claims) Quarantine(rp, reason string) {
+	s.open(rp, handlers.OpenQuarantine{Reason: reason})
+}
+
+func (s *Claims) open(rp string, q handlers.OpenQuarantine) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.quarantines == nil {
-		s.quarantines = map[string]string{}
+		s.quarantines = map[string]handlers.OpenQuarantine{}
 	}
 	if _, ok := s.quarantines[rp]; !ok {
-		s.quarantines[rp] = reason
+		s.quarantines[rp] = q
 	}
 }
 
@@ -298,7 +308,7 @@ func (s *Claims) Release(rp string) {
 }
 
 // OpenQuarantines implements handlers.QuarantineLister.
-func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]string, error) {
+func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQuarantine, error) {
 	if err := s.fail("OpenQuarantines"); err != nil {
 		return nil, err
 	}
