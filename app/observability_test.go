@@ -20,8 +20,10 @@ import (
 
 // registeredNames wires a whole scourd (lifecycle on: Placement stand-in,
 // simulated hardware, sqlite store) and returns every metric name its
-// registry knows, series or not.
-func registeredNames(t *testing.T) []string {
+// registry knows, series or not, and the label values of the series it
+// exports from the start (name → label → values: the pre-initialised
+// label sets).
+func registeredNames(t *testing.T) ([]string, map[string]map[string][]string) {
 	t.Helper()
 	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -62,10 +64,52 @@ pipelines:
 		t.Fatal(err)
 	}
 	t.Cleanup(cleanup)
-	return a.Metrics.Names()
+	mfs, err := a.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial := map[string]map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if initial[mf.GetName()] == nil {
+					initial[mf.GetName()] = map[string][]string{}
+				}
+				initial[mf.GetName()][lp.GetName()] = append(initial[mf.GetName()][lp.GetName()], lp.GetValue())
+			}
+		}
+	}
+	return a.Metrics.Names(), initial
 }
 
-var metricNameRE = regexp.MustCompile(`\bscour_[a-z0-9_]+`)
+var (
+	metricNameRE = regexp.MustCompile(`\bscour_[a-z0-9_]+`)
+	selectorRE   = regexp.MustCompile(`\b(scour_[a-z0-9_]+)\{([^}]*)\}`)
+	matcherRE    = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|=)\s*"([^"]*)"`)
+	literalsRE   = regexp.MustCompile(`^[a-zA-Z0-9_-]+(\|[a-zA-Z0-9_-]+)*$`)
+)
+
+// checkLabelValues fails for every label value expr selects (label="v",
+// or label=~"a|b" of plain values) that scour never exports, where the
+// metric's label set is exported from the start: a misspelt value would
+// make an alert that can never fire. Labels without series at the start
+// (the devices gauge's state, set at each scan) are not checked.
+func checkLabelValues(t *testing.T, where, expr string, initial map[string]map[string][]string) {
+	t.Helper()
+	for _, sel := range selectorRE.FindAllStringSubmatch(expr, -1) {
+		for _, m := range matcherRE.FindAllStringSubmatch(sel[2], -1) {
+			known, ok := initial[sel[1]][m[1]]
+			if !ok || (m[2] == "=~" && !literalsRE.MatchString(m[3])) {
+				continue
+			}
+			for _, v := range strings.Split(m[3], "|") {
+				if !slices.Contains(known, v) {
+					t.Errorf("%s selects %s{%s=%q}, which scour does not export (it exports %v)", where, sel[1], m[1], v, known)
+				}
+			}
+		}
+	}
+}
 
 // checkNames fails for every scour_ metric expr queries that scour does
 // not register (a histogram's _bucket, _sum and _count count as it).
@@ -90,7 +134,7 @@ func checkNames(t *testing.T, where, expr string, names []string) int {
 // The alert rules and the dashboard query only metrics scour exports; the
 // dashboard has the panels operators need.
 func TestRulesAndDashboardMatchTheRegistry(t *testing.T) {
-	names := registeredNames(t)
+	names, initial := registeredNames(t)
 	for _, want := range []string{"scour_build_info", "scour_lifecycle_devices", "scour_pipeline_step_progress_ratio", "scour_placement_requests_total"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("the wired registry lacks %s (names: %v)", want, names)
@@ -115,6 +159,7 @@ func TestRulesAndDashboardMatchTheRegistry(t *testing.T) {
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			n += checkNames(t, "alert "+r.Alert, r.Expr, names)
+			checkLabelValues(t, "alert "+r.Alert, r.Expr, initial)
 		}
 	}
 	if n < 8 {
@@ -157,6 +202,7 @@ func TestRulesAndDashboardMatchTheRegistry(t *testing.T) {
 			if tg.RefID == "" || checkNames(t, "panel "+p.Title, tg.Expr, names) == 0 {
 				t.Errorf("panel %q: query %q has no refId or no scour metric", p.Title, tg.Expr)
 			}
+			checkLabelValues(t, "panel "+p.Title, tg.Expr, initial)
 		}
 	}
 	for _, v := range dash.Templating.List {
