@@ -68,6 +68,9 @@ type k8sObject struct {
 	AutomountServiceAccountToken *bool `yaml:"automountServiceAccountToken"`
 	Spec                         struct {
 		Template struct {
+			Metadata struct {
+				Labels map[string]string
+			}
 			Spec struct {
 				ServiceAccountName           string `yaml:"serviceAccountName"`
 				AutomountServiceAccountToken *bool  `yaml:"automountServiceAccountToken"`
@@ -232,6 +235,69 @@ func TestDaemonSetMatchesTheCode(t *testing.T) {
 		if rec.Code != http.StatusOK || pr.HTTPGet.Port != "http" {
 			t.Errorf("%s GET %s on port %s: %d", what, pr.HTTPGet.Path, pr.HTTPGet.Port, rec.Code)
 		}
+	}
+}
+
+// ScourDown watches up{job="scour"}, but the DaemonSet's prometheus.io/*
+// annotations give job="kubernetes-pods" with the usual scrape job: the
+// relabel rule the alert rules' header documents must give the
+// DaemonSet's pods the job the alert watches.
+func TestScrapeRelabelGivesScourDownsJob(t *testing.T) {
+	_, ds, _ := readDaemonSet(t)
+	raw, err := os.ReadFile("../deploy/prometheus/scour-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	job := ""
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if m := regexp.MustCompile(`^up\{job="([^"]+)"\} == 0$`).FindStringSubmatch(r.Expr); r.Alert == "ScourDown" && m != nil {
+				job = m[1]
+			}
+		}
+	}
+	if job == "" {
+		t.Fatal(`no ScourDown alert on up{job="..."} == 0`)
+	}
+	// The header's snippet: the comment lines indented under "#   ".
+	var snippet strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if s, ok := strings.CutPrefix(line, "#   "); ok {
+			snippet.WriteString(s + "\n")
+		}
+	}
+	var relabel []struct {
+		SourceLabels []string `yaml:"source_labels"`
+		Regex        string
+		TargetLabel  string `yaml:"target_label"`
+		Replacement  string
+	}
+	if err := yaml.Unmarshal([]byte(snippet.String()), &relabel); err != nil || len(relabel) != 1 {
+		t.Fatalf("the header's relabel rule %q: %v", snippet.String(), err)
+	}
+	r := relabel[0]
+	// Prometheus's pod label meta label: the name with every character
+	// outside [a-zA-Z0-9_] replaced by _.
+	label, ok := strings.CutPrefix(strings.Join(r.SourceLabels, ";"), "__meta_kubernetes_pod_label_")
+	value := ""
+	for k, v := range ds.Spec.Template.Metadata.Labels {
+		if regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(k, "_") == label {
+			value = v
+		}
+	}
+	if !ok || value == "" || !regexp.MustCompile("^(?:"+r.Regex+")$").MatchString(value) || r.TargetLabel != "job" || r.Replacement != job {
+		t.Errorf("relabel %+v does not give the DaemonSet's pods (labels %v) job=%q", r, ds.Spec.Template.Metadata.Labels, job)
 	}
 }
 
