@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,8 @@ type Client struct {
 	traitsOK map[string]bool // custom traits known to exist
 	shared   sharedListing   // ConfirmShared's listings
 	invs     invCache        // last inventory read of each device (inventory.go)
+	creds    credsHold       // cooldown after a credential refusal (credentials.go)
+	now      func() time.Time
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.
@@ -50,8 +53,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
 
 // WithRegisterer registers the client's metrics there
-// (scour_placement_requests_total, _last_scan_requests,
-// _scan_duration_seconds).
+// (scour_placement_requests_total, _retries_total, _requests_skipped_total,
+// _last_scan_requests, _scan_duration_seconds).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // New authenticates, negotiates the microversion (GET / once) and returns a
@@ -71,7 +74,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("placement config: %w", err)
 	}
-	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}}
+	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, now: time.Now}
 	c.metrics = newMetrics()
 	if o.reg != nil {
 		if err := c.metrics.register(o.reg); err != nil {

@@ -28,15 +28,19 @@ const lostRace = "Another thread concurrently updated the resource provider data
 // do issues one request. path is relative to the Placement endpoint and
 // may carry a query. Every call is counted. Bodies are marshalled by
 // gophercloud into a bytes.Reader, so requests carry Content-Length
-// (uwsgi rejects chunked bodies).
+// (uwsgi rejects chunked bodies). After Keystone refused scour's
+// credentials nothing is sent for a while (credentials.go).
 func (c *Client) do(ctx context.Context, method, path string, body, out any, ok ...int) error {
+	if err := c.credentialsHeld(method, path); err != nil {
+		return err
+	}
 	c.calls.Add(1)
 	countCall(ctx)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	ro := &gophercloud.RequestOpts{JSONBody: body, JSONResponse: out, OkCodes: ok}
 	_, err := c.sc.Request(ctx, method, c.sc.Endpoint+path, ro) // gophercloud closes the body
-	err = classify(method, path, err)
+	err = c.credentialsRefused(classify(method, path, err))
 	c.metrics.requests.WithLabelValues(method, outcome(err)).Inc()
 	return err
 }

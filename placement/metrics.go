@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	requests     *prometheus.CounterVec
 	retries      *prometheus.CounterVec
+	skipped      prometheus.Counter
 	scanRequests prometheus.Gauge
 	scanSeconds  prometheus.Histogram
 }
@@ -25,6 +26,10 @@ func newMetrics() *metrics {
 			Namespace: "scour", Subsystem: "placement", Name: "retries_total",
 			Help: "Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).",
 		}, []string{"reason"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "requests_skipped_total",
+			Help: "Placement requests failed at once, unsent, because Keystone refused scour's credentials less than a minute before (each would have been one more login attempt toward Keystone's lockout).",
+		}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
 			Help: "Placement requests the last host scan made (2 + 1 or 2 per device once the node is known: 1 while its inventory is unchanged since the last read).",
@@ -42,5 +47,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.scanRequests), r.Register(m.scanSeconds))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.scanRequests), r.Register(m.scanSeconds))
 }

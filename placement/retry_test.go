@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -77,25 +78,10 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 			dirtyDevice(nil)(w, r)
 		}
 	}}
-	ps := startFake(t, f)
-	k := &fakeKeystone{placementURL: ps.URL}
 	var refused atomic.Int32
-	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rotated.Load() {
-			refused.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			io.WriteString(w, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`)
-			return
-		}
-		k.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ks.Close)
-	env := map[string]string{"OS_AUTH_URL": ks.URL + "/v3", "OS_USERNAME": "scour", "OS_PASSWORD": "old", "OS_PROJECT_NAME": "service"}
-	cfg := unitConfig("")
-	cfg.Endpoint, cfg.Token = "", ""
+	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() {})
 	cfg.Retry.Attempts = 8
-	c, err := New(context.Background(), cfg, WithGetenv(func(name string) string { return env[name] }), WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := New(context.Background(), cfg, WithGetenv(getenv), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +102,7 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 
 	expired.Store(false)
 	forbidden.Store(true)
+	c.now = func() time.Time { return time.Now().Add(credentialsCooldown) } // past the refusal's cooldown
 	before := f.count("GET /resource_providers/d1/allocations")
 	_, _, err = c.HasAllocations(context.Background(), dev)
 	if n := f.count("GET /resource_providers/d1/allocations") - before; n != 1 {
@@ -124,4 +111,101 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 	if !errors.Is(err, ErrForbidden) || !IsRecoverable(err) || !strings.Contains(err.Error(), "service or admin role") {
 		t.Errorf("403: %v; want a recoverable ErrForbidden naming the role", err)
 	}
+}
+
+// With a rotated password, every caller keeps calling: each scan, each
+// release, the bus retrying a failed command. After Keystone's refusal the
+// client fails every call at once for a minute, without a Keystone
+// attempt, logs one ERROR and counts the skipped requests; the first call
+// after the minute tries Keystone once more, and a fixed Keystone is used
+// again without a restart.
+func TestCredentialRefusalCoolsDown(t *testing.T) {
+	var expired, rotated atomic.Bool
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		if expired.Load() {
+			placementError(401, "")(w, r)
+			return
+		}
+		dirtyDevice(nil)(w, r)
+	}}
+	var refused atomic.Int32
+	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() { expired.Store(false) })
+	var logs bytes.Buffer
+	c, err := New(context.Background(), cfg, WithGetenv(getenv), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	dev := Ref{UUID: "d1", Name: "cn_1_0000:81:00.0"}
+	errorLines := func() int { return strings.Count(logs.String(), "level=ERROR") }
+
+	expired.Store(true)
+	rotated.Store(true)
+	sent := c.Calls()
+	for i := range 5 {
+		_, _, err := c.HasAllocations(context.Background(), dev)
+		if !errors.Is(err, ErrCredentials) || !IsRecoverable(err) || !strings.Contains(err.Error(), "not retried with Keystone until 2026-11-26T10:01:00Z") {
+			t.Errorf("call %d: %v; want a recoverable ErrCredentials saying when Keystone is tried again", i, err)
+		}
+	}
+	if _, err := c.ReadDevice(context.Background(), dev); !errors.Is(err, ErrCredentials) {
+		t.Errorf("ReadDevice during the cooldown: %v; want ErrCredentials", err)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("6 calls within the cooldown made %d Keystone attempts, want 1", n)
+	}
+	if n := c.Calls() - sent; n != 1 {
+		t.Errorf("6 calls within the cooldown sent %d Placement requests, want 1", n)
+	}
+	if n := errorLines(); n != 1 {
+		t.Errorf("%d ERROR lines within the cooldown, want 1:\n%s", n, logs.String())
+	}
+	if got := testutil.ToFloat64(c.metrics.skipped); got != 6 { // 4 allocation reads, ReadDevice's 2 reads
+		t.Errorf("scour_placement_requests_skipped_total = %v, want 6", got)
+	}
+
+	now = now.Add(credentialsCooldown)
+	if _, _, err := c.HasAllocations(context.Background(), dev); !errors.Is(err, ErrCredentials) {
+		t.Errorf("first call after the cooldown: %v; want ErrCredentials", err)
+	}
+	if n := refused.Load(); n != 2 {
+		t.Errorf("the first call after the cooldown made %d Keystone attempts in all, want 2", n)
+	}
+	if n := errorLines(); n != 2 {
+		t.Errorf("%d ERROR lines after a second cooldown started, want 2", n)
+	}
+
+	// The operator unlocks the user or sets the password back: the next
+	// call after the cooldown logs in and succeeds.
+	rotated.Store(false)
+	now = now.Add(credentialsCooldown)
+	if _, _, err := c.HasAllocations(context.Background(), dev); err != nil {
+		t.Errorf("after Keystone was fixed: %v", err)
+	}
+}
+
+// refusingKeystone starts a Keystone stand-in whose catalog names
+// placementURL and that refuses every token request with a 401 while
+// rotated is set (counting them in refused), and calls issued before each
+// token it issues. It returns a Keystone config and the OS_* of an openrc
+// for it.
+func refusingKeystone(t *testing.T, placementURL string, rotated *atomic.Bool, refused *atomic.Int32, issued func()) (Config, func(string) string) {
+	k := &fakeKeystone{placementURL: placementURL}
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rotated.Load() {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`)
+			return
+		}
+		issued()
+		k.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ks.Close)
+	env := map[string]string{"OS_AUTH_URL": ks.URL + "/v3", "OS_USERNAME": "scour", "OS_PASSWORD": "old", "OS_PROJECT_NAME": "service"}
+	cfg := unitConfig("")
+	cfg.Endpoint, cfg.Token = "", ""
+	return cfg, func(name string) string { return env[name] }
 }
