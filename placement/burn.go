@@ -38,7 +38,7 @@ func (c *Client) Burn(ctx context.Context, dev Ref) error {
 		}
 		c.log.Info("device burned", "device", dev.Name, "rp", dev.UUID, "consumers", who)
 		return nil
-	})
+	}, dev.logAttrs()...)
 	return devErr("burn", dev, err)
 }
 
@@ -57,5 +57,5 @@ func (c *Client) reserveAll(ctx context.Context, dev Ref) error {
 			return nil
 		}
 		return c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Total)
-	})
+	}, dev.logAttrs()...)
 }

@@ -30,6 +30,9 @@ func (r Ref) String() string {
 	return fmt.Sprintf("%s (rp %s, pci %s)", r.Name, r.UUID, r.Address)
 }
 
+// logAttrs names the device in a log line, as slog key-value pairs.
+func (r Ref) logAttrs() []any { return []any{"device", r.Name, "rp", r.UUID} }
+
 // Inventory is the device's single inventory record.
 type Inventory struct {
 	ResourceClass   string

@@ -16,6 +16,13 @@ import (
 // errConflict marks a 409 generation conflict: re-read and retry.
 var errConflict = errors.New("resource provider generation conflict")
 
+// errChanged marks a device whose generation moved between two reads that
+// both succeeded (Nova allocated or freed it, scour published its
+// capability traits, ...): it is read again so its state comes from one
+// generation. Nothing failed; it is counted apart from conflicts and
+// logged at debug level.
+var errChanged = errors.New("resource provider changed between two reads")
+
 // lostRace is the detail of the 500 placement (8.0.0) answers when a write
 // lost a generation race its handler does not turn into a 409: PUT
 // /resource_providers/{uuid}/traits checks the generation first, but a
@@ -128,13 +135,15 @@ func responseCode(err error) (gophercloud.ErrUnexpectedResponseCode, bool) {
 }
 
 // retry runs f until it succeeds, returns a permanent error, or the retry
-// budget (Config.Retry) is spent. Conflicts and recoverable errors are
-// retried, except a refusal of scour's credentials or role (ErrCredentials,
-// ErrForbidden), returned at once: repeating it only adds failed logins;
-// a conflict that outlasts the budget becomes recoverable. A
-// series that retried logs one WARN line at its end, with the count and
-// the last error, and counts every retry in scour_placement_retries_total.
-func (c *Client) retry(ctx context.Context, f func(context.Context) error) error {
+// budget (Config.Retry) is spent. Conflicts, changes between reads and
+// recoverable errors are retried, except a refusal of scour's credentials
+// or role (ErrCredentials, ErrForbidden), returned at once: repeating it
+// only adds failed logins; a conflict or change that outlasts the budget
+// becomes recoverable. A series that retried logs one line at its end
+// (reportRetries), with about (slog key-value pairs naming the device,
+// when there is one), and counts every retry in
+// scour_placement_retries_total.
+func (c *Client) retry(ctx context.Context, f func(context.Context) error, about ...any) error {
 	r := c.cfg.Retry
 	b := retry.NewExponential(r.Base)
 	b = retry.WithJitterPercent(25, b)
@@ -149,7 +158,7 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 		if errors.Is(err, ErrCredentials) || errors.Is(err, ErrForbidden) {
 			return err
 		}
-		if errors.Is(err, errConflict) || IsRecoverable(err) {
+		if errors.Is(err, errConflict) || errors.Is(err, errChanged) || IsRecoverable(err) {
 			retried.add(err)
 			return retry.RetryableError(err)
 		}
@@ -159,8 +168,8 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 	if err != nil {
 		outcome = "gave up"
 	}
-	c.reportRetries(retried, outcome)
-	if errors.Is(err, errConflict) {
+	c.reportRetries(retried, outcome, about...)
+	if errors.Is(err, errConflict) || errors.Is(err, errChanged) {
 		return &RecoverableError{Err: fmt.Errorf("gave up after %d tries: %w", tries, err)}
 	}
 	// Cancelled or out of time while waiting: try again later.
@@ -172,28 +181,45 @@ func (c *Client) retry(ctx context.Context, f func(context.Context) error) error
 
 // retries counts the attempts of one series that failed with a retryable
 // error (the last one too when the series gave up: its caller retries
-// later).
+// later), and the reads repeated because the device changed meanwhile.
 type retries struct {
-	conflicts, errors int
-	last              error
+	conflicts, changed, errors int
+	last                       error
 }
 
 func (r *retries) add(err error) {
-	if errors.Is(err, errConflict) {
+	switch {
+	case errors.Is(err, errChanged):
+		r.changed++
+	case errors.Is(err, errConflict):
 		r.conflicts++
-	} else {
+	default:
 		r.errors++
 	}
 	r.last = err
 }
 
-func (c *Client) reportRetries(r retries, outcome string) {
-	if r.conflicts+r.errors == 0 {
+// reportRetries counts a series' retries and logs them once. Reads
+// repeated only because the device changed between them are routine (a
+// device in use changes): debug level, unless they outlasted the budget.
+// A failed attempt (409, 5xx, network) is a WARN naming the device.
+func (c *Client) reportRetries(r retries, outcome string, about ...any) {
+	if r.conflicts+r.changed+r.errors == 0 {
 		return
 	}
 	c.metrics.retries.WithLabelValues("conflict").Add(float64(r.conflicts))
+	c.metrics.retries.WithLabelValues("changed").Add(float64(r.changed))
 	c.metrics.retries.WithLabelValues("error").Add(float64(r.errors))
-	c.log.Warn("Placement request failed and was retried (Placement overloaded or restarting? check its logs and scour_placement_requests_total)",
-		"failed_attempts", r.conflicts+r.errors, "conflicts", r.conflicts, "errors", r.errors,
-		"outcome", outcome, "last_error", r.last)
+	if r.conflicts+r.errors == 0 {
+		attrs := append([]any{"reads_repeated", r.changed, "outcome", outcome}, about...)
+		if outcome == "gave up" {
+			c.log.Warn("device kept changing while being read; scour reads it again later", attrs...)
+			return
+		}
+		c.log.Debug("device changed while being read; read again", attrs...)
+		return
+	}
+	attrs := append([]any{"failed_attempts", r.conflicts + r.errors, "conflicts", r.conflicts, "errors", r.errors,
+		"reads_repeated", r.changed, "outcome", outcome, "last_error", r.last}, about...)
+	c.log.Warn("Placement request failed and was retried (Placement overloaded or restarting? check its logs and scour_placement_requests_total)", attrs...)
 }

@@ -43,7 +43,7 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 	}
 	err = c.retry(ctx, func(ctx context.Context) error {
 		return c.do(ctx, http.MethodGet, "allocations/"+instance, nil, &body, http.StatusOK)
-	})
+	}, "instance", instance)
 	if err != nil {
 		return nil, fmt.Errorf("reading allocations of instance %s: %w", instance, err)
 	}

@@ -212,7 +212,7 @@ func (c *Client) ensureTrait(ctx context.Context, name string) error {
 	}
 	err := c.retry(ctx, func(ctx context.Context) error {
 		return c.do(ctx, http.MethodPut, "traits/"+name, nil, nil, http.StatusCreated, http.StatusNoContent)
-	})
+	}, "trait", name)
 	if err != nil {
 		return fmt.Errorf("creating trait %s: %w", name, err)
 	}

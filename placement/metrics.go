@@ -24,7 +24,7 @@ func newMetrics() *metrics {
 		}, []string{"method", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "retries_total",
-			Help: "Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).",
+			Help: "Placement requests retried, by reason: conflict (a write refused with a 409 generation conflict), changed (a device read again because its generation moved between two successful reads; routine) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).",
 		}, []string{"reason"}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "requests_skipped_total",
@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
 	}
-	for _, reason := range []string{"conflict", "error"} {
+	for _, reason := range []string{"conflict", "changed", "error"} {
 		m.retries.WithLabelValues(reason) // exported at 0 from the start
 	}
 	return m

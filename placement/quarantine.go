@@ -140,5 +140,5 @@ func (c *Client) editTraits(ctx context.Context, dev Ref, edit func([]string) []
 			return fmt.Errorf("updating traits: %w", err)
 		}
 		return nil
-	})
+	}, dev.logAttrs()...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -45,17 +46,104 @@ func TestRetriedErrorsLoggedOnceAndCounted(t *testing.T) {
 			warns = append(warns, l)
 		}
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], "failed_attempts=2") || !strings.Contains(warns[0], "outcome=succeeded") || !strings.Contains(warns[0], "500") {
-		t.Errorf("WARN lines = %q, want one naming 2 failed attempts, the 500 and the outcome", warns)
+	if len(warns) != 1 || !strings.Contains(warns[0], "failed_attempts=2") || !strings.Contains(warns[0], "outcome=succeeded") || !strings.Contains(warns[0], "500") ||
+		!strings.Contains(warns[0], "device=cn_1_0000:81:00.0 rp=d1") {
+		t.Errorf("WARN lines = %q, want one naming 2 failed attempts, the 500, the outcome and the device", warns)
 	}
-	want := `
-# HELP scour_placement_retries_total Placement requests that failed with a retryable error, by reason: conflict (409 generation conflict) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).
-# TYPE scour_placement_retries_total counter
+	want := retriesHelp + `
+scour_placement_retries_total{reason="changed"} 0
 scour_placement_retries_total{reason="conflict"} 0
 scour_placement_retries_total{reason="error"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "scour_placement_retries_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+const retriesHelp = `
+# HELP scour_placement_retries_total Placement requests retried, by reason: conflict (a write refused with a 409 generation conflict), changed (a device read again because its generation moved between two successful reads; routine) or error (network, timeout, 5xx, 429; not 401/403, which are not retried).
+# TYPE scour_placement_retries_total counter`
+
+// A device whose generation moves between two reads that both succeed
+// (Nova allocating, scour publishing its traits) is read again: nothing
+// failed, so no WARN "Placement request failed", and it is counted as
+// changed, not as a 409 conflict. Likewise the 409 UnreserveSeen expects
+// when the device changed since its check is no WARN (it is a conflict,
+// logged at INFO with the device).
+func TestDeviceChangedBetweenReadsIsNoFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name              string
+		op                func(*Client) error
+		changed, conflict int
+		info              string
+	}{
+		{name: "ReadDevice", changed: 1, op: func(c *Client) error { _, err := c.ReadDevice(context.Background(), unitDev); return err }},
+		{name: "Device", changed: 1, op: func(c *Client) error { _, err := c.Device(context.Background(), unitDev); return err }},
+		{name: "Unreserve", changed: 1, op: func(c *Client) error { return c.Unreserve(context.Background(), unitDev) }},
+		{name: "UnreserveSeen after a change", changed: 1, conflict: 1, info: "re-reading and re-verifying it before the un-reserve",
+			op: func(c *Client) error {
+				d, err := c.Device(context.Background(), unitDev) // read at 7, 8, 8, then again at 8
+				if err != nil {
+					return err
+				}
+				raw := *d.raw
+				d.Generation, raw.Generation, d.raw = 7, 7, &raw // as read before the device moved on
+				return c.UnreserveSeen(context.Background(), d)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var invReads atomic.Int32
+			f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodPut:
+					// A write at any generation but the current one is refused.
+					if b, _ := io.ReadAll(r.Body); !strings.Contains(string(b), `"resource_provider_generation":8`) {
+						placementError(409, "placement.concurrent_update")(w, r)
+						return
+					}
+					io.WriteString(w, `{}`)
+				case strings.HasSuffix(r.URL.Path, "/inventories"):
+					gen := "8"
+					if invReads.Add(1) == 1 {
+						gen = "7" // the device moves on right after its first inventory read
+					}
+					io.WriteString(w, strings.Replace(dirtyInventory, ": 7,", ": "+gen+",", 1))
+				case strings.HasSuffix(r.URL.Path, "/allocations"):
+					io.WriteString(w, `{"resource_provider_generation": 8, "allocations": {}}`)
+				case strings.HasSuffix(r.URL.Path, "/traits"):
+					io.WriteString(w, `{"resource_provider_generation": 8, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
+				default:
+					http.NotFound(w, r)
+				}
+			}}
+			var logs bytes.Buffer
+			reg := prometheus.NewPedanticRegistry()
+			c, err := New(context.Background(), unitConfig(startFake(t, f).URL), WithRegisterer(reg),
+				WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.op(c); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("a device that changed between reads logged a WARN:\n%s", logs.String())
+			}
+			want := "level=DEBUG msg=\"device changed while being read; read again\""
+			if tc.info != "" {
+				want = tc.info
+			}
+			if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "rp="+unitDev.UUID) {
+				t.Errorf("logs lack %q naming the device:\n%s", want, logs.String())
+			}
+			exp := fmt.Sprintf("%s\nscour_placement_retries_total{reason=\"changed\"} %d\nscour_placement_retries_total{reason=\"conflict\"} %d\nscour_placement_retries_total{reason=\"error\"} 0\n",
+				retriesHelp, tc.changed, tc.conflict)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "scour_placement_retries_total"); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
 

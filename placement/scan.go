@@ -139,11 +139,11 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 		if gen != inv.Generation {
 			// Changed between the two reads: read both again so state is
 			// derived from one consistent generation.
-			return errConflict
+			return errChanged
 		}
 		d.Generation, d.Used, d.Consumers = gen, used, who
 		return nil
-	})
+	}, d.Ref.logAttrs()...)
 	if err != nil {
 		return d, err
 	}

@@ -49,7 +49,7 @@ func (c *Client) Confirm(ctx context.Context, seen Device) (Device, error) {
 		var err error
 		gen, traits, err = c.traitsOf(ctx, seen.UUID)
 		return err
-	})
+	}, seen.Ref.logAttrs()...)
 	if err != nil {
 		return seen, devErr("read", seen.Ref, err)
 	}
@@ -82,14 +82,21 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 		c.log.Info("device returned to the pool", "device", seen.Name, "rp", seen.UUID,
 			"address", seen.Address, "reserved", seen.raw.Inv.Reserved-1, "generation", seen.Generation)
 		return nil
-	case errors.Is(err, errConflict) || IsRecoverable(err):
+	case errors.Is(err, errConflict):
+		// Expected now and then (an allocation, scour's own capability
+		// traits): a 409 Placement is right to send, not a failure. Nothing
+		// of ours was written: a device now at reserved 0 was un-reserved
+		// by someone else.
+		c.metrics.retries.WithLabelValues("conflict").Inc()
+		c.log.Info("device changed since the check before its destructive step; re-reading and re-verifying it before the un-reserve",
+			"device", seen.Name, "rp", seen.UUID, "generation", seen.Generation)
+		return c.unreserve(ctx, seen.Ref, true)
+	case IsRecoverable(err):
 		var r retries
 		r.add(err)
-		c.reportRetries(r, "device changed since the check before its destructive step; re-reading and re-verifying it")
-		// After a definite conflict nothing of ours was written: a device
-		// now at reserved 0 was un-reserved by someone else. After a lost
-		// answer, our PUT may have landed.
-		return c.unreserve(ctx, seen.Ref, errors.Is(err, errConflict))
+		c.reportRetries(r, "no answer to the un-reserve; re-reading and re-verifying the device", seen.Ref.logAttrs()...)
+		// After a lost answer our PUT may have landed: reserved 0 is ours.
+		return c.unreserve(ctx, seen.Ref, false)
 	}
 	return devErr("unreserve", seen.Ref, err)
 }

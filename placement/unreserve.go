@@ -68,7 +68,7 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, conflicted bool) error 
 		c.log.Info("device returned to the pool", "device", dev.Name, "rp", dev.UUID,
 			"address", dev.Address, "reserved", inv.Inv.Reserved-1)
 		return nil
-	})
+	}, dev.logAttrs()...)
 	return devErr("unreserve", dev, err)
 }
 
@@ -91,7 +91,7 @@ func (c *Client) verifiedInventory(ctx context.Context, dev Ref) (*rawInventory,
 		return nil, fmt.Errorf("%w: consumers %v hold %d unit(s)", ErrAllocated, who, used)
 	}
 	if gen != inv.Generation {
-		return nil, errConflict
+		return nil, errChanged
 	}
 	return inv, nil
 }
@@ -107,7 +107,7 @@ func (c *Client) HasAllocations(ctx context.Context, dev Ref) (bool, []string, e
 		var err error
 		_, _, who, err = c.consumers(ctx, dev.UUID, "")
 		return err
-	})
+	}, dev.logAttrs()...)
 	if err != nil {
 		return false, nil, devErr("allocation check", dev, err)
 	}
@@ -136,13 +136,13 @@ func (c *Client) Device(ctx context.Context, dev Ref) (Device, error) {
 			return err
 		}
 		if gen != inv.Generation || tgen != gen {
-			return errConflict
+			return errChanged
 		}
 		d.Generation, d.Used, d.Consumers = gen, used, who
 		d.Quarantined = slices.Contains(traits, c.cfg.QuarantineTrait)
 		d.traits, d.traitsRead = traits, true
 		return nil
-	})
+	}, dev.logAttrs()...)
 	if err != nil {
 		return d, devErr("read", dev, err)
 	}
