@@ -2,12 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -29,7 +25,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	if why, details := pointless(impl, s, r.lastErasure()); why != "" {
 		rec.State, rec.Message, rec.Details = StepSkipped, "skipped: "+why, details
 		log.Info("step not run", "state", rec.State, "reason", rec.Message)
-		return r.finish(ctx, s, rec, 0)
+		return r.finish(ctx, s, rec, 0, nil)
 	}
 	// A step that binds another driver sees the device's capabilities
 	// only once bound (an NVMe on vfio-pci has no controller to ask):
@@ -39,7 +35,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		if why, err := r.unsupported(ctx, s, impl, r.dev); err != nil || why != "" {
 			r.notRun(&rec, s, why, err)
 			log.Info("step not run", "state", rec.State, "reason", rec.Message)
-			return r.finish(ctx, s, rec, 0)
+			return r.finish(ctx, s, rec, 0, nil)
 		}
 	}
 	// Taking a device from its driver is as disruptive to an instance
@@ -57,6 +53,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	began := time.Now()
 	var unsup *notSupported
 	var stop errStop
+	var t tries
 	res, err := r.withDriver(ctx, i, s, func(dev *hardware.Device) (*plugins.Result, error) {
 		if rebinds {
 			if err := r.learnIdentity(ctx, dev); err != nil {
@@ -81,7 +78,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, err
 			}
 		}
-		return r.attempts(ctx, s, &rec, impl, dev)
+		return r.attempts(ctx, s, &rec, &t, impl, dev)
 	})
 	switch {
 	case errors.As(err, &stop):
@@ -91,7 +88,7 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		// it again, checks first.
 		rec.State, rec.Code, rec.Message = StepFailed, plugins.CodeTryAgainLater, "not run: "+stop.reason
 		log.Warn("step not run", "reason", stop.reason)
-		if _, ferr := r.finish(ctx, s, rec, time.Since(began)); ferr != nil {
+		if _, ferr := r.finish(ctx, s, rec, time.Since(began), &t); ferr != nil {
 			return rec, ferr
 		}
 		return rec, stop
@@ -109,19 +106,26 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		rec.State, rec.Details, rec.Stderr, rec.Progress = StepSucceeded, res.Details, res.Stderr, 1
 		log.Info("step succeeded", "seconds", time.Since(began).Seconds())
 	}
-	return r.finish(ctx, s, rec, time.Since(began))
+	return r.finish(ctx, s, rec, time.Since(began), &t)
 }
 
-func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Duration) (StepRecord, error) {
+// finish stamps and stores the step's outcome. Only a step that started
+// an attempt names the tools it ran (t: what its attempts left): one
+// skipped, refused, or stopped before its first attempt ran none.
+func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Duration, t *tries) (StepRecord, error) {
 	rec.Finished = time.Now().UTC()
 	details := make(map[string]any, len(rec.Details)+1) // never the step's own map
 	for k, v := range rec.Details {
 		details[k] = v
 	}
 	details[DefinitionKey] = r.def
-	details[ToolKey] = toolOf(s)
-	if ext := r.externalTools(ctx, s); len(ext) > 0 {
-		details[ExternalToolsKey] = ext
+	delete(details, ToolKey) // the engine's word, never the step's
+	delete(details, ExternalToolsKey)
+	if rec.Attempts > 0 && t != nil {
+		details[ToolKey] = toolOf(s, t)
+		if ext := r.externalTools(ctx, s); len(ext) > 0 {
+			details[ExternalToolsKey] = ext
+		}
 	}
 	rec.Details = details
 	r.e.m.stepDone(r.prof.Name, s.Name, string(rec.State), took)
@@ -226,7 +230,7 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 // timeout, backing off (doubling) between retryable failures. A
 // destructive step asks Placement again before every retry: the first
 // answer is as old as the attempts before it (hours, for a sanitize).
-func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
+func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
 	backoff := s.Retry.Backoff
 	var last error
 	for {
@@ -239,6 +243,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, impl stepI
 		rec.Attempts++
 		sctx, cancel := context.WithTimeout(ctx, s.Timeout)
 		res, err := impl.exec(sctx, r, s, dev, r.progressFunc(ctx, s, rec.Index))
+		t.ran(res, err)
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err == nil {
@@ -426,8 +431,10 @@ func refusedBeforeActing(impl stepImpl, err error) bool {
 }
 
 // ToolKey is the details key under which the engine records the tool a
-// step ran: a built-in of this scour version, or a plugin's path and the
-// SHA-256 of its file (what an auditor needs to name the exact tool).
+// step ran, for a step that started an attempt: a built-in of this scour
+// version, or a plugin's path and the SHA-256 of its file as the runner
+// read it just before starting it (what an auditor needs to name the
+// exact tool; absent when the runner did not report it).
 const ToolKey = "tool"
 
 // ExternalToolsKey is the details key under which the engine records the
@@ -461,17 +468,13 @@ func (r *run) externalTools(ctx context.Context, s *Step) map[string]any {
 	return out
 }
 
-func toolOf(s *Step) map[string]any {
+func toolOf(s *Step, t *tries) map[string]any {
 	if s.Type != TypePlugin {
 		return map[string]any{"name": "scour built-in " + s.Type, "version": version.Version}
 	}
-	t := map[string]any{"name": "plugin", "path": s.Path}
-	if f, err := os.Open(s.Path); err == nil {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err == nil {
-			t["sha256"] = hex.EncodeToString(h.Sum(nil))
-		}
-		f.Close()
+	tool := map[string]any{"name": "plugin", "path": s.Path}
+	if t.sha256 != "" {
+		tool["sha256"] = t.sha256
 	}
-	return t
+	return tool
 }

@@ -32,6 +32,10 @@ type Error struct {
 	Details map[string]any `json:"details,omitempty"`
 	// Stderr is what the plugin printed on stderr (bounded); never sent.
 	Stderr string `json:"-"`
+	// SHA256 is the hex SHA-256 of the plugin's file as the runner read it
+	// just before starting it, for a plugin that was started (plugins/runner);
+	// never sent.
+	SHA256 string `json:"-"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Msg, e.Code) }

@@ -89,6 +89,9 @@ type Result struct {
 	Progress *float64       `json:"progress,omitempty"`
 	// Stderr is what the plugin printed on stderr (bounded); never sent.
 	Stderr string `json:"-"`
+	// SHA256 is the hex SHA-256 of the plugin's file as the runner read it
+	// just before starting it (plugins/runner); never sent.
+	SHA256 string `json:"-"`
 }
 
 // OK returns a success result with details.

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -113,19 +111,6 @@ type firmwareActivator interface {
 	ActivateFirmware(ctx context.Context, addr hardware.Address) error
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	img, err := flashImage(t.Args)
 	if err != nil {
@@ -135,7 +120,7 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 	// corrupted image must never be flashed. The file checked is the one
 	// the kernel will load for the name devlink is given.
 	file := firmwareFile(be, img)
-	sum, err := fileSHA256(file)
+	sum, err := plugins.FileSHA256(file)
 	if err != nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "firmware image %s for %s (devlink dev flash loads it relative to the kernel's firmware path): %v", img.Path, t.Device.Address, err)
 	}

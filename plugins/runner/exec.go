@@ -23,9 +23,14 @@ type output struct {
 
 // exec runs one plugin command and decodes its stdout. Every failure comes
 // back as a *plugins.Error naming the plugin and command.
+//
+// Every result and every error after the start carry the SHA-256 of the
+// file as read just before the start: what a record names as the plugin
+// that ran, not whatever sits at path when the step ends (hours later).
 func (r *Runner) exec(ctx context.Context, path string, cmd plugins.Command, version string, req *plugins.Request, progress func(float64)) (*output, error) {
+	var sum string
 	fail := func(code int, stderr, format string, args ...any) error {
-		return &plugins.Error{Code: code, Msg: fmt.Sprintf("plugin %s %s: ", path, cmd) + fmt.Sprintf(format, args...), Stderr: stderr}
+		return &plugins.Error{Code: code, Msg: fmt.Sprintf("plugin %s %s: ", path, cmd) + fmt.Sprintf(format, args...), Stderr: stderr, SHA256: sum}
 	}
 	if err := CheckFile(path, r.cfg.Dirs); err != nil {
 		return nil, &plugins.Error{Code: plugins.CodeInvalidConfig, Msg: err.Error()}
@@ -35,7 +40,11 @@ func (r *Runner) exec(ctx context.Context, path string, cmd plugins.Command, ver
 		return nil, fail(plugins.CodeTryAgainLater, "", "preparing stdin: %v", err)
 	}
 	defer stdin.Close()
-	// path is its own real path (CheckFile): what runs is what was checked.
+	if sum, err = plugins.FileSHA256(path); err != nil {
+		return nil, fail(plugins.CodeInvalidConfig, "", "reading it to record its SHA-256: %v", err)
+	}
+	// path is its own real path (CheckFile): what runs is what was checked
+	// and hashed (only root can replace it meanwhile: CheckFile's rules).
 	p, err := start(path, Environ(cmd, version, req), stdin)
 	if err != nil {
 		// A deployment problem (wrong interpreter, exec format), not the
@@ -68,7 +77,14 @@ func (r *Runner) exec(ctx context.Context, path string, cmd plugins.Command, ver
 	} else if waitErr != nil {
 		return nil, fail(plugins.CodeTryAgainLater, errText, "wait: %v", waitErr)
 	}
-	return decodeOutput(stdout.Bytes(), exitCode, errText, fail)
+	out, err := decodeOutput(stdout.Bytes(), exitCode, errText, fail)
+	if out != nil && out.result != nil {
+		out.result.SHA256 = sum
+	}
+	if pe := (*plugins.Error)(nil); errors.As(err, &pe) {
+		pe.SHA256 = sum // a plugin's own error object
+	}
+	return out, err
 }
 
 type stopReason int

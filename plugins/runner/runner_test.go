@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -442,4 +444,50 @@ echo '{"status":"ok"}'
 	if n := asked(); n != 3 {
 		t.Fatalf("VERSION ran %d times, want 3", n)
 	}
+}
+
+// TestResultNamesTheFileThatStarted: the SHA-256 the runner reports (what
+// the record names) is of the file it started, also when the plugin's
+// file is replaced while it runs, for a result and for an error alike.
+func TestResultNamesTheFileThatStarted(t *testing.T) {
+	for name, final := range map[string]string{
+		"ok":    `echo '{"status":"ok"}'`,
+		"error": `echo '{"code":12,"msg":"broken"}'; exit 1`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := newRunner(t, dir, nil)
+			// Replaced (renamed over, as a package upgrade does) mid-step.
+			p := writePlugin(t, dir, "wipe", `printf '#!/bin/sh\necho new\n' > "$0.new" && mv "$0.new" "$0"
+`+final+"\n")
+			want := sha256File(t, p)
+			res, err := r.Clean(context.Background(), p, "1.0", testRequest(), nil)
+			got := ""
+			var pe *plugins.Error
+			switch {
+			case res != nil:
+				got = res.SHA256
+			case errors.As(err, &pe):
+				got = pe.SHA256
+			default:
+				t.Fatalf("Clean = %v, %v", res, err)
+			}
+			if now := sha256File(t, p); now == want {
+				t.Fatalf("the plugin did not replace its file")
+			}
+			if got != want {
+				t.Errorf("SHA-256 reported %q, want the started file's %q", got, want)
+			}
+		})
+	}
+}
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
