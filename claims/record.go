@@ -141,6 +141,36 @@ type RecordStep struct {
 	Progress     int            `json:"progress_percent"`
 	StartedAt    time.Time      `json:"started_at"`
 	EndedAt      *time.Time     `json:"ended_at"`
+	// Tries is how the step's attempts within this run went (the engine's
+	// details "scour_tries"), absent for a step that started none.
+	Tries *RecordTries `json:"tries,omitempty"`
+}
+
+// RecordTries counts the attempts one step row made within the run (a
+// retry inside the step, not a new row): EarlierErrors are the errors of
+// the failed ones before the last, newest 3 kept, each cut to 512 bytes;
+// EarlierErrorsOmitted counts older ones not kept.
+type RecordTries struct {
+	Count                int      `json:"count"`
+	EarlierErrors        []string `json:"earlier_errors,omitempty"`
+	EarlierErrorsOmitted int      `json:"earlier_errors_omitted,omitempty"`
+}
+
+// triesKey is pipeline.TriesKey.
+const triesKey = "scour_tries"
+
+// triesOf reads a step's tries from its details (nil when absent).
+func triesOf(st Step) *RecordTries {
+	raw, ok := st.Details[triesKey]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	var t RecordTries
+	if err != nil || json.Unmarshal(b, &t) != nil || t.Count < 1 {
+		return nil
+	}
+	return &t
 }
 
 // RecordVerification is one attempt of a step that checked the cleaning's
@@ -271,7 +301,7 @@ func buildRecord(run Run, steps []Step) Record {
 	for _, st := range steps {
 		rs := RecordStep{Seq: st.Seq, Index: st.Index, Name: st.Name, Attempt: st.Attempt, Optional: st.Optional, Verification: st.Verification,
 			Outcome: string(st.Outcome), Output: st.Output, Code: st.Code, Details: st.Details, Stderr: st.Stderr,
-			Progress: st.Progress, StartedAt: st.StartedAt, EndedAt: st.EndedAt}
+			Progress: st.Progress, StartedAt: st.StartedAt, EndedAt: st.EndedAt, Tries: triesOf(st)}
 		if rs.Outcome == "" {
 			rs.Outcome = "running"
 		}

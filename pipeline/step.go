@@ -110,8 +110,9 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 }
 
 // finish stamps and stores the step's outcome. Only a step that started
-// an attempt names the tools it ran (t: what its attempts left): one
-// skipped, refused, or stopped before its first attempt ran none.
+// an attempt names the tools it ran and its tries (t: what its attempts
+// left): one skipped, refused, or stopped before its first attempt ran
+// none.
 func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Duration, t *tries) (StepRecord, error) {
 	rec.Finished = time.Now().UTC()
 	details := make(map[string]any, len(rec.Details)+1) // never the step's own map
@@ -121,7 +122,9 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 	details[DefinitionKey] = r.def
 	delete(details, ToolKey) // the engine's word, never the step's
 	delete(details, ExternalToolsKey)
+	delete(details, TriesKey)
 	if rec.Attempts > 0 && t != nil {
+		details[TriesKey] = t.details(rec.Attempts)
 		details[ToolKey] = toolOf(s, t)
 		if ext := r.externalTools(ctx, s); len(ext) > 0 {
 			details[ExternalToolsKey] = ext
@@ -258,6 +261,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 			return nil, err
 		}
 		last = err
+		t.failed(err)
 		r.log.Warn("step failed, retrying", "step", s.Name, "attempt", rec.Attempts, "error", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):

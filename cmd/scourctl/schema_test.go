@@ -89,7 +89,8 @@ func seedVerifications(t *testing.T) string {
 		if err == nil {
 			err = s.StepFinished(ctx, run.ID, st.Seq, claims.StepResult{Outcome: claims.StepOK, Details: map[string]any{
 				plugins.VerificationKey: v.Map(), plugins.TechniqueKey: "NVMe Sanitize, Crypto Erase",
-				"tool": map[string]any{"name": "plugin", "path": "/usr/libexec/scour/plugins/v", "sha256": strings.Repeat("ab", 32)}}})
+				"tool":        map[string]any{"name": "plugin", "path": "/usr/libexec/scour/plugins/v", "sha256": strings.Repeat("ab", 32)},
+				"scour_tries": map[string]any{"count": 2, "earlier_errors": []string{"plugin /usr/libexec/scour/plugins/v CLEAN: ran past its deadline (code 15)"}}}})
 		}
 		if err == nil {
 			err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "test")
