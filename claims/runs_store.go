@@ -322,19 +322,36 @@ func erasedBefore(last map[string]Step, seq int) bool {
 	return false
 }
 
-// SetRunIdentity completes the device serial and model of an unfinished
-// run: an NVMe on vfio-pci shows neither until a step binds it to nvme,
-// after the run was opened. A finished (sealed) run is refused.
-func (s *Store) SetRunIdentity(ctx context.Context, runID, serial, model string) error {
+// SetRunIdentity completes the device serial, model and firmware of an
+// unfinished run: an NVMe on vfio-pci shows none of them (or, for the
+// firmware, what was seen before the tenant, who may have updated it)
+// until a step binds it to nvme, after the run was opened. An empty
+// firmware leaves the recorded one. A finished (sealed) run is refused.
+func (s *Store) SetRunIdentity(ctx context.Context, runID, serial, model, firmware string) error {
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := s.openRunForSteps(ctx, tx, runID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET serial = ?, model = ? WHERE id = ?`), serial, model, runID)
+		var raw string
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT media FROM cleaning_runs WHERE id = ?`), runID).Scan(&raw); err != nil {
+			return err
+		}
+		var media Media
+		if err := json.Unmarshal([]byte(raw), &media); err != nil {
+			return fmt.Errorf("media column: %w", err)
+		}
+		if firmware != "" {
+			media.Firmware = firmware
+		}
+		b, err := json.Marshal(media)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET serial = ?, model = ?, media = ? WHERE id = ?`), serial, model, string(b), runID)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("claims: set serial and model of cleaning run %s: %w", runID, err)
+		return fmt.Errorf("claims: set serial, model and firmware of cleaning run %s: %w", runID, err)
 	}
 	return nil
 }

@@ -14,8 +14,13 @@ import (
 // and from then on discovery on vfio-pci still names the drive and knows
 // its erase capabilities. SMART values are never remembered: they change.
 //
-// Entries are keyed by address and checked against the PCI ids, so a
-// different card in the same slot is not mistaken for the old one.
+// Entries are keyed by address and checked against the PCI ids, which
+// catch only a card of another model: a drive of the same model swapped
+// into the slot has the same ids and is named as the old one until a step
+// binds it to nvme and shows its serial (the pipeline then stops a run
+// opened for the old drive). The firmware may be stale too (a tenant can
+// update it through passthrough): the pipeline records the one a step
+// bound to nvme sees.
 type NVMeMemo struct {
 	mu sync.Mutex
 	m  map[Address]nvmeFacts

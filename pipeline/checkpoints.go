@@ -24,11 +24,13 @@ type Checkpoints interface {
 
 // IdentityRecorder is a Checkpoints that can complete a run's device
 // identity once a step's driver revealed it: an NVMe bound to vfio-pci
-// shows no serial or model until it is bound to nvme for a step. The
-// engine calls it when such a bind shows a serial or model the run did
-// not have.
+// shows no serial, model or firmware until it is bound to nvme for a
+// step (what discovery knew before came from the backend's memory of an
+// earlier bind, before the tenant, who may have updated the firmware
+// through passthrough). The engine calls it when such a bind shows a
+// serial, model or firmware the run did not have.
 type IdentityRecorder interface {
-	SetIdentity(ctx context.Context, runID, serial, model string) error
+	SetIdentity(ctx context.Context, runID, serial, model, firmware string) error
 }
 
 // RunStart describes a run about to start.

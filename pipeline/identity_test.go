@@ -30,7 +30,7 @@ func seedFor(t *testing.T, h *harness, cfg Config, tg Target, serial string, n i
 		states[i] = StepSucceeded
 	}
 	run := seed(t, h.cp, cfg, tg, states...)
-	if err := h.cp.SetIdentity(context.Background(), run.ID, serial, "PM9A3"); err != nil {
+	if err := h.cp.SetIdentity(context.Background(), run.ID, serial, "PM9A3", ""); err != nil {
 		t.Fatal(err)
 	}
 	return run

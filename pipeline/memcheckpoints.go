@@ -206,14 +206,14 @@ func (m *MemCheckpoints) Steps(runID string) []StepRecord {
 	return nil
 }
 
-// SetIdentity stores the serial and model a step's driver revealed.
-func (m *MemCheckpoints) SetIdentity(_ context.Context, runID, serial, model string) error {
+// SetIdentity stores the serial, model and firmware a step's driver revealed.
+func (m *MemCheckpoints) SetIdentity(_ context.Context, runID, serial, model, firmware string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.st.Runs[runID]
 	if !ok {
 		return fmt.Errorf("checkpoints: no run %s", runID)
 	}
-	r.Run.Start.Serial, r.Run.Start.Model = serial, model
+	r.Run.Start.Serial, r.Run.Start.Model, r.Run.Start.Firmware = serial, model, firmware
 	return m.save()
 }

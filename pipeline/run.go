@@ -28,9 +28,9 @@ type run struct {
 	recs []StepRecord
 	def  string // definition(&prof.Pipeline)
 
-	// serial and model: the best identity known, from the first
-	// discovery or from a step's driver (learnIdentity).
-	serial, model string
+	// serial, model and firmware: the best identity known, from the
+	// first discovery or from a step's driver (learnIdentity).
+	serial, model, firmware string
 	// homeDev is the device as discovered at the start; kept says the
 	// device stays on the last step's driver for the next step.
 	homeDev *hardware.Device
@@ -56,7 +56,7 @@ func (r *run) start() RunStart {
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category}
 	if r.dev != nil {
 		rs.Serial, rs.Model, rs.Vendor, rs.Firmware, rs.Kind = r.dev.Serial, r.dev.Model, r.dev.VendorID, r.dev.Firmware, string(r.dev.Kind)
-		r.serial, r.model = r.dev.Serial, r.dev.Model
+		r.serial, r.model, r.firmware = r.dev.Serial, r.dev.Model, r.dev.Firmware
 	}
 	return rs
 }
@@ -148,6 +148,9 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 				// the run's own serial is what a step's driver must show
 				// again (learnIdentity).
 				r.serial, r.model = s.Serial, s.Model
+			}
+			if r.firmware == "" {
+				r.firmware = s.Firmware
 			}
 			if len(recs) > 0 {
 				r.log.Info("resuming interrupted cleaning run", "run", run.ID, "attempt", run.Attempt)

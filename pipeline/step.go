@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,14 +182,20 @@ func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hard
 	return impl.check(ctx, r, s, dev)
 }
 
-// learnIdentity keeps the serial and model a step's driver revealed (an
-// NVMe bound to vfio-pci shows neither) for the run's record. A serial
+// learnIdentity keeps the serial, model and firmware a step's driver
+// revealed (an NVMe bound to vfio-pci shows none of them, or what the
+// backend remembered from before the tenant, whose passthrough could
+// update the firmware) for the run's record. A serial
 // other than the run's stops the run (retry-later) before the step: the
 // drive in the slot was replaced (while scourd was down, the home driver
 // showing no serial), and what the run did so far was done to the old
 // one. The record keeps the old drive's serial; the next run starts over.
 func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
-	if dev == nil || (dev.Serial == "" && dev.Model == "") || (r.serial == dev.Serial && r.model == dev.Model) {
+	if dev == nil || (dev.Serial == "" && dev.Model == "") {
+		return nil
+	}
+	firmware := cmp.Or(dev.Firmware, r.firmware)
+	if r.serial == dev.Serial && r.model == dev.Model && r.firmware == firmware {
 		return nil
 	}
 	if otherDrive(r.serial, dev.Serial) {
@@ -196,10 +203,10 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 		return errStop{VerdictRetryLater, fmt.Sprintf("device %s reports serial %q bound to %s, not %q as recorded for run %s: the drive in the slot was replaced (or reports its serial differently there), and nothing this run did counts for it; it stays reserved and the next run starts from the first step",
 			r.t.Address, dev.Serial, dev.Driver, r.serial, r.run.ID)}
 	}
-	r.serial, r.model = dev.Serial, dev.Model
+	r.serial, r.model, r.firmware = dev.Serial, dev.Model, firmware
 	if ir, ok := r.e.cp.(IdentityRecorder); ok {
-		if err := ir.SetIdentity(ctx, r.run.ID, dev.Serial, dev.Model); err != nil {
-			r.log.Warn("recording the device's serial and model failed", "error", err)
+		if err := ir.SetIdentity(ctx, r.run.ID, dev.Serial, dev.Model, firmware); err != nil {
+			r.log.Warn("recording the device's serial, model and firmware failed", "error", err)
 		}
 	}
 	return nil

@@ -159,7 +159,7 @@ func (c *Checkpoints) stepStart(ctx context.Context, runID string, rec pipeline.
 func runStart(run claims.Run) pipeline.RunStart {
 	version, _ := strconv.Atoi(run.PipelineVersion)
 	return pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile, Pipeline: run.Pipeline,
-		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, Model: run.Model}
+		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, Model: run.Model, Firmware: run.Media.Firmware}
 }
 
 // remember keeps the run's start for its steps, forgetting any earlier
@@ -273,7 +273,7 @@ func (c *Checkpoints) FinishRun(ctx context.Context, runID string, res pipeline.
 
 var _ pipeline.IdentityRecorder = (*Checkpoints)(nil)
 
-// SetIdentity records the serial and model a step's driver revealed.
-func (c *Checkpoints) SetIdentity(ctx context.Context, runID, serial, model string) error {
-	return c.Store.SetRunIdentity(ctx, runID, serial, model)
+// SetIdentity records the serial, model and firmware a step's driver revealed.
+func (c *Checkpoints) SetIdentity(ctx context.Context, runID, serial, model, firmware string) error {
+	return c.Store.SetRunIdentity(ctx, runID, serial, model, firmware)
 }

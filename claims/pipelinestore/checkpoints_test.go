@@ -213,21 +213,16 @@ func TestEngineVerdictsInStore(t *testing.T) {
 	}
 }
 
-// TestSerialLearnedOnStepDriver: an NVMe on vfio-pci shows no serial or
-// model; the run's record gets them from the step that binds nvme.
-func TestSerialLearnedOnStepDriver(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+// rebindable is an NVMe found on driver, bound where the engine binds it;
+// show fills what discovery sees on the driver it is on.
+func rebindable(driver string, show func(*hardware.Device)) *fakehw.Backend {
 	var mu sync.Mutex
-	driver := "vfio-pci"
-	be := &fakehw.Backend{
+	return &fakehw.Backend{
 		DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			d := &hardware.Device{Address: a, Kind: hardware.KindNVMe, VendorID: "0x1b36", DeviceID: "0x0010", Class: "0x010802", Driver: driver}
-			if driver == "nvme" {
-				d.Serial, d.Model = "QEMU-S1", "QEMU NVMe Ctrl"
-			}
+			d := &hardware.Device{Address: a, Kind: hardware.KindNVMe, VendorID: "0x144d", DeviceID: "0xa80a", Class: "0x010802", Driver: driver}
+			show(d)
 			return d, nil
 		},
 		BindDriverF: func(_ context.Context, _ hardware.Address, drv string) (string, error) {
@@ -238,6 +233,19 @@ func TestSerialLearnedOnStepDriver(t *testing.T) {
 			return prev, nil
 		},
 	}
+}
+
+// TestSerialLearnedOnStepDriver: an NVMe on vfio-pci shows no serial or
+// model; the run's record gets them from the step that binds nvme.
+func TestSerialLearnedOnStepDriver(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	be := rebindable("vfio-pci", func(d *hardware.Device) {
+		d.VendorID, d.DeviceID = "0x1b36", "0x0010"
+		if d.Driver == "nvme" {
+			d.Serial, d.Model = "QEMU-S1", "QEMU NVMe Ctrl"
+		}
+	})
 	st := step("wipe", true)
 	st.Driver = "nvme"
 	cfg := config(st)
@@ -258,7 +266,7 @@ func TestSerialLearnedOnStepDriver(t *testing.T) {
 	if run.Serial != "QEMU-S1" || run.Model != "QEMU NVMe Ctrl" || res.Serial != "QEMU-S1" {
 		t.Fatalf("record serial %q model %q, result serial %q", run.Serial, run.Model, res.Serial)
 	}
-	if err := s.SetRunIdentity(ctx, res.RunID, "X", "Y"); err == nil {
+	if err := s.SetRunIdentity(ctx, res.RunID, "X", "Y", "Z"); err == nil {
 		t.Fatal("a finished run's identity was changed")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/plugins"
 )
@@ -54,5 +55,33 @@ func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
 				t.Fatalf("old run = %+v; want failed, serial OLD, saying the drive was replaced", r)
 			}
 		}
+	}
+}
+
+// TestRecordNamesFirmwareSeenByTheStep: discovery on vfio-pci names the
+// firmware the backend remembered from before the tenant (A); the tenant
+// updated it through passthrough, and the step bound to nvme sees B. The
+// record names B, the firmware the cleaning actually met.
+func TestRecordNamesFirmwareSeenByTheStep(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	be := rebindable("vfio-pci", func(d *hardware.Device) {
+		d.Serial, d.Model, d.Firmware = "S1", "PM9A3", "A" // remembered (hardware.NVMeMemo)
+		if d.Driver == "nvme" {
+			d.Firmware = "B"
+		}
+	})
+	st := step("wipe", true)
+	st.Driver = "nvme"
+	res, err := engineOn(t, config(st), s, &fakePlugins{}, be).Clean(ctx, target)
+	if err != nil || res.Verdict != pipeline.VerdictClean {
+		t.Fatalf("Clean = %+v, %v", res, err)
+	}
+	rec, err := s.Record(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Device.Firmware != "B" || rec.Device.Serial != "S1" {
+		t.Fatalf("record device %+v: want firmware B (seen bound to nvme), serial S1", rec.Device)
 	}
 }
