@@ -43,10 +43,17 @@ func (r *Reconciler) mark() readMark {
 	return readMark{seq: r.seq, read: r.reads}
 }
 
-// queueRead is CheckDevices for devices read after mark.
+// queueRead is CheckDevices for devices read after mark. A device the
+// store holds quarantined (a cleaning verdict, or retired) is not queued:
+// a one-device read does not see the quarantine trait, and cleaning it
+// would only quarantine it again (counted and logged twice) or open a run
+// that ends aborted. A scan sets any lost trait again (rescan asks for
+// one).
 func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot readMark, reason string) (rescan bool) {
 	now := r.now()
 	var toBurn []Device
+	var open map[string]OpenQuarantine
+	openRead := false
 	for _, d := range fresh {
 		r.mu.Lock()
 		act := r.classifyLocked(d, nil, snapshot, now, map[string]int{}) // counts unused: no gauge
@@ -58,6 +65,19 @@ func (r *Reconciler) queueRead(ctx context.Context, fresh []Device, snapshot rea
 		case actBurn:
 			toBurn = append(toBurn, d)
 		case actClean:
+			if !openRead {
+				var err error
+				if open, err = r.openQuarantines(ctx); err != nil {
+					// The cleaner asks the store again before it runs.
+					r.log.Warn("cannot read the store's quarantines; released devices are queued regardless", "error", err)
+				}
+				openRead = true
+			}
+			if q, held := open[d.RPUUID]; held {
+				r.log.Info("released device is quarantined in the store; not cleaned, left to the scan", "device", d.RPName, "rp", d.RPUUID, "reason", q.Reason)
+				rescan = true
+				continue
+			}
 			if r.present(ctx, d) {
 				r.enqueue(d, reason, snapshot, now)
 			}

@@ -250,3 +250,34 @@ func TestOlderScanDoesNotDropANewerRelease(t *testing.T) {
 		t.Errorf("scans = %d, want 2 (start, the test's): rp-2 must come back from the release's queue entry", got)
 	}
 }
+
+// A release does not queue a device the store holds quarantined: its
+// one-device read does not see the quarantine trait, and the cleaner would
+// only quarantine it again (counted and logged twice) or open a run that
+// ends aborted. The device's claim partner is cleaned as usual.
+func TestReleaseLeavesStoreQuarantineToTheScan(t *testing.T) {
+	t.Parallel()
+	const vm = "00000000-0000-4000-8000-000000000001"
+	e := newEnv(t, 2, func(c *handlers.Config) {
+		c.ScanDebounce = ptr(time.Hour)
+		c.ReconcileInterval = time.Hour
+	})
+	e.w.Allocate(vm, true, rp(1), rp(2))
+	e.handle(cmd(command.KindClaim, "instance.create.end", vm))
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.w.Count("scan", "") == 1 }) // start
+	e.c.Quarantine(rp(1), "cleaning failed: sanitize (code 12)")
+	e.w.Free(vm)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", vm))
+	waitFor(t, func() bool { return e.state(2) == handlers.StateAvailable })
+	if err := e.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cl.CallsFor(rp(1)); n != 0 {
+		t.Errorf("rp-1 (quarantined in the store) cleaned %d time(s) after the release, want 0", n)
+	}
+	if d := e.w.Device(rp(1)); d.Reserved != d.Total {
+		t.Errorf("rp-1 reserved %d of %d, want kept reserved", d.Reserved, d.Total)
+	}
+}
