@@ -110,3 +110,65 @@ func TestUnreserveAlreadyUnreservedIsSuccess(t *testing.T) {
 		t.Errorf("%d PUTs, want 0", got)
 	}
 }
+
+// An un-reserve PUT that got no answer can land after a re-read still
+// showed the device reserved (Placement committed it late); the next PUT,
+// at the re-read's generation, then conflicts and the device shows
+// reserved 0. That is scour's own write, not someone else's: success.
+func TestUnreserveLateLandingIsOurs(t *testing.T) {
+	t.Parallel()
+	for _, seen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("seen=%v", seen), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			gen, reserved, puts, landing := 7, 1, 0, false
+			f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Method == http.MethodPut {
+					puts++
+					if landing { // the first PUT commits now, just before the second
+						gen, reserved, landing = gen+1, 0, false
+					}
+					if puts == 1 {
+						landing = true
+						w.WriteHeader(http.StatusServiceUnavailable) // no definite answer
+						return
+					}
+					placementError(409, "placement.concurrent_update")(w, r)
+					return
+				}
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/inventories"):
+					fmt.Fprintf(w, `{"resource_provider_generation": %d, "inventories": {"CUSTOM_PCI_144D_A80A":
+ {"total": 1, "reserved": %d, "min_unit": 1, "max_unit": 1, "step_size": 1, "allocation_ratio": 1.0}}}`, gen, reserved)
+				case strings.HasSuffix(r.URL.Path, "/allocations"):
+					fmt.Fprintf(w, `{"resource_provider_generation": %d, "allocations": {}}`, gen)
+				case strings.HasSuffix(r.URL.Path, "/traits"):
+					fmt.Fprintf(w, `{"resource_provider_generation": %d, "traits": ["HW_PCI_ONE_TIME_USE"]}`, gen)
+				default:
+					http.NotFound(w, r)
+				}
+			}}
+			c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen {
+				var d Device
+				if d, err = c.Device(context.Background(), unitDev); err != nil {
+					t.Fatal(err)
+				}
+				err = c.UnreserveSeen(context.Background(), d)
+			} else {
+				err = c.Unreserve(context.Background(), unitDev)
+			}
+			if err != nil {
+				t.Fatalf("unreserve: %v; want success (the unanswered PUT landed late: ours)", err)
+			}
+			if got := f.count("PUT /resource_providers/"); got != 2 {
+				t.Errorf("%d PUTs, want 2 (one unanswered, one conflicting)", got)
+			}
+		})
+	}
+}

@@ -90,13 +90,13 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 		c.metrics.retries.WithLabelValues("conflict").Inc()
 		c.log.Info("device changed since the check before its destructive step; re-reading and re-verifying it before the un-reserve",
 			"device", seen.Name, "rp", seen.UUID, "generation", seen.Generation)
-		return c.unreserve(ctx, seen.Ref, true)
+		return c.unreserve(ctx, seen.Ref, puts{conflicted: true})
 	case IsRecoverable(err):
 		var r retries
 		r.add(err)
 		c.reportRetries(r, "no answer to the un-reserve; re-reading and re-verifying the device", seen.Ref.logAttrs()...)
 		// After a lost answer our PUT may have landed: reserved 0 is ours.
-		return c.unreserve(ctx, seen.Ref, false)
+		return c.unreserve(ctx, seen.Ref, puts{unanswered: true})
 	}
 	return devErr("unreserve", seen.Ref, err)
 }

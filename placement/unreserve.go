@@ -20,16 +20,27 @@ import (
 //
 // A device found at reserved=0 right after this call's own PUT was
 // refused with a conflict is ErrUnreservedElsewhere: nothing of scour's
-// was written, so someone else un-reserved it. After a PUT whose answer
-// was lost (timeout, 5xx), or with no PUT of this call before (a resumed
-// run), reserved=0 may be scour's own write, and that is success.
+// was written, so someone else un-reserved it. But once any PUT of this
+// call went unanswered (timeout, 5xx), or with no PUT of this call before
+// (a resumed run), reserved=0 may be scour's own write, and that is
+// success: an unanswered PUT can still land later, after a re-read showed
+// the device reserved, and make the next PUT conflict.
 func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
-	return c.unreserve(ctx, dev, false)
+	return c.unreserve(ctx, dev, puts{})
 }
 
-// unreserve is Unreserve; conflicted says the caller's own PUT (at the
-// generation of an earlier read) was just refused with a conflict.
-func (c *Client) unreserve(ctx context.Context, dev Ref, conflicted bool) error {
+// puts is what the PUTs of one un-reserve call came to so far.
+type puts struct {
+	conflicted bool // the last one was refused with a conflict
+	unanswered bool // one of them got no definite answer: it may land
+}
+
+// ours says whether a device found at reserved 0 may be scour's own write.
+func (p puts) ours() bool { return !p.conflicted || p.unanswered }
+
+// unreserve is Unreserve, after the caller's own PUTs p (UnreserveSeen's
+// PUT at the generation of an earlier read).
+func (c *Client) unreserve(ctx context.Context, dev Ref, p puts) error {
 	if err := checkRef(dev); err != nil {
 		return devErr("unreserve", dev, err)
 	}
@@ -50,7 +61,7 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, conflicted bool) error 
 			return fmt.Errorf("%w: no %s trait", ErrUnmanaged, c.cfg.OneTimeUseTrait)
 		}
 		if inv.Inv.Reserved <= 0 {
-			if conflicted {
+			if !p.ours() {
 				return ErrUnreservedElsewhere
 			}
 			c.log.Info("device already unreserved", "device", dev.Name, "rp", dev.UUID)
@@ -58,10 +69,9 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, conflicted bool) error 
 		}
 		// Traits live on the same RP generation: if they changed after the
 		// inventory read, the PUT below conflicts and everything is re-read.
-		// Only the last PUT's answer counts: a read showing reserved>0
-		// after a lost answer proves that PUT did not land.
 		err = c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1)
-		conflicted = errors.Is(err, errConflict)
+		p.conflicted = errors.Is(err, errConflict)
+		p.unanswered = p.unanswered || (err != nil && !p.conflicted)
 		if err != nil {
 			return err
 		}
