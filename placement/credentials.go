@@ -17,6 +17,13 @@ import (
 // password set back) is used again within a minute without a restart.
 const credentialsCooldown = time.Minute
 
+// errLoginRefused marks an ErrCredentials that is Keystone refusing a
+// login (a failed attempt its lockout counts), not Placement answering 401
+// to a token Keystone just issued (a token or fernet key skew: no failed
+// login, and a minute without Placement would only delay cleaning). Its
+// text is empty: it only tags the error.
+var errLoginRefused = errors.New("")
+
 // credsHold remembers until when Keystone is not asked again.
 type credsHold struct {
 	mu    sync.Mutex
@@ -39,10 +46,11 @@ func (c *Client) credentialsHeld(method, path string) error {
 // credentialsRefused starts (or extends) the cooldown after err, a
 // refusal of scour's credentials, and says so in the error. The first
 // refusal of a cooldown is logged at ERROR; the calls failed during it are
-// counted in scour_placement_requests_skipped_total, not logged. Only with
-// Keystone: a static token is no login attempt.
+// counted in scour_placement_requests_skipped_total, not logged. Only for
+// a refused Keystone login (errLoginRefused): a static token, or Placement
+// refusing a token Keystone issued, is no failed login attempt.
 func (c *Client) credentialsRefused(err error) error {
-	if !errors.Is(err, ErrCredentials) || c.cfg.Token != "" {
+	if !errors.Is(err, errLoginRefused) || c.cfg.Token != "" {
 		return err
 	}
 	now := c.now()

@@ -80,7 +80,7 @@ func classify(method, path string, err error) error {
 	var reauth *gophercloud.ErrUnableToReauthenticate
 	if errors.As(err, &reauth) {
 		if kc, ok := responseCode(reauth.ErrReauth); ok && kc.Actual >= 400 && kc.Actual < 500 && kc.Actual != http.StatusTooManyRequests {
-			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w (Keystone answered HTTP %d to re-authentication)", method, path, ErrCredentials, kc.Actual)}
+			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w%w (Keystone answered HTTP %d to re-authentication)", method, path, ErrCredentials, errLoginRefused, kc.Actual)}
 		}
 		return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w", method, path, err)} // Keystone unreachable or failing: transient
 	}

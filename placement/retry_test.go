@@ -297,3 +297,38 @@ func refusingKeystone(t *testing.T, placementURL string, rotated *atomic.Bool, r
 	cfg.Endpoint, cfg.Token = "", ""
 	return cfg, func(name string) string { return env[name] }
 }
+
+// Placement refusing a token that Keystone just issued (a token or fernet
+// key skew between them) is no failed login: it starts no cooldown, so
+// the next call reaches Placement again instead of failing for a minute.
+func TestPlacementRefusingAnIssuedTokenStartsNoCooldown(t *testing.T) {
+	var skewed, rotated atomic.Bool
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		if skewed.Load() {
+			placementError(401, "")(w, r)
+			return
+		}
+		dirtyDevice(nil)(w, r)
+	}}
+	var refused atomic.Int32
+	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() {})
+	c, err := New(context.Background(), cfg, WithGetenv(getenv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	dev := Ref{UUID: "d1", Name: "cn_1_0000:81:00.0"}
+	skewed.Store(true)
+	if _, _, err := c.HasAllocations(context.Background(), dev); !errors.Is(err, ErrCredentials) {
+		t.Fatalf("Placement 401 after a successful login: %v; want ErrCredentials", err)
+	}
+	skewed.Store(false)
+	sent := c.Calls()
+	if _, _, err := c.HasAllocations(context.Background(), dev); err != nil {
+		t.Fatalf("the next call, within a minute: %v; want it sent to Placement (no cooldown: no login was refused)", err)
+	}
+	if c.Calls() == sent || refused.Load() != 0 {
+		t.Errorf("%d requests sent, %d refused logins; want the call sent and no refused login", c.Calls()-sent, refused.Load())
+	}
+}
