@@ -103,7 +103,35 @@ func (s *Store) advisoryLockHost(ctx context.Context) error {
 			ErrHostLocked, s.lockHost, RedactDSN(s.cfg.DSN), s.lockHolder(ctx, key))
 	}
 	s.lock = &hostLock{conn: conn, key: key}
+	s.endOrphanedLockSession(ctx, conn)
 	return nil
+}
+
+// hostLockIdle is how long the lock's session may stay idle before
+// PostgreSQL ends it. A live scourd pings it every few seconds
+// (CheckHostLock); a scourd whose machine crashed, rebooted or lost the
+// network never closes its connection, and without this the server would
+// keep the session, and the lock, until its TCP keepalive gives up (over
+// two hours by default), refusing the restarted scourd all that time.
+const hostLockIdle = time.Minute
+
+// endOrphanedLockSession makes PostgreSQL end the lock's session once its
+// client is gone: idle_session_timeout (PostgreSQL 14+) and the server's
+// TCP keepalives on that one session. Best effort: an older server, or a
+// Unix socket, refuses or ignores a setting, and the lock still works.
+func (s *Store) endOrphanedLockSession(ctx context.Context, conn *sql.Conn) {
+	idle := s.lockIdle
+	if idle <= 0 {
+		idle = hostLockIdle
+	}
+	for _, q := range []string{
+		fmt.Sprintf(`SET idle_session_timeout = %d`, idle.Milliseconds()),
+		`SET tcp_keepalives_idle = 30`, `SET tcp_keepalives_interval = 10`, `SET tcp_keepalives_count = 3`,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			s.log.Debug("host lock session setting refused", "setting", q, "err", err)
+		}
+	}
 }
 
 // hostLockKey is the advisory lock's bigint key: 64 bits of hash, so

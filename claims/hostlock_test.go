@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func openLocked(cfg Config, host string) (*Store, error) {
@@ -110,4 +111,33 @@ func TestHostLockPostgresSessionLost(t *testing.T) {
 		t.Fatalf("another scourd after the session ended: %v", err)
 	}
 	other.Close()
+}
+
+// A scourd whose machine died never closes its connection: PostgreSQL
+// ends the lock's session once it has been idle for the lock's idle time
+// (a live scourd pings it every few seconds), so the restarted scourd
+// gets its host back instead of being refused for hours.
+func TestHostLockPostgresOrphanedSessionEnds(t *testing.T) {
+	cfg := backends[1].cfg(t)
+	s, err := Open(context.Background(), cfg, WithLogger(slog.New(slog.DiscardHandler)), WithHostLock("compute-1"),
+		func(s *Store) { s.lockIdle = 300 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		other, err := openLocked(cfg, "compute-1")
+		if err == nil {
+			other.Close()
+			break
+		}
+		if !errors.Is(err, ErrHostLocked) || time.Now().After(deadline) {
+			t.Fatalf("the restarted scourd, while the silent holder's session idles: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := s.CheckHostLock(context.Background()); !errors.Is(err, ErrHostLockLost) {
+		t.Errorf("the silent holder's CheckHostLock: want ErrHostLockLost, got %v", err)
+	}
 }

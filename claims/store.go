@@ -26,8 +26,9 @@ type Store struct {
 	target  map[string]int // schema versions to create or upgrade to
 	signer  *Signer        // signs closed records (scourd); nil: unsigned
 
-	lockHost string    // WithHostLock's host; "": no lock
-	lock     *hostLock // held from Open to Close
+	lockHost string        // WithHostLock's host; "": no lock
+	lockIdle time.Duration // PostgreSQL: an idle lock session ends after this (0: hostLockIdle)
+	lock     *hostLock     // held from Open to Close
 }
 
 // Option adjusts Open.
