@@ -25,40 +25,7 @@ import (
 // label sets).
 func registeredNames(t *testing.T) ([]string, map[string]map[string][]string) {
 	t.Helper()
-	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodGet && r.URL.Path == "/":
-			io.WriteString(w, `{"versions": [{"id": "v1.0", "min_version": "1.0", "max_version": "1.39", "status": "CURRENT"}]}`)
-		case r.Method == http.MethodPut:
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			io.WriteString(w, `{"resource_providers": []}`)
-		}
-	}))
-	t.Cleanup(ps.Close)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "scour.yaml")
-	body := `host: compute
-http: {address: "127.0.0.1:0"}
-placement: {endpoint: ` + ps.URL + `, token: admin}
-claims: {state_path: ` + dir + `}
-admin: {socket: ` + filepath.Join(dir, "scourd.sock") + `}
-hardware:
-  backend: simulated
-  simulator: {state_dir: ` + filepath.Join(dir, "sim") + `, devices: [{address: "0000:81:00.0", kind: nvme}]}
-pipelines:
-  profiles:
-    - name: nvme
-      match: {kinds: [nvme]}
-      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
-`
-	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := lifecycleConfig(t, t.TempDir(), "compute")
 	a, cleanup, err := New(cfg, slog.New(slog.DiscardHandler), Deps{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +47,46 @@ pipelines:
 		}
 	}
 	return a.Metrics.Names(), initial
+}
+
+// lifecycleConfig is a whole scourd's configuration (Placement stand-in,
+// simulated hardware, sqlite store in dir) for host.
+func lifecycleConfig(t *testing.T, dir, host string) *config.Config {
+	t.Helper()
+	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/":
+			io.WriteString(w, `{"versions": [{"id": "v1.0", "min_version": "1.0", "max_version": "1.39", "status": "CURRENT"}]}`)
+		case r.Method == http.MethodPut:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			io.WriteString(w, `{"resource_providers": []}`)
+		}
+	}))
+	t.Cleanup(ps.Close)
+	cfgPath := filepath.Join(dir, "scour.yaml")
+	body := `host: ` + host + `
+http: {address: "127.0.0.1:0"}
+placement: {endpoint: ` + ps.URL + `, token: admin}
+claims: {state_path: ` + dir + `}
+admin: {socket: ` + filepath.Join(dir, "scourd.sock") + `}
+hardware:
+  backend: simulated
+  simulator: {state_dir: ` + filepath.Join(dir, "sim") + `, devices: [{address: "0000:81:00.0", kind: nvme}]}
+pipelines:
+  profiles:
+    - name: nvme
+      match: {kinds: [nvme]}
+      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
+`
+	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 var (

@@ -118,6 +118,22 @@ func (s *Store) Close() error {
 // Config returns the configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
+// HostHasRecords reports whether the store holds anything of host: a
+// claim, a cleaning run, a quarantine or a record-signing key. scourd asks
+// it at start to notice that its host name changed under an existing
+// store, which would hide all of these from it.
+func (s *Store) HostHasRecords(ctx context.Context, host string) (bool, error) {
+	var found bool
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT EXISTS (SELECT 1 FROM claims WHERE host = ?)
+		OR EXISTS (SELECT 1 FROM cleaning_runs WHERE host = ?)
+		OR EXISTS (SELECT 1 FROM quarantines WHERE host = ?)
+		OR EXISTS (SELECT 1 FROM record_keys WHERE host = ?)`), host, host, host, host).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("claims: look for host %s's records: %w", host, err)
+	}
+	return found, nil
+}
+
 // writeTx runs fn in a write transaction and commits it, running it again
 // when the failure is one where a retry is correct (see retryable). fn
 // must therefore have no effects outside tx.

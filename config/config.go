@@ -37,6 +37,11 @@ type Config struct {
 	// (socket.gethostname()): a machine named cmp1.example.com is
 	// cmp1.example.com to Nova, not cmp1.
 	Host string `yaml:"host"`
+	// HostDefaulted is true when neither scour.yaml nor SCOUR_HOST set
+	// host, so Host is the hostname. scourd then checks that a claims
+	// store written under the short hostname (the default before scour
+	// 0.2) does not go unseen.
+	HostDefaulted bool `yaml:"-"`
 	// Node is the compute node resource provider name in Placement
 	// (nova-compute's hypervisor_hostname). Default: Host.
 	Node string `yaml:"node"`
@@ -96,6 +101,7 @@ func (c *Config) sections() []section {
 func (c *Config) SetDefaults() {
 	if c.Host == "" {
 		c.Host, _ = hostname()
+		c.HostDefaulted = true
 	}
 	if c.Node == "" {
 		c.Node = c.Host

@@ -29,6 +29,9 @@ func TestDefaults(t *testing.T) {
 		strings.Join(c.Bus.Nova.RoutingKeys, ",") != "versioned_notifications.info,notifications.info" || c.Bus.Nova.Durable {
 		t.Errorf("defaults: %+v", c)
 	}
+	if c.HostDefaulted {
+		t.Error("HostDefaulted with SCOUR_HOST set")
+	}
 	if _, err := Load("testdata/does-not-exist.yaml", true, nil); err == nil {
 		t.Error("a required missing file is an error")
 	}
@@ -48,6 +51,9 @@ func TestHostDefaultsToUncutHostname(t *testing.T) {
 	}
 	if c.Host != "cmp1.example.com" || c.Node != "cmp1.example.com" || c.Lifecycle.Host != "cmp1.example.com" {
 		t.Errorf("host %q node %q lifecycle.host %q, want cmp1.example.com (Nova's default)", c.Host, c.Node, c.Lifecycle.Host)
+	}
+	if !c.HostDefaulted {
+		t.Error("HostDefaulted false for the hostname default (scourd's upgrade check needs it)")
 	}
 }
 
