@@ -69,7 +69,8 @@ type k8sObject struct {
 	Spec                         struct {
 		Template struct {
 			Metadata struct {
-				Labels map[string]string
+				Labels      map[string]string
+				Annotations map[string]string
 			}
 			Spec struct {
 				ServiceAccountName           string `yaml:"serviceAccountName"`
@@ -180,8 +181,19 @@ func TestDaemonSetMatchesTheCode(t *testing.T) {
 		})
 	}
 	env := map[string]string{}
+	fieldRefs := map[string]string{} // variable -> downward API field
 	for _, e := range c.Env {
+		// Kubernetes expands $(VAR) only from variables defined above;
+		// any other is left as it is.
+		for _, ref := range regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).FindAllStringSubmatch(e.Value, -1) {
+			if _, ok := env[ref[1]]; !ok {
+				t.Errorf("env %s refers to $(%s), which is not defined above it", e.Name, ref[1])
+			}
+		}
 		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fieldRefs[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
 		switch {
 		case strings.HasPrefix(e.Name, "SCOUR_") && !scourVars[e.Name]:
 			t.Errorf("env %s is not a scour setting", e.Name)
@@ -219,10 +231,21 @@ func TestDaemonSetMatchesTheCode(t *testing.T) {
 			cfg.Hardware.SysfsRoot, path.Dir(cfg.Admin.Socket))
 	}
 
-	// Port and probes are scourd's.
-	_, port, _ := net.SplitHostPort(cfg.HTTP.Address)
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || port != "9464" || c.Ports[0].ContainerPort != 9464 {
-		t.Errorf("ports %+v, http.address %s", c.Ports, cfg.HTTP.Address)
+	// Port and probes are scourd's. Under hostNetwork the port is the
+	// node's: scourd listens on the node's IP (the pod IP the probes and
+	// the scrape use), not on every interface of the node.
+	httpAddr, ok := env["SCOUR_HTTP_ADDRESS"]
+	host, port, _ := net.SplitHostPort(httpAddr)
+	if !ok || host != "$(HOST_IP)" || fieldRefs["HOST_IP"] != "status.hostIP" {
+		t.Errorf("SCOUR_HTTP_ADDRESS %q (HOST_IP from %q): scourd must listen on $(HOST_IP), the node's IP (status.hostIP), not every interface of the node",
+			httpAddr, fieldRefs["HOST_IP"])
+	}
+	if _, defPort, _ := net.SplitHostPort(cfg.HTTP.Address); defPort != "9464" {
+		t.Errorf("http.address %s: the shipped port is 9464", cfg.HTTP.Address)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || port != "9464" || c.Ports[0].ContainerPort != 9464 ||
+		ds.Spec.Template.Metadata.Annotations["prometheus.io/port"] != port {
+		t.Errorf("ports %+v, SCOUR_HTTP_ADDRESS %s, prometheus.io/port %s", c.Ports, httpAddr, ds.Spec.Template.Metadata.Annotations["prometheus.io/port"])
 	}
 	h := metrics.New().Handler(func() error { return nil })
 	for what, pr := range map[string]*probe{"startupProbe": c.StartupProbe, "livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
