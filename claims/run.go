@@ -44,10 +44,14 @@ const MaxOutputBytes = 4096
 
 // RunStart identifies the device and the pipeline of a cleaning run.
 type RunStart struct {
-	Host            string
-	DeviceRP        string
-	Address         string
-	Serial          string
+	Host     string
+	DeviceRP string
+	Address  string
+	Serial   string
+	// SerialSource is where Serial came from: "vpd" (PCI VPD) or "" (the
+	// device's driver, e.g. NVMe Identify Controller). Kept in the media
+	// column, not in the record; SetRunIdentity resets it to "".
+	SerialSource    string
 	Model           string
 	PrevInstance    string // UnknownTenant when the device was dirty without a claim
 	PrevProject     string

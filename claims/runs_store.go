@@ -15,6 +15,14 @@ import (
 const runCols = `id, host, device_rp, address, serial, model, prev_instance, prev_project, profile, pipeline, pipeline_version,
 	planned_steps, triggered_by, state, summary, started_at, ended_at, cleaned_at, media, category, scour_version`
 
+// mediaColumn is the media column: the record's Media plus where the
+// run's serial came from, which the engine needs to compare serials like
+// with like and the record does not name.
+type mediaColumn struct {
+	Media
+	SerialSource string `json:"serial_source,omitempty"`
+}
+
 func scanRun(sc scanner) (Run, error) {
 	var r Run
 	var started, planned, media string
@@ -25,9 +33,11 @@ func scanRun(sc scanner) (Run, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := json.Unmarshal([]byte(media), &r.Media); err != nil {
+	var mc mediaColumn
+	if err := json.Unmarshal([]byte(media), &mc); err != nil {
 		return r, fmt.Errorf("run %s: media column: %w", r.ID, err)
 	}
+	r.Media, r.SerialSource = mc.Media, mc.SerialSource
 	if err := json.Unmarshal([]byte(planned), &r.PlannedSteps); err != nil {
 		return r, fmt.Errorf("run %s: planned_steps column: %w", r.ID, err)
 	}
@@ -93,7 +103,7 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 		}
 		resumed = false
 		planned, _ := json.Marshal(run.PlannedSteps)
-		media, _ := json.Marshal(rs.Media)
+		media, _ := json.Marshal(mediaColumn{rs.Media, rs.SerialSource})
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO cleaning_runs (`+runCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, NULL, NULL, ?, ?, ?)`),
 			run.ID, rs.Host, rs.DeviceRP, rs.Address, rs.Serial, rs.Model, rs.PrevInstance, rs.PrevProject,
@@ -336,13 +346,14 @@ func (s *Store) SetRunIdentity(ctx context.Context, runID, serial, model, firmwa
 		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT media FROM cleaning_runs WHERE id = ?`), runID).Scan(&raw); err != nil {
 			return err
 		}
-		var media Media
+		var media mediaColumn
 		if err := json.Unmarshal([]byte(raw), &media); err != nil {
 			return fmt.Errorf("media column: %w", err)
 		}
 		if firmware != "" {
 			media.Firmware = firmware
 		}
+		media.SerialSource = "" // the step's driver's
 		b, err := json.Marshal(media)
 		if err != nil {
 			return err

@@ -47,6 +47,12 @@ type Device struct {
 	Model    string
 	Serial   string
 	Firmware string
+	// SerialSource says where Serial came from: SerialFromVPD for the PCI
+	// function's VPD "SN", "" for what the device's driver or tool reports
+	// (NVMe Identify Controller, remembered from it, nvidia-smi, devlink).
+	// The two need not be the same string for one drive: compare serials
+	// only from the same source.
+	SerialSource string
 
 	NVMe *NVMeInfo
 	GPU  *GPUInfo
@@ -55,6 +61,9 @@ type Device struct {
 	Capabilities Capabilities
 	Absent       map[string]string // capability name -> why it is absent
 }
+
+// SerialFromVPD is Device.SerialSource for a serial read from PCI VPD.
+const SerialFromVPD = "vpd"
 
 // NVMeInfo comes from nvme-cli (list -v, id-ctrl, smart-log).
 type NVMeInfo struct {

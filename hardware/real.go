@@ -152,6 +152,9 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 			// drives that have one.
 			if v, err := r.fs.VPD(dev.Address); err == nil {
 				dev.Serial, dev.Model = v.Serial, v.Product
+				if v.Serial != "" {
+					dev.SerialSource = SerialFromVPD
+				}
 			}
 		}
 		return

@@ -46,7 +46,11 @@ type RunStart struct {
 	// knows them, with the rest of what the certificate names about the
 	// media: vendor id, firmware, kind and capacity (sum of its media, 0
 	// when unknown, e.g. an NVMe bound to vfio-pci).
-	Serial        string `json:"serial,omitempty"`
+	Serial string `json:"serial,omitempty"`
+	// SerialSource is where Serial came from (hardware.Device.SerialSource):
+	// "vpd", or "" for the device's driver (NVMe Identify Controller).
+	// SetIdentity, called from a step's driver, resets it to "".
+	SerialSource  string `json:"serial_source,omitempty"`
 	Model         string `json:"model,omitempty"`
 	Vendor        string `json:"vendor,omitempty"`
 	Firmware      string `json:"firmware,omitempty"`

@@ -18,6 +18,7 @@ type driverSim struct {
 	bindFails string
 	lying     string
 	serial    string
+	vpd       string // the PCI VPD serial, shown on any other driver
 }
 
 func (d *driverSim) install(h *harness) {
@@ -28,6 +29,8 @@ func (d *driverSim) install(h *harness) {
 		dev.Driver = d.driver
 		if d.driver == "nvme" && d.serial != "" {
 			dev.Serial, dev.Model = d.serial, "PM9A3"
+		} else if d.vpd != "" {
+			dev.Serial, dev.SerialSource = d.vpd, hardware.SerialFromVPD
 		}
 		return dev, nil
 	}

@@ -115,3 +115,48 @@ func TestReplacedDriveSeenOnStepDriverStopsRun(t *testing.T) {
 		t.Fatalf("calls %v, want every step again", got)
 	}
 }
+
+// A fresh scourd knows an NVMe on vfio-pci by its PCI VPD serial, which
+// need not be the string Identify Controller shows bound to nvme. That is
+// no replaced drive: a new run adopts the controller's serial at its first
+// step bound to nvme, and a resumed run whose record holds the
+// controller's serial resumes. Two controller serials that differ still
+// stop the run.
+func TestVPDSerialIsNotComparedWithIdentifyController(t *testing.T) {
+	nvme := func(s *Step) { s.Driver = "nvme" }
+	cfg := testConfig(pluginStep("erase", nvme), pluginStep("verify", nvme))
+	tg := target(1)
+
+	t.Run("new run", func(t *testing.T) {
+		h := newHarness(t, cfg, (&driverSim{driver: "vfio-pci", vpd: "ABC-1", serial: "ABC1      "}).install)
+		res := h.clean(t, tg)
+		if res.Verdict != VerdictClean || strings.TrimSpace(res.Serial) != "ABC1" {
+			t.Fatalf("result %v (serial %q); want clean, naming the controller's serial", res, res.Serial)
+		}
+		if got := h.pr.Calls(); !slices.Equal(got, []string{"CLEAN erase", "CLEAN verify"}) {
+			t.Fatalf("calls %v", got)
+		}
+	})
+	t.Run("resumed run", func(t *testing.T) {
+		h := newHarness(t, cfg, (&driverSim{driver: "vfio-pci", vpd: "ABC-1", serial: "ABC1      "}).install)
+		old := seedFor(t, h, cfg, tg, "ABC1      ", 1) // SetIdentity: the controller's serial
+		res := h.clean(t, tg)
+		if res.Verdict != VerdictClean || res.RunID != old.ID || strings.TrimSpace(res.Serial) != "ABC1" {
+			t.Fatalf("result %v in run %s (serial %q); want run %s resumed and clean", res, res.RunID, res.Serial, old.ID)
+		}
+		if got := h.pr.Calls(); !slices.Equal(got, []string{"CLEAN verify"}) {
+			t.Fatalf("calls %v: want the erase not redone", got)
+		}
+	})
+	t.Run("other controller serial", func(t *testing.T) {
+		h := newHarness(t, cfg, (&driverSim{driver: "vfio-pci", vpd: "ABC-1", serial: "XYZ9"}).install)
+		old := seedFor(t, h, cfg, tg, "ABC1      ", 1)
+		res := h.clean(t, tg)
+		if res.Verdict != VerdictRetryLater || res.RunID != old.ID || res.Step != "verify" || !strings.Contains(res.Reason, "replaced") {
+			t.Fatalf("result %v in run %s; want retry-later at verify, the drive replaced", res, res.RunID)
+		}
+		if got := h.pr.Calls(); len(got) != 0 {
+			t.Fatalf("calls %v: a step ran on the replaced drive", got)
+		}
+	})
+}

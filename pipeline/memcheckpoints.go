@@ -214,6 +214,6 @@ func (m *MemCheckpoints) SetIdentity(_ context.Context, runID, serial, model, fi
 	if !ok {
 		return fmt.Errorf("checkpoints: no run %s", runID)
 	}
-	r.Run.Start.Serial, r.Run.Start.Model, r.Run.Start.Firmware = serial, model, firmware
+	r.Run.Start.Serial, r.Run.Start.SerialSource, r.Run.Start.Model, r.Run.Start.Firmware = serial, "", model, firmware
 	return m.save()
 }

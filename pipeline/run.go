@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -29,8 +30,11 @@ type run struct {
 	def  string // definition(&prof.Pipeline)
 
 	// serial, model and firmware: the best identity known, from the
-	// first discovery or from a step's driver (learnIdentity).
+	// first discovery or from a step's driver (learnIdentity);
+	// serialSource is where serial came from (hardware.SerialFromVPD or
+	// "" for the driver).
 	serial, model, firmware string
+	serialSource            string
 	// homeDev is the device as discovered at the start; kept says the
 	// device stays on the last step's driver for the next step.
 	homeDev *hardware.Device
@@ -56,7 +60,8 @@ func (r *run) start() RunStart {
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category}
 	if r.dev != nil {
 		rs.Serial, rs.Model, rs.Vendor, rs.Firmware, rs.Kind = r.dev.Serial, r.dev.Model, r.dev.VendorID, r.dev.Firmware, string(r.dev.Kind)
-		r.serial, r.model, r.firmware = r.dev.Serial, r.dev.Model, r.dev.Firmware
+		rs.SerialSource = r.dev.SerialSource
+		r.serial, r.model, r.firmware, r.serialSource = r.dev.Serial, r.dev.Model, r.dev.Firmware, r.dev.SerialSource
 	}
 	return rs
 }
@@ -119,11 +124,15 @@ func sameDefinition(recs []StepRecord, def string) bool {
 	return true
 }
 
-// otherDrive reports whether two serials both known name different
-// drives: the drive in a slot (same PCI address) was replaced.
-func otherDrive(was, now string) bool {
+// otherDrive reports whether two serials both known, and from the same
+// source (VPD, or the driver's Identify Controller), name different
+// drives: the drive in a slot (same PCI address) was replaced. Serials
+// from different sources prove nothing: a drive's VPD "SN" and its
+// Identify Controller serial may differ beyond the space padding
+// (trimmed here), and such a pair must not stop or supersede a run.
+func otherDrive(was, wasSource, now, nowSource string) bool {
 	was, now = strings.TrimSpace(was), strings.TrimSpace(now)
-	return was != "" && now != "" && was != now
+	return was != "" && now != "" && wasSource == nowSource && was != now
 }
 
 // open resumes the device's open run when it belongs to the same pipeline
@@ -140,14 +149,15 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		}
 		s := run.Start
 		sameSteps := sameDefinition(recs, r.def)
-		swapped := otherDrive(s.Serial, want.Serial)
+		swapped := otherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource)
 		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped {
 			r.run = run
-			if r.serial == "" {
-				// Unknown on the home driver now (an NVMe on vfio-pci):
-				// the run's own serial is what a step's driver must show
-				// again (learnIdentity).
-				r.serial, r.model = s.Serial, s.Model
+			if r.serial == "" || (r.serialSource == hardware.SerialFromVPD && s.Serial != "" && s.SerialSource != hardware.SerialFromVPD) {
+				// Unknown on the home driver now (an NVMe on vfio-pci), or
+				// only its VPD serial: the run's own serial (from the
+				// driver, when a step bound to nvme learned it) is what a
+				// step's driver must show again (learnIdentity).
+				r.serial, r.serialSource, r.model = s.Serial, s.SerialSource, cmp.Or(s.Model, r.model)
 			}
 			if r.firmware == "" {
 				r.firmware = s.Firmware

@@ -190,6 +190,9 @@ func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hard
 // drive in the slot was replaced (while scourd was down, the home driver
 // showing no serial), and what the run did so far was done to the old
 // one. The record keeps the old drive's serial; the next run starts over.
+// A VPD serial (the home discovery's, on a fresh scourd) is compared with
+// VPD serials only: the first step bound to nvme replaces it with the
+// Identify Controller serial (otherDrive).
 func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 	if dev == nil || (dev.Serial == "" && dev.Model == "") {
 		return nil
@@ -198,12 +201,18 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 	if r.serial == dev.Serial && r.model == dev.Model && r.firmware == firmware {
 		return nil
 	}
-	if otherDrive(r.serial, dev.Serial) {
+	if dev.SerialSource == hardware.SerialFromVPD {
+		// Only the PCI function's VPD, as the home discovery saw it: the
+		// driver's serial (when known) is what the record and later
+		// steps compare with, and SetIdentity stores a driver's serial.
+		return nil
+	}
+	if otherDrive(r.serial, r.serialSource, dev.Serial, dev.SerialSource) {
 		r.log.Error("device reports another serial on the step's driver: stopping the run", "serial", dev.Serial, "run_serial", r.serial, "driver", dev.Driver)
 		return errStop{VerdictRetryLater, fmt.Sprintf("device %s reports serial %q bound to %s, not %q as recorded for run %s: the drive in the slot was replaced (or reports its serial differently there), and nothing this run did counts for it; it stays reserved and the next run starts from the first step",
 			r.t.Address, dev.Serial, dev.Driver, r.serial, r.run.ID)}
 	}
-	r.serial, r.model, r.firmware = dev.Serial, dev.Model, firmware
+	r.serial, r.serialSource, r.model, r.firmware = dev.Serial, dev.SerialSource, dev.Model, firmware
 	if ir, ok := r.e.cp.(IdentityRecorder); ok {
 		if err := ir.SetIdentity(ctx, r.run.ID, dev.Serial, dev.Model, firmware); err != nil {
 			r.log.Warn("recording the device's serial, model and firmware failed", "error", err)

@@ -50,7 +50,7 @@ var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
 		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger,
-		Serial: start.Serial, Model: start.Model, Category: start.Category, ScourVersion: version.Version,
+		Serial: start.Serial, SerialSource: start.SerialSource, Model: start.Model, Category: start.Category, ScourVersion: version.Version,
 		Media: claims.Media{Make: start.Vendor, Firmware: start.Firmware, Type: start.Kind, CapacityBytes: start.CapacityBytes}}
 	if rs.Trigger == "" {
 		rs.Trigger = "pipeline engine"
@@ -159,7 +159,7 @@ func (c *Checkpoints) stepStart(ctx context.Context, runID string, rec pipeline.
 func runStart(run claims.Run) pipeline.RunStart {
 	version, _ := strconv.Atoi(run.PipelineVersion)
 	return pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile, Pipeline: run.Pipeline,
-		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, Model: run.Model, Firmware: run.Media.Firmware}
+		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, SerialSource: run.SerialSource, Model: run.Model, Firmware: run.Media.Firmware}
 }
 
 // remember keeps the run's start for its steps, forgetting any earlier

@@ -85,3 +85,30 @@ func TestRecordNamesFirmwareSeenByTheStep(t *testing.T) {
 		t.Fatalf("record device %+v: want firmware B (seen bound to nvme), serial S1", rec.Device)
 	}
 }
+
+// The store keeps where a run's serial came from across a restart, so a
+// resumed run compares like with like: a VPD serial stays "vpd", and the
+// serial a step's driver showed (SetIdentity) is the driver's.
+func TestSerialSourceSurvivesRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := openStore(t, dir)
+	cp := &Checkpoints{Store: s, Host: "compute-1", Trigger: "test"}
+	ctx := context.Background()
+	start := pipeline.RunStart{Device: string(target.Address), RPUUID: target.RPUUID, Profile: "p", Pipeline: "nvme", PipelineVersion: 1,
+		Steps: []string{"erase"}, Serial: "ABC-1", SerialSource: hardware.SerialFromVPD, Model: "PM9A3"}
+	run, _, err := cp.OpenRun(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, _, err = cp.OpenRun(ctx, start); err != nil || run.Start.SerialSource != hardware.SerialFromVPD {
+		t.Fatalf("resumed run %+v, %v: want serial source vpd", run.Start, err)
+	}
+	if err := cp.SetIdentity(ctx, run.ID, "ABC1      ", "PM9A3", ""); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cp.Store = openStore(t, dir)
+	if run, _, err = cp.OpenRun(ctx, start); err != nil || run.Start.Serial != "ABC1      " || run.Start.SerialSource != "" {
+		t.Fatalf("resumed run %+v, %v: want the driver's serial, source \"\"", run.Start, err)
+	}
+}
