@@ -3,6 +3,7 @@ package claims
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -524,9 +525,9 @@ func TestStepDetailsStoredAndBounded(t *testing.T) {
 		if steps[0].Code != 102 || steps[0].Details["sanitize_status"] != "0x0101" || steps[0].Index != 0 || len(steps[0].Stderr) > MaxOutputBytes {
 			t.Fatalf("step 1 = %+v", steps[0])
 		}
-		tr, ok := steps[1].Details["truncated"].(string)
-		if !ok || len(tr) > MaxOutputBytes || steps[1].Index != 1 {
-			t.Fatalf("oversized details stored as %d bytes (%v)", len(tr), ok)
+		b, _ := json.Marshal(steps[1].Details)
+		if _, ok := steps[1].Details["truncated_keys"]; !ok || len(b) > MaxOutputBytes || steps[1].Index != 1 {
+			t.Fatalf("oversized details stored as %d bytes: %s", len(b), b)
 		}
 	})
 }

@@ -1,11 +1,13 @@
 package claims
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -202,8 +204,16 @@ func finishSet(r StepResult) (string, []any, error) {
 		[]any{string(r.Outcome), boundOutput(r.Output), r.Code, boundDetails(r.Details), boundOutput(r.Stderr)}, nil
 }
 
-// boundDetails stores details as JSON, replaced by a truncated rendering
-// when it is too long to keep whole.
+// keptDetails are the details keys decisions read (the purge check's
+// technique and verification, resume's pipeline definition hash, the tool
+// and the tries count): boundDetails drops every other key before them.
+var keptDetails = map[string]bool{"technique": true, "verification": true, "scour_pipeline_definition": true, "tool": true, "scour_tries": true}
+
+// boundDetails stores details as JSON of at most MaxOutputBytes. Too long,
+// it first drops scour_tries' earlier_errors, then the other keys, largest
+// first, naming them under "truncated_keys", so the keys in keptDetails
+// survive; only when those alone are too long is the whole replaced by a
+// truncated rendering.
 func boundDetails(d map[string]any) string {
 	if len(d) == 0 {
 		return ""
@@ -212,9 +222,40 @@ func boundDetails(d map[string]any) string {
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"unencodable": err.Error()})
 	}
-	if len(b) > MaxOutputBytes {
-		b, _ = json.Marshal(map[string]any{"truncated": boundOutput(string(b))})
+	if len(b) <= MaxOutputBytes {
+		return string(b)
 	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) == nil {
+		if tries, ok := m["scour_tries"].(map[string]any); ok {
+			if _, ok := tries["earlier_errors"]; ok {
+				delete(tries, "earlier_errors")
+				tries["earlier_errors_dropped"] = true
+				if b, _ = json.Marshal(m); len(b) <= MaxOutputBytes {
+					return string(b)
+				}
+			}
+		}
+		var others []string
+		size := map[string]int{}
+		for k, v := range m {
+			if !keptDetails[k] {
+				vb, _ := json.Marshal(v)
+				others, size[k] = append(others, k), len(vb)
+			}
+		}
+		slices.SortFunc(others, func(a, b string) int { return cmp.Or(size[b]-size[a], strings.Compare(a, b)) })
+		var dropped []string
+		for _, k := range others {
+			delete(m, k)
+			dropped = append(dropped, k)
+			m["truncated_keys"] = dropped
+			if b, _ = json.Marshal(m); len(b) <= MaxOutputBytes {
+				return string(b)
+			}
+		}
+	}
+	b, _ = json.Marshal(map[string]any{"truncated": boundOutput(string(b))})
 	return string(b)
 }
 
