@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"unicode/utf8"
 
 	"github.com/scour-project/scour/plugins"
 )
@@ -46,7 +47,11 @@ func (t *tries) ran(res *plugins.Result, err error) {
 func (t *tries) failed(err error) {
 	msg := plugins.AsError(err).Error() // "message (code N)"
 	if len(msg) > maxErrorBytes {
-		msg = msg[:maxErrorBytes] + " [truncated]"
+		n := maxErrorBytes
+		for n > 0 && !utf8.RuneStart(msg[n]) { // never half a character
+			n--
+		}
+		msg = msg[:n] + " [truncated]"
 	}
 	t.earlier = append(t.earlier, msg)
 	if len(t.earlier) > maxEarlierErrors {

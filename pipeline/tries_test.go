@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/scour-project/scour/plugins"
@@ -23,5 +24,17 @@ func TestTriesKeepNewestEarlierErrorsBounded(t *testing.T) {
 		"try 4 (code 11)", "try 5 (code 11)", fmt.Sprint(plugins.AsError(errors.New(strings.Repeat("x", 2*maxErrorBytes))).Error()[:maxErrorBytes], " [truncated]")}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tries (-want +got):\n%s", diff)
+	}
+}
+
+// An error cut to the byte limit never ends in half a character: the
+// record is JSON text, and a broken UTF-8 sequence would be replaced or
+// refused when it is stored or verified.
+func TestTriesCutErrorsOnACharacterBoundary(t *testing.T) {
+	var tr tries
+	tr.failed(errors.New("x" + strings.Repeat("é", maxErrorBytes))) // 1 + 2 bytes each: the limit falls inside one
+	got := tr.details(2)["earlier_errors"].([]string)[0]
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, " [truncated]") || len(got) > maxErrorBytes+len(" [truncated]") {
+		t.Errorf("cut error: valid UTF-8 %v, %d bytes, %q...", utf8.ValidString(got), len(got), got[:20])
 	}
 }
