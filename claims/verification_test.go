@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +55,16 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 	}
 	erase := stepRun{"sanitize", StepOK, erased}
 	verify := stepRun{"verify", StepOK, verified("passed")}
+	// Details far over the stored limit (retries with long errors, a
+	// large extra field) still keep what the verdict reads.
+	oversized := func(d map[string]any) map[string]any {
+		out := map[string]any{"scour_tries": map[string]any{"count": 3, "earlier_errors": []string{
+			strings.Repeat("e", 3000), strings.Repeat("f", 3000)}}, "dump": strings.Repeat("d", 5000)}
+		for k, v := range d {
+			out[k] = v
+		}
+		return out
+	}
 	for _, c := range []struct {
 		name  string
 		steps []stepRun
@@ -62,6 +73,7 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 		{"erase, no verification", []stepRun{erase}, false},
 		{"erase, verification failed but step ok", []stepRun{erase, {"verify", StepOK, verified("failed")}}, false},
 		{"erase, then verification passed", []stepRun{erase, verify}, true},
+		{"both with oversized details", []stepRun{{"sanitize", StepOK, oversized(erased)}, {"verify", StepOK, oversized(verified("passed"))}}, true},
 		{"erase skipped, verification passed", []stepRun{{"sanitize", StepSkipped, nil}, verify}, false},
 		{"erase failed (optional), verification passed", []stepRun{{"sanitize", StepFailed, erased}, verify}, false},
 		{"erasing step reports no technique", []stepRun{{"sanitize", StepOK, nil}, verify}, false},
