@@ -12,12 +12,15 @@ import (
 
 // NVMeListController is one controller of `nvme list -v -o json`.
 type NVMeListController struct {
-	Controller string   // "nvme0"
-	Address    Address  // PCI address; "" for fabrics controllers
-	Model      string   // ModelNumber
-	Serial     string   // SerialNumber
-	Firmware   string   // Firmware
-	Namespaces []string // "nvme0n1"
+	Controller string  // "nvme0"
+	Address    Address // PCI address; "" for fabrics controllers
+	Model      string  // ModelNumber
+	Serial     string  // SerialNumber
+	Firmware   string  // Firmware
+	// Namespaces are the block devices of the namespaces attached to this
+	// controller: its private ones ("nvme0n1") and, under native
+	// multipath, the heads ("nvme0n2") of its own path nodes ("nvme0c0n2").
+	Namespaces []string
 }
 
 type nvmeListJSON struct {
@@ -32,14 +35,19 @@ type nvmeListJSON struct {
 				Transport    string
 				Address      string
 				Namespaces   []struct{ NameSpace string }
+				Paths        []struct{ Path string }
 			}
-			Namespaces []struct{ NameSpace string }
 		}
 	}
 }
 
-// ParseNVMeList parses `nvme list -v -o json`. Namespaces listed at the
-// subsystem level (native multipath) are given to every controller of it.
+// ParseNVMeList parses `nvme list -v -o json`. A controller gets its own
+// namespaces and the heads of its own multipath paths, never the
+// subsystem-level namespace list: that names every head of the
+// subsystem, including those attached only to another controller (the
+// PF's namespace seen from a VF, the other port of a dual-port drive),
+// which this controller's device does not own and must never format or
+// overwrite.
 func ParseNVMeList(b []byte) ([]NVMeListController, error) {
 	var raw nvmeListJSON
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -63,9 +71,11 @@ func ParseNVMeList(b []byte) ([]NVMeListController, error) {
 				for _, n := range c.Namespaces {
 					lc.Namespaces = append(lc.Namespaces, n.NameSpace)
 				}
-				for _, n := range s.Namespaces {
-					if indexOf(lc.Namespaces, n.NameSpace) < 0 {
-						lc.Namespaces = append(lc.Namespaces, n.NameSpace)
+				for _, p := range c.Paths {
+					// A path node "nvme<S>c<C>n<N>" stands for the head
+					// "nvme<S>n<N>" (namespaceBlock, as in sysfs).
+					if head, ok := namespaceBlock(c.Controller, p.Path); ok && indexOf(lc.Namespaces, head) < 0 {
+						lc.Namespaces = append(lc.Namespaces, head)
 					}
 				}
 				out = append(out, lc)

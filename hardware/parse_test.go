@@ -118,6 +118,26 @@ func TestParseNVMeList(t *testing.T) {
 	}
 }
 
+// TestParseNVMeListTwoControllers: nvme-cli lists a multipath head at
+// the subsystem level, beside every controller of the subsystem. Only the
+// controller whose own path node stands for it gets it: the other one
+// (a VF next to its PF, the second port of a dual-port drive) does not
+// own that namespace, and formatting it would destroy data not ours.
+func TestParseNVMeListTwoControllers(t *testing.T) {
+	t.Parallel()
+	got, err := ParseNVMeList(fixture(t, "nvme-list-v-two-controllers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NVMeListController{
+		{Controller: "nvme0", Address: "0000:01:00.0", Model: "KIOXIA KCM6XRUL3T84", Serial: "71D0A03FT1JF", Firmware: "0106", Namespaces: []string{"nvme0n1"}},
+		{Controller: "nvme1", Address: "0000:81:00.0", Model: "KIOXIA KCM6XRUL3T84", Serial: "71D0A03FT1JF", Firmware: "0106"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
 func TestParseNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	got, err := ParseNvidiaSMI(fixture(t, "nvidia-smi-a100.csv"))

@@ -188,6 +188,37 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 	}
 }
 
+// TestRealMediaOtherControllersNamespace: on a subsystem with two
+// controllers on this host, the namespace attached to one is no media of
+// the other: neither Media nor Format of the other device reaches it.
+func TestRealMediaOtherControllersNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+		switch {
+		case cmd == "nvme list -v -o json":
+			return fixture(t, "nvme-list-v-two-controllers.json"), nil, true
+		case strings.HasPrefix(cmd, "nvme format "):
+			return nil, nil, true
+		}
+		return nil, nil, false
+	})
+	b := newTestReal(t, Config{}, r)
+	if m, err := b.Media(ctx, "0000:01:00.0"); err != nil || len(m) != 1 || m[0].Path != "/dev/nvme0n1" {
+		t.Fatalf("media of the controller the namespace is attached to: %v, %v; want /dev/nvme0n1", m, err)
+	}
+	m, err := b.Media(ctx, "0000:81:00.0")
+	if slices.ContainsFunc(m, func(x Media) bool { return x.Path == "/dev/nvme0n1" }) || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("media of the other controller: %v, %v; want none (ErrUnsupported), never /dev/nvme0n1", m, err)
+	}
+	if err := b.Format(ctx, "0000:81:00.0", "/dev/nvme0n1", 1); err == nil {
+		t.Fatal("the other controller's device formatted a namespace it does not own")
+	}
+	if slices.ContainsFunc(r.Calls(), func(c string) bool { return strings.HasPrefix(c, "nvme format ") }) {
+		t.Fatalf("nvme format ran: %v", r.Calls())
+	}
+}
+
 func TestRealFormat(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -53,10 +53,25 @@ lst = {"Devices": [{"HostNQN": "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0031-35
     "Controllers": [{"Controller": "nvme1", "Cntlid": "1", "SerialNumber": "71D0A03FT1JE        ", "ModelNumber": "KIOXIA KCM6XRUL3T84                     ",
       "Firmware": "0106    ", "Transport": "pcie", "Address": "0000:81:00.0", "Slot": "",
       "Namespaces": [{"NameSpace": "nvme1n1", "Generic": "ng1n1", "NSID": 1, "UsedBytes": 1920383410176, "MaximumLBA": 3750748848, "PhysicalSize": 1920383410176, "SectorSize": 512}],
-      "Paths": []}],
+      "Paths": [{"Path": "nvme1c1n2", "ANAState": "optimized"}]}],
     "Namespaces": [{"NameSpace": "nvme1n2", "Generic": "ng1n2", "NSID": 2, "UsedBytes": 0, "MaximumLBA": 3750748848, "PhysicalSize": 1920383410176, "SectorSize": 512}]},
    {"Subsystem": "nvme-subsys2", "SubsystemNQN": "nqn.2014-08.org.nvmexpress:uuid:f81d4fae-7dec-11d0-a765-00a0c91e6bf6",
     "Controllers": [{"Controller": "nvme2", "Cntlid": "1", "SerialNumber": "fabrics-remote", "ModelNumber": "Linux", "Firmware": "6.1.0",
       "Transport": "tcp", "Address": "traddr=10.0.0.5,trsvcid=4420", "Slot": "", "Namespaces": [], "Paths": []}],
     "Namespaces": []}]}]}
 open("nvme-list-v.json","w").write(json.dumps(lst, indent=2)+"\n")
+# A dual-port drive with both ports on this host: one NVM subsystem, two
+# controllers, native multipath. Namespace 1 is attached to nvme0 only (its
+# path node nvme0c0n1); nvme1 has none. nvme-cli still lists the head
+# nvme0n1 at the subsystem level, beside both controllers.
+dual = {"Devices": [{"HostNQN": "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0031-3510-8052-b3c04f4e3133", "HostID": "4c4c4544-0031-3510-8052-b3c04f4e3133",
+  "Subsystems": [
+   {"Subsystem": "nvme-subsys0", "SubsystemNQN": "nqn.2019-10.com.kioxia:KCM6XRUL3T84:71D0A03FT1JF",
+    "Controllers": [
+     {"Controller": "nvme0", "Cntlid": "1", "SerialNumber": "71D0A03FT1JF        ", "ModelNumber": "KIOXIA KCM6XRUL3T84                     ",
+      "Firmware": "0106    ", "Transport": "pcie", "Address": "0000:01:00.0", "Slot": "", "Namespaces": [],
+      "Paths": [{"Path": "nvme0c0n1", "ANAState": "optimized"}]},
+     {"Controller": "nvme1", "Cntlid": "2", "SerialNumber": "71D0A03FT1JF        ", "ModelNumber": "KIOXIA KCM6XRUL3T84                     ",
+      "Firmware": "0106    ", "Transport": "pcie", "Address": "0000:81:00.0", "Slot": "", "Namespaces": [], "Paths": []}],
+    "Namespaces": [{"NameSpace": "nvme0n1", "Generic": "ng0n1", "NSID": 1, "UsedBytes": 1920383410176, "MaximumLBA": 3750748848, "PhysicalSize": 1920383410176, "SectorSize": 512}]}]}]}
+open("nvme-list-v-two-controllers.json","w").write(json.dumps(dual, indent=2)+"\n")
