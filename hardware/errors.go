@@ -19,10 +19,12 @@ var (
 	// (an NVMe bound to vfio-pci has no controller or block device). The
 	// pipeline can BindDriver and retry.
 	ErrWrongDriver = errors.New("device is not bound to the driver this action needs")
-	// ErrHiddenNamespaces: the controller's subsystem holds namespaces
-	// that are allocated but not attached to it (a tenant with namespace
-	// management can create, write and detach one); a format cannot reach
-	// them. Retrying does not help: the operator must act.
+	// ErrHiddenNamespaces: the controller, the only one of its subsystem,
+	// sees namespaces that are allocated but not attached to it (a tenant
+	// with namespace management can create, write and detach one); a
+	// format cannot reach them. Retrying does not help: the operator must
+	// act. Never said of a multi-controller subsystem (cmic bit 1), where
+	// other controllers' namespaces look the same.
 	ErrHiddenNamespaces = errors.New("allocated namespaces not attached to this controller")
 	// ErrNoDevice: no PCI function with that address on this host.
 	ErrNoDevice = errors.New("no such PCI device on this host")

@@ -92,7 +92,8 @@ type IDCtrl struct {
 	SN      string // sn, trimmed (nvme-cli pads with spaces)
 	MN      string // mn, trimmed
 	FR      string // fr, trimmed
-	OACS    int    // oacs: bit 1 Format NVM supported
+	CMIC    int    // cmic: bit 1 the subsystem may have two or more controllers
+	OACS    int    // oacs: bit 1 Format NVM supported, bit 3 namespace management
 	FNA     int    // fna: bit 2 crypto erase supported by format
 	SANICAP int    // sanicap: bit 0 crypto, 1 block, 2 overwrite
 }
@@ -105,6 +106,7 @@ func ParseIDCtrl(b []byte) (*IDCtrl, error) {
 		SN      string `json:"sn"`
 		MN      string `json:"mn"`
 		FR      string `json:"fr"`
+		CMIC    int    `json:"cmic"`
 		OACS    int    `json:"oacs"`
 		FNA     int    `json:"fna"`
 		SANICAP int64  `json:"sanicap"`
@@ -115,7 +117,7 @@ func ParseIDCtrl(b []byte) (*IDCtrl, error) {
 	return &IDCtrl{
 		VID: raw.VID, SSVID: raw.SSVID,
 		SN: strings.TrimSpace(raw.SN), MN: strings.TrimSpace(raw.MN), FR: strings.TrimSpace(raw.FR),
-		OACS: raw.OACS, FNA: raw.FNA, SANICAP: int(raw.SANICAP),
+		CMIC: raw.CMIC, OACS: raw.OACS, FNA: raw.FNA, SANICAP: int(raw.SANICAP),
 	}, nil
 }
 

@@ -156,50 +156,88 @@ func (r *Real) pollSanitize(ctx context.Context, addr Address, dev string, poll 
 	}
 }
 
-// Format runs `nvme format <ns> -s <ses> --force`. ses 1 is a user-data
-// erase, 2 a crypto erase (needs fna bit 2); 0 is refused because it
-// erases nothing yet reports success. namespace must be one of addr's own
-// namespaces ("/dev/nvme0n1" or "nvme0n1"). A controller with namespace
-// management must have no allocated namespace that is not attached to it
-// (ErrHiddenNamespaces, before anything is formatted).
+// Format runs `nvme format <ns> -s <ses> --force`: see FormatDetails.
 func (r *Real) Format(ctx context.Context, addr Address, namespace string, ses int) error {
+	_, err := r.FormatDetails(ctx, addr, namespace, ses)
+	return err
+}
+
+// Detail keys FormatDetails records for the cleaning record.
+const (
+	// HiddenNamespacesCheckedKey: true when the subsystem was checked for
+	// allocated namespaces not attached to this controller and had none;
+	// false when it could not be checked (HiddenNamespacesNoteKey says why).
+	HiddenNamespacesCheckedKey = "hidden_namespaces_checked"
+	HiddenNamespacesNoteKey    = "hidden_namespaces_note"
+)
+
+// FormatDetails runs `nvme format <ns> -s <ses> --force`. ses 1 is a
+// user-data erase, 2 a crypto erase (needs fna bit 2); 0 is refused
+// because it erases nothing yet reports success. namespace must be one of
+// addr's own namespaces ("/dev/nvme0n1" or "nvme0n1").
+//
+// With namespace management (oacs bit 3) a single-controller subsystem
+// (cmic bit 1 clear) must have no allocated namespace that is not attached
+// to the controller (ErrHiddenNamespaces, before anything is formatted).
+// On a subsystem that may have several controllers (SR-IOV PF and VFs,
+// dual-port drives) the namespaces allocated and not attached here may be
+// other controllers' live ones, so the check cannot tell a tenant's
+// detached namespace from them: it is skipped, and the details say so
+// (HiddenNamespacesCheckedKey false, with the reason). The details are
+// for the step's record; nil when namespace management is off.
+func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string, ses int) (map[string]any, error) {
 	if ses != 1 && ses != 2 {
-		return fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
+		return nil, fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
 	}
 	dev, ctrl, err := r.nvmeCtrl(ctx, addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ns := "/dev/" + strings.TrimPrefix(namespace, "/dev/")
 	if indexOf(dev.NVMe.Namespaces, ns) < 0 {
-		return fmt.Errorf("format %s: namespace %s is not one of this device's %v", addr, namespace, dev.NVMe.Namespaces)
+		return nil, fmt.Errorf("format %s: namespace %s is not one of this device's %v", addr, namespace, dev.NVMe.Namespaces)
 	}
 	id, err := r.idCtrl(ctx, ctrl)
 	if err != nil {
-		return fmt.Errorf("format %s: identify controller: %w", addr, err)
+		return nil, fmt.Errorf("format %s: identify controller: %w", addr, err)
 	}
 	if id.OACS&2 == 0 {
-		return fmt.Errorf("format %s: controller does not support Format NVM (oacs %#x): %w", addr, id.OACS, ErrUnsupported)
+		return nil, fmt.Errorf("format %s: controller does not support Format NVM (oacs %#x): %w", addr, id.OACS, ErrUnsupported)
 	}
 	if ses == 2 && id.FNA&4 == 0 {
-		return fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
+		return nil, fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
 	}
-	if id.OACS&8 != 0 {
+	var details map[string]any
+	switch {
+	case id.OACS&8 == 0:
+		// No namespace management: nothing can be allocated and detached.
+	case id.CMIC&2 != 0:
+		note := fmt.Sprintf("not checked: the NVM subsystem of %s may have several controllers (cmic %#x), so namespaces allocated but not attached to %s may be other controllers' (a PF's, the other port's) and cannot be told from a tenant's detached one", ctrl, id.CMIC, ctrl)
+		r.log.Warn("format: hidden namespace check skipped on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", id.CMIC)
+		details = map[string]any{HiddenNamespacesCheckedKey: false, HiddenNamespacesNoteKey: note}
+	default:
 		if err := r.noHiddenNamespaces(ctx, addr, ctrl); err != nil {
-			return err
+			return nil, err
 		}
+		details = map[string]any{HiddenNamespacesCheckedKey: true}
 	}
 	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "format", ns, "-s", strconv.Itoa(ses), "--force"); err != nil {
-		return fmt.Errorf("format %s %s -s %d: %w", addr, ns, ses, err)
+		return nil, fmt.Errorf("format %s %s -s %d: %w", addr, ns, ses, err)
 	}
-	return nil
+	return details, nil
 }
 
 // noHiddenNamespaces fails when the subsystem of ctrl has allocated
-// namespaces (`nvme list-ns --all`) that are not active on ctrl (`nvme
-// list-ns`). A controller with namespace management (oacs bit 3) lets a
-// tenant create a namespace, write it and detach it; a format reaches
-// only the attached ones, so the drive must not be called clean.
+// namespaces (`nvme list-ns --all`, CNS 10h) that are not active on ctrl
+// (`nvme list-ns`, CNS 02h). A controller with namespace management (oacs
+// bit 3) lets a tenant create a namespace, write it and detach it; a
+// format reaches only the attached ones, so the drive must not be called
+// clean. Only meaningful on a single-controller subsystem: the caller
+// checks cmic. Either listing failing is an error without
+// ErrHiddenNamespaces (retried later, the device stays reserved): CNS 10h
+// is mandatory for a controller that supports namespace management, so
+// a failure is a transient tool or controller error, and formatting
+// without the check could leave a tenant's namespace behind a clean record.
 func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string) error {
 	list := func(args ...string) (map[string]bool, error) {
 		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, append([]string{"list-ns", "/dev/" + ctrl}, args...)...)
@@ -231,8 +269,8 @@ func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string
 		return nil
 	}
 	sort.Strings(hidden)
-	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; erase the drive with nvme-sanitize (the whole subsystem), or delete those namespaces (nvme delete-ns) and release the device: %w",
-		addr, strings.Join(hidden, ", "), ctrl, ErrHiddenNamespaces)
+	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, the only controller of its subsystem (cmic bit 1 clear), and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, or erase the drive with nvme-sanitize, then release the device: %w",
+		addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
 }
 
 // Media lists addr's namespace block devices with sizes from sysfs.

@@ -151,22 +151,41 @@ func TestRealSanitize(t *testing.T) {
 
 // TestRealFormatHiddenNamespaces: with namespace management (oacs bit 3)
 // a tenant can create a namespace, write it and detach it; a format
-// reaches only the attached ones. A subsystem with allocated namespaces
-// the controller does not list as active is not formatted, and the error
-// names them; with none, the format runs.
+// reaches only the attached ones. On a single-controller subsystem (cmic
+// bit 1 clear) allocated namespaces the controller does not list as
+// active stop the format, and the error names them; with none, the format
+// runs and the details say the check was made. On a subsystem that may
+// have several controllers (a VF beside its PF, a dual-port drive) the
+// other controllers' namespaces are allocated and not attached here: the
+// check is skipped, the format runs, and the details say it was not
+// checked and why. A failing `list-ns --all` is retried later, never
+// skipped.
 func TestRealFormatHiddenNamespaces(t *testing.T) {
 	t.Parallel()
+	multi := strings.Replace(string(fixture(t, "id-ctrl-samsung-pm9a3.json")), `"cmic": 0,`, `"cmic": 2,`, 1)
+	if !strings.Contains(multi, `"cmic": 2,`) {
+		t.Fatal("fixture has no cmic to change")
+	}
 	for _, tc := range []struct {
 		name, allocated string
+		multiController bool
+		allFails        bool
 		hidden          bool
+		checked         any // details[HiddenNamespacesCheckedKey]; nil: error
 	}{
-		{"detached namespace", "[   0]:0x1\n[   1]:0x2\n[   2]:0xa\n", true},
-		{"all attached", "[   0]:0x1\n", false},
+		{name: "detached namespace", allocated: "[   0]:0x1\n[   1]:0x2\n[   2]:0xa\n", hidden: true},
+		{name: "all attached", allocated: "[   0]:0x1\n", checked: true},
+		{name: "other controllers' namespaces", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true, checked: false},
+		{name: "list-ns --all fails", allFails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
 				switch {
+				case cmd == "nvme id-ctrl /dev/nvme0 -o json" && tc.multiController:
+					return []byte(multi), nil, true
+				case cmd == "nvme list-ns /dev/nvme0 --all" && tc.allFails:
+					return nil, &ToolError{Cmd: cmd, ExitCode: 1, Stderr: "NVMe status: Invalid Field in Command"}, true
 				case cmd == "nvme list-ns /dev/nvme0 --all":
 					return []byte(tc.allocated), nil, true
 				case strings.HasPrefix(cmd, "nvme format "):
@@ -174,15 +193,27 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 				}
 				return nil, nil, false
 			})
-			err := newTestReal(t, Config{}, r).Format(context.Background(), "0000:01:00.0", "/dev/nvme0n1", 2)
+			d, err := newTestReal(t, Config{}, r).FormatDetails(context.Background(), "0000:01:00.0", "/dev/nvme0n1", 2)
 			formatted := slices.ContainsFunc(r.Calls(), func(c string) bool { return strings.HasPrefix(c, "nvme format ") })
 			switch {
-			case !tc.hidden && (err != nil || !formatted):
-				t.Fatalf("format with every namespace attached: %v (formatted %v)", err, formatted)
-			case tc.hidden && (!errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "NSIDs 0x2, 0xa") || !strings.Contains(err.Error(), "sanitize")):
+			case tc.hidden && (!errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "NSIDs 0x2, 0xa") || !strings.Contains(err.Error(), "delete-ns")):
 				t.Fatalf("format with detached namespaces: %v; want ErrHiddenNamespaces naming 0x2 and 0xa and the way out", err)
-			case tc.hidden && formatted:
-				t.Fatal("nvme format ran although the drive holds namespaces it cannot reach")
+			case tc.allFails && (err == nil || errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported)):
+				t.Fatalf("format when list-ns --all fails: %v; want a plain (retried) error", err)
+			case tc.checked == nil && formatted:
+				t.Fatal("nvme format ran although the namespaces it cannot reach were not ruled out")
+			case tc.checked != nil && (err != nil || !formatted):
+				t.Fatalf("format: %v (formatted %v)", err, formatted)
+			case tc.checked != nil && d[HiddenNamespacesCheckedKey] != tc.checked:
+				t.Fatalf("details %v, want %s = %v", d, HiddenNamespacesCheckedKey, tc.checked)
+			}
+			if tc.multiController {
+				if note, _ := d[HiddenNamespacesNoteKey].(string); !strings.Contains(note, "several controllers") {
+					t.Errorf("details %v: want a note saying why the check was skipped", d)
+				}
+				if slices.Contains(r.Calls(), "nvme list-ns /dev/nvme0 --all") {
+					t.Error("list-ns --all ran on a multi-controller subsystem")
+				}
 			}
 		})
 	}

@@ -422,3 +422,35 @@ func TestFirmwareFlashHashesWhatDevlinkLoads(t *testing.T) {
 		}
 	}
 }
+
+// formatReportingBackend answers FormatDetails as the real backend does.
+type formatReportingBackend struct {
+	*fakehw.Backend
+	details map[string]any
+}
+
+func (b formatReportingBackend) FormatDetails(ctx context.Context, a hardware.Address, ns string, ses int) (map[string]any, error) {
+	return b.details, b.Format(ctx, a, ns, ses)
+}
+
+// TestFormatRecordsHiddenNamespaceCheck: what the backend says about the
+// hidden namespace check (made, or skipped on a multi-controller
+// subsystem and why) reaches the step's details, for nvme-format and for
+// nvme-erase's format branch: the record must not imply a check that was
+// not made.
+func TestFormatRecordsHiddenNamespaceCheck(t *testing.T) {
+	said := map[string]any{hardware.HiddenNamespacesCheckedKey: false, hardware.HiddenNamespacesNoteKey: "not checked: several controllers"}
+	for _, step := range []string{"nvme-format", "nvme-erase"} {
+		t.Run(step, func(t *testing.T) {
+			be := formatReportingBackend{&fakehw.Backend{FormatF: func(context.Context, hardware.Address, string, int) error { return nil }}, said}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, NVMe: &hardware.NVMeInfo{OACS: 0x2, Namespaces: []string{"/dev/nvme0n1"}}}
+			res, err := run(t, step, be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Details[hardware.HiddenNamespacesCheckedKey] != false || res.Details[hardware.HiddenNamespacesNoteKey] != said[hardware.HiddenNamespacesNoteKey] || res.Details["ses"] != 1 {
+				t.Fatalf("details %v: want what the backend said about the check, and ses 1", res.Details)
+			}
+		})
+	}
+}

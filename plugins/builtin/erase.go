@@ -147,8 +147,9 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	default:
 		ses := formatSES(d, crypto)
 		e := withSamples(ctx, be, d, formatErasure(ses))
+		details := map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}
 		for i, ns := range d.NVMe.Namespaces {
-			err := be.Format(ctx, d.Address, ns, ses)
+			err := formatNS(ctx, be, d.Address, ns, ses, details)
 			if err != nil && i == 0 && errors.Is(err, hardware.ErrUnsupported) {
 				notUsed = append(notUsed, fmt.Sprintf("format -s %d refused: %v", ses, err))
 				break
@@ -158,8 +159,8 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 			}
 			t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 			if i == len(d.NVMe.Namespaces)-1 {
-				return erased(e,
-					map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces, "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
+				details["not_used"], details["seconds"] = notUsed, time.Since(start).Seconds()
+				return erased(e, details), nil
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -145,11 +146,34 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 	}
 	ses := formatSES(d, crypto)
 	e := withSamples(ctx, be, d, formatErasure(ses))
+	details := map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}
 	for i, ns := range d.NVMe.Namespaces {
-		if err := be.Format(ctx, d.Address, ns, ses); err != nil {
+		if err := formatNS(ctx, be, d.Address, ns, ses, details); err != nil {
 			return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
 		}
 		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 	}
-	return erased(e, map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}), nil
+	return erased(e, details), nil
+}
+
+// formatReporter is a backend whose format says what it checked before
+// formatting (hardware.HiddenNamespacesCheckedKey and its note) for the
+// cleaning record.
+type formatReporter interface {
+	FormatDetails(ctx context.Context, addr hardware.Address, ns string, ses int) (map[string]any, error)
+}
+
+var _ formatReporter = (*hardware.Real)(nil)
+
+// formatNS formats ns and copies what a formatReporter says into details.
+// The checks are of the controller's subsystem, the same for every
+// namespace of it.
+func formatNS(ctx context.Context, be hardware.Backend, addr hardware.Address, ns string, ses int, details map[string]any) error {
+	r, ok := be.(formatReporter)
+	if !ok {
+		return be.Format(ctx, addr, ns, ses)
+	}
+	d, err := r.FormatDetails(ctx, addr, ns, ses)
+	maps.Copy(details, d)
+	return err
 }
