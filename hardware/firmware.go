@@ -2,6 +2,7 @@ package hardware
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,3 +31,46 @@ func CheckFirmwareName(name string) error {
 // FirmwareDir is the directory FlashFirmware's image names are relative
 // to: the kernel's. (The simulator and the fake backend name their own.)
 func (r *Real) FirmwareDir() string { return DefaultFirmwareDir }
+
+// FirmwareFile is the file the kernel loads for name when devlink dev
+// flash asks for it: the first regular file of name under the kernel's
+// firmware search path, in the kernel's order
+// (drivers/base/firmware_loader/main.c): the firmware_class.path
+// parameter, /lib/firmware/updates/<release>, /lib/firmware/updates,
+// /lib/firmware/<release>, /lib/firmware. A copy of the same name in an
+// earlier directory is what gets flashed, so that is the file to check.
+// When none exists it is /lib/firmware/<name> (reading it then fails,
+// naming the file the operator should provide).
+func (r *Real) FirmwareFile(name string) (string, error) {
+	if err := CheckFirmwareName(name); err != nil {
+		return "", err
+	}
+	base, release := r.fwBase, r.release
+	if base == "" {
+		base = DefaultFirmwareDir
+	}
+	if release == "" {
+		b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+		release = strings.TrimSpace(string(b))
+	}
+	var dirs []string
+	if b, err := os.ReadFile(r.fs.Path("module", "firmware_class", "parameters", "path")); err == nil {
+		if p := strings.TrimSpace(string(b)); p != "" {
+			dirs = append(dirs, p)
+		}
+	}
+	if release != "" {
+		dirs = append(dirs, filepath.Join(base, "updates", release))
+	}
+	dirs = append(dirs, filepath.Join(base, "updates"))
+	if release != "" {
+		dirs = append(dirs, filepath.Join(base, release))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return filepath.Join(base, name), nil
+}

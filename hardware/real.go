@@ -24,6 +24,9 @@ type Real struct {
 	// nvmeReady bounds the wait after a bind to nvme (waitNVMeReady).
 	nvmeReady time.Duration
 	versions  sync.Map // tool name -> version line (ToolVersions)
+	// fwBase and release name the kernel's firmware directory and
+	// release for FirmwareFile ("": /lib/firmware, /proc's osrelease).
+	fwBase, release string
 }
 
 var _ Backend = (*Real)(nil)

@@ -95,14 +95,23 @@ type firmwareDirer interface {
 	FirmwareDir() string
 }
 
+// firmwareResolver is a backend that knows which file the kernel loads
+// for an image name (the real one: the kernel's whole search path).
+type firmwareResolver interface {
+	FirmwareFile(name string) (string, error)
+}
+
 // firmwareFile is the file devlink dev flash will load for img: its name
 // relative to the kernel's firmware search path, not scourd's directory.
-func firmwareFile(be hardware.Backend, img hardware.FirmwareImage) string {
+func firmwareFile(be hardware.Backend, img hardware.FirmwareImage) (string, error) {
+	if r, ok := be.(firmwareResolver); ok {
+		return r.FirmwareFile(img.Path)
+	}
 	dir := hardware.DefaultFirmwareDir
 	if d, ok := be.(firmwareDirer); ok {
 		dir = d.FirmwareDir()
 	}
-	return filepath.Join(dir, img.Path)
+	return filepath.Join(dir, img.Path), nil
 }
 
 // firmwareActivator is a backend that can make a flashed image run
@@ -119,7 +128,10 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 	// Check the image before anything touches the device: a wrong or
 	// corrupted image must never be flashed. The file checked is the one
 	// the kernel will load for the name devlink is given.
-	file := firmwareFile(be, img)
+	file, err := firmwareFile(be, img)
+	if err != nil {
+		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "firmware image for %s: %v", t.Device.Address, err)
+	}
 	sum, err := plugins.FileSHA256(file)
 	if err != nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "firmware image %s for %s (devlink dev flash loads it relative to the kernel's firmware path): %v", img.Path, t.Device.Address, err)
