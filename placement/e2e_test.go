@@ -281,14 +281,22 @@ func TestE2EUnreserveWithConcurrentWriters(t *testing.T) {
 	})
 	before := h.rawInv(dev, "CUSTOM_PCI_144D_A80A")
 	var writes atomic.Int32
-	var writerWins atomic.Int64
-	// On scour's first attempt, hold the PUT until some writer has won a
-	// race since scour's read: the first PUT then surely conflicts, and
-	// the retry path (re-read, re-verify, re-write) is what gets tested.
+	// On scour's first attempt, hold the PUT until the provider's
+	// generation has moved past one read after scour's own read: the
+	// first PUT then surely conflicts, and the retry path (re-read,
+	// re-verify, re-write) is what gets tested. (Counting the writers'
+	// wins instead raced: a win committed before scour's read could be
+	// counted after it.)
+	generation := func() int {
+		var rp struct {
+			Gen int `json:"generation"`
+		}
+		api{t: t, env: env}.must("GET", "/resource_providers/"+dev.UUID, nil, &rp, 200)
+		return rp.Gen
+	}
 	c.beforeInventoryWrite = func(context.Context, string) {
 		if writes.Add(1) == 1 {
-			seen := writerWins.Load()
-			for writerWins.Load() < seen+2 {
+			for g0 := generation(); generation() <= g0; {
 				time.Sleep(time.Millisecond)
 			}
 		}
@@ -328,7 +336,6 @@ func TestE2EUnreserveWithConcurrentWriters(t *testing.T) {
 				switch {
 				case code == 200:
 					done++
-					writerWins.Add(1)
 				case code == 409, code == 500 && strings.Contains(string(body), lostRace):
 					// 409: stale generation. 500: placement's traits
 					// handler losing a generation race to another
