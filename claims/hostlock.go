@@ -109,11 +109,13 @@ func (s *Store) advisoryLockHost(ctx context.Context) error {
 
 // hostLockIdle is how long the lock's session may stay idle before
 // PostgreSQL ends it. A live scourd pings it every few seconds
-// (CheckHostLock); a scourd whose machine crashed, rebooted or lost the
-// network never closes its connection, and without this the server would
-// keep the session, and the lock, until its TCP keepalive gives up (over
-// two hours by default), refusing the restarted scourd all that time.
-const hostLockIdle = time.Minute
+// (CheckHostLock) once running; before that, its start-up (Keystone,
+// Placement, the broker) may take up to a minute, so the bound is well
+// above it. A scourd whose machine crashed, rebooted or lost the network
+// never closes its connection: the session's TCP keepalives (below) end
+// it within about a minute, and this bounds what they cannot see (a
+// client whose network stack still answers).
+const hostLockIdle = 5 * time.Minute
 
 // endOrphanedLockSession makes PostgreSQL end the lock's session once its
 // client is gone: idle_session_timeout (PostgreSQL 14+) and the server's
