@@ -56,6 +56,12 @@ func (r *Real) FirmwareFile(name string) (string, error) {
 	var dirs []string
 	if b, err := os.ReadFile(r.fs.Path("module", "firmware_class", "parameters", "path")); err == nil {
 		if p := strings.TrimSpace(string(b)); p != "" {
+			// The kernel looks there first. A directory this scourd
+			// cannot see (a container without it mounted) would leave
+			// the file the kernel flashes unchecked.
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				return "", fmt.Errorf("the kernel's firmware_class.path is %s, which this scourd cannot read (%v): the kernel would load %s from there first, unchecked; mount it into scourd's container (read-only) or unset the parameter", p, err, name)
+			}
 			dirs = append(dirs, p)
 		}
 	}

@@ -3,6 +3,7 @@ package hardware
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +54,13 @@ func TestFirmwareFileFollowsTheKernelsSearchOrder(t *testing.T) {
 	want(put(custom))
 	if _, err := r.FirmwareFile("/abs/fw.bin"); err == nil {
 		t.Error("an absolute image name was accepted")
+	}
+	// A firmware_class.path this scourd cannot see (a container without
+	// it mounted): the kernel's first choice would go unchecked.
+	if err := os.WriteFile(param, []byte(filepath.Join(custom, "missing")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.FirmwareFile(name); err == nil || !strings.Contains(err.Error(), "firmware_class.path") {
+		t.Errorf("FirmwareFile with an unreadable firmware_class.path = %q, %v; want an error naming it", got, err)
 	}
 }

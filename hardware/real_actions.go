@@ -295,7 +295,8 @@ func (r *Real) Media(ctx context.Context, addr Address) ([]Media, error) {
 
 // FlashFirmware runs `devlink dev flash pci/<addr> file <path> [component <c>]`.
 // The kernel loads <path> relative to its firmware search path; the
-// caller has checked the SHA-256 of FirmwareDir()/<path>. The new version
+// caller has checked the SHA-256 of FirmwareFile(<path>), the file that
+// search picks. The new version
 // usually runs only after a reset.
 func (r *Real) FlashFirmware(ctx context.Context, addr Address, img FirmwareImage, p Progress) error {
 	if err := CheckFirmwareName(img.Path); err != nil {
