@@ -148,6 +148,22 @@ func TestVPDSerialIsNotComparedWithIdentifyController(t *testing.T) {
 			t.Fatalf("calls %v: want the erase not redone", got)
 		}
 	})
+	t.Run("swapped, no step left to look on nvme", func(t *testing.T) {
+		// The erase ran on nvme (the run holds the controller's serial);
+		// only a home-driver step is left, and a fresh scourd sees the
+		// VPD serial of another drive: nothing later would compare
+		// serials again, so the run starts over on the new drive.
+		cfg := testConfig(pluginStep("erase", nvme), pluginStep("reset"))
+		h := newHarness(t, cfg, (&driverSim{driver: "vfio-pci", vpd: "NEW-2", serial: "NEW2"}).install)
+		old := seedFor(t, h, cfg, tg, "ABC1      ", 1)
+		res := h.clean(t, tg)
+		if res.Verdict != VerdictClean || res.RunID == old.ID || strings.TrimSpace(res.Serial) != "NEW2" {
+			t.Fatalf("result %v in run %s (serial %q); want a new run, clean, naming the new drive", res, res.RunID, res.Serial)
+		}
+		if got := h.pr.Calls(); !slices.Equal(got, []string{"CLEAN erase", "CLEAN reset"}) {
+			t.Fatalf("calls %v: want the erase run again on the new drive", got)
+		}
+	})
 	t.Run("other controller serial", func(t *testing.T) {
 		h := newHarness(t, cfg, (&driverSim{driver: "vfio-pci", vpd: "ABC-1", serial: "XYZ9"}).install)
 		old := seedFor(t, h, cfg, tg, "ABC1      ", 1)

@@ -135,6 +135,22 @@ func otherDrive(was, wasSource, now, nowSource string) bool {
 	return was != "" && now != "" && wasSource == nowSource && was != now
 }
 
+// mayBeOtherDrive is the resume-time check across sources: the run's
+// serial came from the driver (a step bound to nvme) and a fresh scourd
+// sees only the VPD serial (the drive on vfio-pci), or the other way
+// round. Serials that agree once spaces, dashes and case are set aside
+// are the same drive; any other pair may be a drive swapped while scourd
+// was down, and when no step bound to nvme is left to look again, nothing
+// else would notice: the run starts over (safe, if wasteful for a drive
+// whose VPD and controller serials differ).
+func mayBeOtherDrive(was, wasSource, now, nowSource string) bool {
+	loose := func(s string) string {
+		return strings.ToUpper(strings.NewReplacer(" ", "", "-", "", "_", "").Replace(s))
+	}
+	was, now = loose(was), loose(now)
+	return was != "" && now != "" && wasSource != nowSource && was != now
+}
+
 // open resumes the device's open run when it belongs to the same pipeline
 // (name, version, steps and step definitions) and, as far as discovery
 // tells now, the same drive (serial), else closes it as superseded and
@@ -149,7 +165,8 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		}
 		s := run.Start
 		sameSteps := sameDefinition(recs, r.def)
-		swapped := otherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource)
+		swapped := otherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource) ||
+			mayBeOtherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource)
 		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped {
 			r.run = run
 			if r.serial == "" || (r.serialSource == hardware.SerialFromVPD && s.Serial != "" && s.SerialSource != hardware.SerialFromVPD) {
