@@ -209,6 +209,12 @@ func (r *Real) nvmeController(ctx context.Context, dev *Device, p *PCIDevice) {
 					for _, ns := range c.Namespaces {
 						n.Namespaces = append(n.Namespaces, "/dev/"+ns)
 					}
+					if len(n.Namespaces) == 0 {
+						// An nvme-cli that lists a multipath drive's heads
+						// only per subsystem (no Paths per controller) names
+						// none for it: sysfs knows this controller's own.
+						r.sysfsNamespaces(dev)
+					}
 					return
 				}
 			}
@@ -223,12 +229,18 @@ func (r *Real) nvmeController(ctx context.Context, dev *Device, p *PCIDevice) {
 	}
 	n.Controller = p.NVMeControllers[0]
 	dev.Model, dev.Serial, dev.Firmware = r.fs.NVMeIdentity(dev.Address, n.Controller)
-	nss, err := r.fs.NVMeNamespaces(dev.Address, n.Controller)
+	r.sysfsNamespaces(dev)
+}
+
+// sysfsNamespaces fills dev's namespaces from its controller's own sysfs
+// folder (multipath path nodes mapped to their heads).
+func (r *Real) sysfsNamespaces(dev *Device) {
+	nss, err := r.fs.NVMeNamespaces(dev.Address, dev.NVMe.Controller)
 	if err != nil {
 		r.log.Warn("reading namespaces from sysfs", "device", dev.Address, "err", err)
 	}
 	for _, ns := range nss {
-		n.Namespaces = append(n.Namespaces, "/dev/"+ns.Name)
+		dev.NVMe.Namespaces = append(dev.NVMe.Namespaces, "/dev/"+ns.Name)
 	}
 }
 
