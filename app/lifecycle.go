@@ -150,8 +150,9 @@ func checkDefaultHost(ctx context.Context, cfg *config.Config, store hostRecords
 	return fmt.Errorf("host: the claims store holds host %s's records and none of %s, the hostname that host now defaults to "+
 		"(scour's default host was the short hostname before scour 0.2); set host: %s in scour.yaml (or SCOUR_HOST=%s; "+
 		"it must equal nova-compute's [DEFAULT] host) to keep this host's claims, open runs, quarantines and record chain, "+
-		"or, only where nova-compute's host is %s, set host: %s (%s's records then stay under %s and its open runs and quarantines are not taken over)",
-		short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short)
+		"or, only where nova-compute's host is %s, set host: %s (%s's records then stay under %s and its open runs and quarantines are not taken over); "+
+		"on a claims database shared by many hosts, first make sure %s is not another machine's host name: taking it would take over that host's records",
+		short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, short)
 }
 
 // intake is the per-host command handler given to the bus: the handlers'

@@ -209,11 +209,12 @@ func finishSet(r StepResult) (string, []any, error) {
 // and the tries count): boundDetails drops every other key before them.
 var keptDetails = map[string]bool{"technique": true, "verification": true, "scour_pipeline_definition": true, "tool": true, "scour_tries": true}
 
-// boundDetails stores details as JSON of at most MaxOutputBytes. Too long,
-// it first drops scour_tries' earlier_errors, then the other keys, largest
-// first, naming them under "truncated_keys", so the keys in keptDetails
-// survive; only when those alone are too long is the whole replaced by a
-// truncated rendering.
+// boundDetails stores details as JSON, bounded: too long (over
+// MaxOutputBytes), it first drops scour_tries' earlier_errors, then the
+// other keys, largest first, naming them under "truncated_keys", so the
+// keys in keptDetails survive; only when those alone are too long is the
+// whole replaced by a truncated rendering (MaxOutputBytes of text, which
+// JSON escaping can make somewhat longer).
 func boundDetails(d map[string]any) string {
 	if len(d) == 0 {
 		return ""
