@@ -25,19 +25,27 @@ func unreservedMeanwhile(start int, put http.HandlerFunc) http.HandlerFunc {
 		}
 		g, res := gen, reserved
 		mu.Unlock()
-		switch {
-		case r.Method == http.MethodPut:
+		if r.Method == http.MethodPut {
 			put(w, r)
-		case strings.HasSuffix(r.URL.Path, "/inventories"):
-			fmt.Fprintf(w, `{"resource_provider_generation": %d, "inventories": {"CUSTOM_PCI_144D_A80A":
- {"total": 1, "reserved": %d, "min_unit": 1, "max_unit": 1, "step_size": 1, "allocation_ratio": 1.0}}}`, g, res)
-		case strings.HasSuffix(r.URL.Path, "/allocations"):
-			fmt.Fprintf(w, `{"resource_provider_generation": %d, "allocations": {}}`, g)
-		case strings.HasSuffix(r.URL.Path, "/traits"):
-			fmt.Fprintf(w, `{"resource_provider_generation": %d, "traits": ["HW_PCI_ONE_TIME_USE"]}`, g)
-		default:
-			http.NotFound(w, r)
+			return
 		}
+		readDevice(w, r, g, res)
+	}
+}
+
+// readDevice answers a read of an unallocated one-time-use device at
+// generation gen with reserved res (of 1).
+func readDevice(w http.ResponseWriter, r *http.Request, gen, res int) {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/inventories"):
+		fmt.Fprintf(w, `{"resource_provider_generation": %d, "inventories": {"CUSTOM_PCI_144D_A80A":
+ {"total": 1, "reserved": %d, "min_unit": 1, "max_unit": 1, "step_size": 1, "allocation_ratio": 1.0}}}`, gen, res)
+	case strings.HasSuffix(r.URL.Path, "/allocations"):
+		fmt.Fprintf(w, `{"resource_provider_generation": %d, "allocations": {}}`, gen)
+	case strings.HasSuffix(r.URL.Path, "/traits"):
+		fmt.Fprintf(w, `{"resource_provider_generation": %d, "traits": ["HW_PCI_ONE_TIME_USE"]}`, gen)
+	default:
+		http.NotFound(w, r)
 	}
 }
 
@@ -138,17 +146,7 @@ func TestUnreserveLateLandingIsOurs(t *testing.T) {
 					placementError(409, "placement.concurrent_update")(w, r)
 					return
 				}
-				switch {
-				case strings.HasSuffix(r.URL.Path, "/inventories"):
-					fmt.Fprintf(w, `{"resource_provider_generation": %d, "inventories": {"CUSTOM_PCI_144D_A80A":
- {"total": 1, "reserved": %d, "min_unit": 1, "max_unit": 1, "step_size": 1, "allocation_ratio": 1.0}}}`, gen, reserved)
-				case strings.HasSuffix(r.URL.Path, "/allocations"):
-					fmt.Fprintf(w, `{"resource_provider_generation": %d, "allocations": {}}`, gen)
-				case strings.HasSuffix(r.URL.Path, "/traits"):
-					fmt.Fprintf(w, `{"resource_provider_generation": %d, "traits": ["HW_PCI_ONE_TIME_USE"]}`, gen)
-				default:
-					http.NotFound(w, r)
-				}
+				readDevice(w, r, gen, reserved)
 			}}
 			c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
 			if err != nil {
