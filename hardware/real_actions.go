@@ -212,9 +212,9 @@ func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string
 	case id.OACS&8 == 0:
 		// No namespace management: nothing can be allocated and detached.
 	case id.CMIC&2 != 0:
-		note := fmt.Sprintf("not checked: the NVM subsystem of %s may have several controllers (cmic %#x), so namespaces allocated but not attached to %s may be other controllers' (a PF's, the other port's) and cannot be told from a tenant's detached one", ctrl, id.CMIC, ctrl)
-		r.log.Warn("format: hidden namespace check skipped on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", id.CMIC)
-		details = map[string]any{HiddenNamespacesCheckedKey: false, HiddenNamespacesNoteKey: note}
+		if details, err = r.multiControllerNamespaces(ctx, addr, ctrl, id.CMIC); err != nil {
+			return nil, err
+		}
 	default:
 		if err := r.noHiddenNamespaces(ctx, addr, ctrl); err != nil {
 			return nil, err
@@ -239,6 +239,84 @@ func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string
 // a failure is a transient tool or controller error, and formatting
 // without the check could leave a tenant's namespace behind a clean record.
 func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string) error {
+	hidden, err := r.notAttachedHere(ctx, addr, ctrl)
+	if err != nil || len(hidden) == 0 {
+		return err
+	}
+	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, the only controller of its subsystem (cmic bit 1 clear), and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, or erase the drive with nvme-sanitize, then release the device: %w",
+		addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
+}
+
+// multiControllerNamespaces is the hidden-namespace check on a subsystem
+// that may have several controllers (cmic bit 1): a namespace allocated
+// but not attached to ctrl may be attached to another controller (a PF's,
+// the other port's), which is not this device's to format; one attached
+// to no controller at all is hidden (a tenant may have created and
+// detached it) and refuses the format. Which controllers hold a namespace
+// comes from Identify's attached controller list (`nvme list-ctrl -n`).
+// When a list cannot be read, the check is recorded as not done, the
+// format goes on (as it did before scour checked at all), and the
+// details say why.
+func (r *Real) multiControllerNamespaces(ctx context.Context, addr Address, ctrl string, cmic int) (map[string]any, error) {
+	unchecked := func(why error) map[string]any {
+		r.log.Warn("format: hidden namespace check not done on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", cmic, "err", why)
+		return map[string]any{HiddenNamespacesCheckedKey: false, HiddenNamespacesNoteKey: fmt.Sprintf(
+			"not checked: the NVM subsystem of %s may have several controllers (cmic %#x), and which controllers hold its namespaces could not be read: %v", ctrl, cmic, why)}
+	}
+	candidates, err := r.notAttachedHere(ctx, addr, ctrl)
+	if err != nil {
+		return unchecked(err), nil
+	}
+	var hidden, elsewhere []string
+	for _, nsid := range candidates {
+		n, err := r.attachedControllers(ctx, ctrl, nsid)
+		if err != nil {
+			return unchecked(err), nil
+		}
+		if n == 0 {
+			hidden = append(hidden, nsid)
+		} else {
+			elsewhere = append(elsewhere, nsid)
+		}
+	}
+	if len(hidden) > 0 {
+		return nil, fmt.Errorf("format %s: NSIDs %s are allocated in the subsystem of %s but attached to no controller, and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, then release the device: %w",
+			addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
+	}
+	details := map[string]any{HiddenNamespacesCheckedKey: true}
+	if len(elsewhere) > 0 {
+		details[HiddenNamespacesNoteKey] = fmt.Sprintf("NSIDs %s are attached to other controllers of the subsystem, not to %s: not this device's, not formatted", strings.Join(elsewhere, ", "), ctrl)
+	}
+	return details, nil
+}
+
+// attachedControllers is how many controllers namespace nsid is attached
+// to: `nvme list-ctrl /dev/<ctrl> --namespace-id=<n>`, whose first line
+// is "num of ctrls present: N".
+func (r *Real) attachedControllers(ctx context.Context, ctrl, nsid string) (int, error) {
+	n, err := strconv.ParseUint(nsid, 0, 32)
+	if err != nil {
+		return 0, fmt.Errorf("namespace id %q: %w", nsid, err)
+	}
+	out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "list-ctrl", "/dev/"+ctrl, "--namespace-id="+strconv.FormatUint(n, 10))
+	if err != nil {
+		return 0, fmt.Errorf("controllers of namespace %s: %w", nsid, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "num of ctrls present" {
+			c, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, fmt.Errorf("controllers of namespace %s: %q: %w", nsid, line, err)
+			}
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("controllers of namespace %s: no \"num of ctrls present\" in nvme list-ctrl's answer %q", nsid, out)
+}
+
+// notAttachedHere lists the NSIDs allocated in ctrl's subsystem (`nvme
+// list-ns --all`) but not active on ctrl (`nvme list-ns`), sorted.
+func (r *Real) notAttachedHere(ctx context.Context, addr Address, ctrl string) ([]string, error) {
 	list := func(args ...string) (map[string]bool, error) {
 		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, append([]string{"list-ns", "/dev/" + ctrl}, args...)...)
 		if err != nil {
@@ -253,24 +331,20 @@ func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string
 	}
 	active, err := list()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	allocated, err := list("--all")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var hidden []string
+	var out []string
 	for id := range allocated {
 		if !active[id] {
-			hidden = append(hidden, id)
+			out = append(out, id)
 		}
 	}
-	if len(hidden) == 0 {
-		return nil
-	}
-	sort.Strings(hidden)
-	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, the only controller of its subsystem (cmic bit 1 clear), and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, or erase the drive with nvme-sanitize, then release the device: %w",
-		addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
+	sort.Strings(out)
+	return out, nil
 }
 
 // Media lists addr's namespace block devices with sizes from sysfs.

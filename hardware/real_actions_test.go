@@ -169,13 +169,20 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 	for _, tc := range []struct {
 		name, allocated string
 		multiController bool
+		ctrls           string // nvme list-ctrl's answer for NSID 2 ("": it fails)
 		allFails        bool
 		hidden          bool
-		checked         any // details[HiddenNamespacesCheckedKey]; nil: error
+		checked         any    // details[HiddenNamespacesCheckedKey]; nil: error
+		note            string // in details[HiddenNamespacesNoteKey]
 	}{
 		{name: "detached namespace", allocated: "[   0]:0x1\n[   1]:0x2\n[   2]:0xa\n", hidden: true},
 		{name: "all attached", allocated: "[   0]:0x1\n", checked: true},
-		{name: "other controllers' namespaces", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true, checked: false},
+		{name: "multi-controller, another controller's namespace", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true,
+			ctrls: "num of ctrls present: 1\n[   0]:0x42\n", checked: true, note: "NSIDs 0x2 are attached to other controllers"},
+		{name: "multi-controller, detached namespace", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true,
+			ctrls: "num of ctrls present: 0\n", hidden: true},
+		{name: "multi-controller, list-ctrl fails", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true,
+			checked: false, note: "could not be read"},
 		{name: "list-ns --all fails", allFails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,6 +195,10 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 					return nil, &ToolError{Cmd: cmd, ExitCode: 1, Stderr: "NVMe status: Invalid Field in Command"}, true
 				case cmd == "nvme list-ns /dev/nvme0 --all":
 					return []byte(tc.allocated), nil, true
+				case cmd == "nvme list-ctrl /dev/nvme0 --namespace-id=2" && tc.ctrls != "":
+					return []byte(tc.ctrls), nil, true
+				case cmd == "nvme list-ctrl /dev/nvme0 --namespace-id=2":
+					return nil, &ToolError{Cmd: cmd, ExitCode: 1, Stderr: "NVMe status: Invalid Field in Command"}, true
 				case strings.HasPrefix(cmd, "nvme format "):
 					return nil, nil, true
 				}
@@ -196,8 +207,12 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 			d, err := newTestReal(t, Config{}, r).FormatDetails(context.Background(), "0000:01:00.0", "/dev/nvme0n1", 2)
 			formatted := slices.ContainsFunc(r.Calls(), func(c string) bool { return strings.HasPrefix(c, "nvme format ") })
 			switch {
-			case tc.hidden && (!errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "NSIDs 0x2, 0xa") || !strings.Contains(err.Error(), "delete-ns")):
-				t.Fatalf("format with detached namespaces: %v; want ErrHiddenNamespaces naming 0x2 and 0xa and the way out", err)
+			case tc.hidden && (!errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "NSIDs 0x2") || !strings.Contains(err.Error(), "delete-ns")):
+				t.Fatalf("format with detached namespaces: %v; want ErrHiddenNamespaces naming them and the way out", err)
+			case tc.hidden && tc.multiController && strings.Contains(err.Error(), "sanitize"):
+				t.Fatalf("format on a multi-controller subsystem: %v; a sanitize would erase other controllers' namespaces: never advise it", err)
+			case tc.hidden && !tc.multiController && !strings.Contains(err.Error(), "0xa"):
+				t.Fatalf("format with detached namespaces: %v; want 0xa named too", err)
 			case tc.allFails && (err == nil || errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported)):
 				t.Fatalf("format when list-ns --all fails: %v; want a plain (retried) error", err)
 			case tc.checked == nil && formatted:
@@ -207,13 +222,8 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 			case tc.checked != nil && d[HiddenNamespacesCheckedKey] != tc.checked:
 				t.Fatalf("details %v, want %s = %v", d, HiddenNamespacesCheckedKey, tc.checked)
 			}
-			if tc.multiController {
-				if note, _ := d[HiddenNamespacesNoteKey].(string); !strings.Contains(note, "several controllers") {
-					t.Errorf("details %v: want a note saying why the check was skipped", d)
-				}
-				if slices.Contains(r.Calls(), "nvme list-ns /dev/nvme0 --all") {
-					t.Error("list-ns --all ran on a multi-controller subsystem")
-				}
+			if note, _ := d[HiddenNamespacesNoteKey].(string); tc.note != "" && !strings.Contains(note, tc.note) {
+				t.Errorf("details %v: want a note with %q", d, tc.note)
 			}
 		})
 	}
