@@ -80,15 +80,7 @@ func TestUnreserveTellsWhoUnreserved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.seen {
-				var d Device
-				if d, err = c.Device(context.Background(), unitDev); err != nil {
-					t.Fatal(err)
-				}
-				err = c.UnreserveSeen(context.Background(), d)
-			} else {
-				err = c.Unreserve(context.Background(), unitDev)
-			}
+			err = unreserveAs(t, c, tc.seen)
 			switch {
 			case tc.want == nil && err != nil:
 				t.Fatalf("unreserve: %v; want success (the lost PUT may be ours)", err)
@@ -152,15 +144,7 @@ func TestUnreserveLateLandingIsOurs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if seen {
-				var d Device
-				if d, err = c.Device(context.Background(), unitDev); err != nil {
-					t.Fatal(err)
-				}
-				err = c.UnreserveSeen(context.Background(), d)
-			} else {
-				err = c.Unreserve(context.Background(), unitDev)
-			}
+			err = unreserveAs(t, c, seen)
 			if err != nil {
 				t.Fatalf("unreserve: %v; want success (the unanswered PUT landed late: ours)", err)
 			}
@@ -169,4 +153,18 @@ func TestUnreserveLateLandingIsOurs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreserveAs un-reserves unitDev as scourd does after a read
+// (UnreserveSeen on what Device saw) when seen, else with Unreserve.
+func unreserveAs(t *testing.T, c *Client, seen bool) error {
+	t.Helper()
+	if !seen {
+		return c.Unreserve(context.Background(), unitDev)
+	}
+	d, err := c.Device(context.Background(), unitDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.UnreserveSeen(context.Background(), d)
 }

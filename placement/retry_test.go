@@ -209,13 +209,7 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 // again without a restart.
 func TestCredentialRefusalCoolsDown(t *testing.T) {
 	var expired, rotated atomic.Bool
-	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
-		if expired.Load() {
-			placementError(401, "")(w, r)
-			return
-		}
-		dirtyDevice(nil)(w, r)
-	}}
+	f := refusingPlacement(&expired)
 	var refused atomic.Int32
 	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() { expired.Store(false) })
 	var logs bytes.Buffer
@@ -303,13 +297,7 @@ func refusingKeystone(t *testing.T, placementURL string, rotated *atomic.Bool, r
 // the next call reaches Placement again instead of failing for a minute.
 func TestPlacementRefusingAnIssuedTokenStartsNoCooldown(t *testing.T) {
 	var skewed, rotated atomic.Bool
-	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
-		if skewed.Load() {
-			placementError(401, "")(w, r)
-			return
-		}
-		dirtyDevice(nil)(w, r)
-	}}
+	f := refusingPlacement(&skewed)
 	var refused atomic.Int32
 	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() {})
 	c, err := New(context.Background(), cfg, WithGetenv(getenv))
@@ -331,4 +319,16 @@ func TestPlacementRefusingAnIssuedTokenStartsNoCooldown(t *testing.T) {
 	if c.Calls() == sent || refused.Load() != 0 {
 		t.Errorf("%d requests sent, %d refused logins; want the call sent and no refused login", c.Calls()-sent, refused.Load())
 	}
+}
+
+// refusingPlacement serves a dirty device, and answers 401 to every
+// request while refuse is set (an expired or unknown token).
+func refusingPlacement(refuse *atomic.Bool) *fakePlacement {
+	return &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			placementError(401, "")(w, r)
+			return
+		}
+		dirtyDevice(nil)(w, r)
+	}}
 }
