@@ -288,6 +288,25 @@ func TestPlacementFaultInjection(t *testing.T) {
 		}
 	})
 
+	t.Run("a write lands, its answer is lost", func(t *testing.T) {
+		p.Inject(Fault{Method: http.MethodPut, LoseAnswer: true, Status: http.StatusBadGateway, Times: 1})
+		defer p.Heal()
+		if err := get(sc); err != nil {
+			t.Fatalf("a GET under a PUT-only fault: %v", err)
+		}
+		p.call(t, http.MethodPut, "/traits/CUSTOM_LOST_ANSWER", Microversion, nil, nil, http.StatusCreated, http.StatusNoContent)
+		_, gen := p.Inventories(t, node.UUID)
+		_, err := resourceproviders.UpdateTraits(t.Context(), sc, node.UUID, resourceproviders.UpdateTraitsOpts{
+			ResourceProviderGeneration: gen, Traits: []string{"CUSTOM_LOST_ANSWER"},
+		}).Extract()
+		if !gophercloud.ResponseCodeIs(err, http.StatusBadGateway) {
+			t.Fatalf("the PUT's answer: %v, want the injected 502", err)
+		}
+		if traits := p.Traits(t, node.UUID); len(traits) != 1 || traits[0] != "CUSTOM_LOST_ANSWER" {
+			t.Fatalf("traits after the PUT whose answer was lost = %v; want it landed", traits)
+		}
+	})
+
 	t.Run("faults only reach the proxy", func(t *testing.T) {
 		p.Fail(http.StatusInternalServerError)
 		defer p.Heal()

@@ -22,6 +22,13 @@ type Fault struct {
 	Delay time.Duration
 	// Times limits the fault to this many requests; 0 means until Heal.
 	Times int
+	// Method, when set, limits the fault to requests of this method
+	// (other requests pass untouched and do not count towards Times).
+	Method string
+	// LoseAnswer forwards the request first, so that it takes effect, and
+	// then holds Placement's answer for Delay and replaces it with Status
+	// (a write that landed while its answer was lost).
+	LoseAnswer bool
 }
 
 // faultProxy is a reverse proxy to one Placement backend whose behaviour a
@@ -80,7 +87,19 @@ func newFaultProxy(target string) (*faultProxy, error) {
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
-		f, on := p.take()
+		f, on := p.take(r.Method)
+		if on && f.LoseAnswer {
+			p.faulted.Add(1)
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			select {
+			case <-time.After(f.Delay):
+			case <-r.Context().Done():
+				return
+			}
+			writePlacementError(w, f.Status)
+			return
+		}
 		if on {
 			p.faulted.Add(1)
 			if f.Delay > 0 {
@@ -100,12 +119,12 @@ func newFaultProxy(target string) (*faultProxy, error) {
 	return p, nil
 }
 
-// take returns the fault for one request and counts it down.
-func (p *faultProxy) take() (Fault, bool) {
+// take returns the fault for one request of method and counts it down.
+func (p *faultProxy) take(method string) (Fault, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.fault
-	if f.Status == 0 && f.Delay == 0 {
+	if (f.Status == 0 && f.Delay == 0) || (f.Method != "" && f.Method != method) {
 		return f, false
 	}
 	if f.Times > 0 {
