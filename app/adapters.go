@@ -22,10 +22,12 @@ import (
 )
 
 // placementGate implements handlers.Placement over placement.Client. It
-// remembers every device read in seen, for dirtyCheck and Unreserve.
+// remembers every device read in seen, for dirtyCheck and Unreserve, and
+// journals each un-reserve PUT with its run in the claims store (journal).
 type placementGate struct {
-	c    *placement.Client
-	seen *seenDevices
+	c       *placement.Client
+	seen    *seenDevices
+	journal func(runID string) placement.PutJournal
 }
 
 var _ handlers.Placement = placementGate{}
@@ -62,6 +64,8 @@ func gateErr(err error) error {
 		return fmt.Errorf("%w: %w", handlers.ErrQuarantined, err)
 	case errors.Is(err, placement.ErrUnreservedElsewhere):
 		return fmt.Errorf("%w: %w", handlers.ErrUnreservedElsewhere, err)
+	case errors.Is(err, placement.ErrStaleReturn):
+		return fmt.Errorf("%w: %w", handlers.ErrStaleReturn, err)
 	case placement.IsRecoverable(err):
 		return err
 	}
@@ -131,11 +135,18 @@ func (g placementGate) Burn(ctx context.Context, d handlers.Device) error {
 // Unreserve writes at the generation of the device's latest read (the
 // pipeline's check before its destructive step); Placement refuses it if
 // anything changed since, and the client then re-reads and re-verifies.
-func (g placementGate) Unreserve(ctx context.Context, d handlers.Device) error {
-	if seen, ok := g.seen.take(d.RPUUID); ok {
-		return gateErr(g.c.UnreserveSeen(ctx, seen))
+// Each PUT is journaled with run runID first, so a scourd that stops
+// before recording the answer can tell later whether the device may have
+// been in the pool since (placement.PutJournal).
+func (g placementGate) Unreserve(ctx context.Context, d handlers.Device, runID string) error {
+	var j placement.PutJournal
+	if runID != "" && g.journal != nil {
+		j = g.journal(runID)
 	}
-	return gateErr(g.c.Unreserve(ctx, ref(d)))
+	if seen, ok := g.seen.take(d.RPUUID); ok {
+		return gateErr(g.c.UnreserveSeen(ctx, seen, j))
+	}
+	return gateErr(g.c.Unreserve(ctx, ref(d), j))
 }
 
 func (g placementGate) Quarantine(ctx context.Context, d handlers.Device, reason string) error {

@@ -105,7 +105,9 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("pipelines: %w", err))
 	}
 	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
-		Placement:  placementGate{pc, seen},
+		Placement: placementGate{c: pc, seen: seen, journal: func(runID string) placement.PutJournal {
+			return store.PutJournal(runID)
+		}},
 		Claims:     &handlerstore.Claims{Store: store, Host: cfg.Host},
 		Hardware:   presence{be},
 		Cleaner:    cleaner{e: eng, q: store, host: cfg.Host},

@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -98,10 +99,14 @@ type DeviceNow struct {
 
 // SettleReturns closes the host's cleaned runs whose un-reserve happened
 // or became moot while scourd was down (a crash after the un-reserve and
-// before MarkReturned): a device Placement shows un-reserved and free is
-// returned; one allocated is closed as cleaned, not returned by scour. A
-// device still reserved is left to the next clean, which resumes the run.
-// look reads the device; a failure leaves the run for the next settle.
+// before MarkReturned). A device Placement shows un-reserved and free is
+// returned when the run's PUT journal holds a PUT that may have landed,
+// and closed as un-reserved by someone else when it holds none (scour
+// never sent one). One allocated is closed as cleaned, not returned by
+// scour. A device still reserved is left to the next clean, which resumes
+// the run (and, if the journal shows Placement moved on since a PUT that
+// may have landed, cleans it again: placement.ErrStaleReturn). look reads
+// the device; a failure leaves the run for the next settle.
 func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx context.Context, rp string) (DeviceNow, error)) (int, error) {
 	open, err := s.UnfinishedRuns(ctx, host)
 	if err != nil {
@@ -119,10 +124,21 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 			continue
 		case d.Reserved && !d.Allocated:
 			continue // the next clean of the device resumes the run
+		}
+		gen, sent, err := s.PutJournal(r.ID).LastPut(ctx)
+		if err != nil {
+			return n, err
+		}
+		switch {
+		case d.Allocated && sent:
+			err = s.CloseCleaned(ctx, r.ID, fmt.Sprintf("Placement showed the device allocated; scour's un-reserve (%s) may have returned it before, but its answer was never recorded", putAt(gen)))
 		case d.Allocated:
 			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated before scour un-reserved it")
-		default:
+		case sent:
 			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved and free, its un-reserve not yet recorded")
+		default:
+			s.log.WarnContext(ctx, "device un-reserved by someone else: scour never sent its un-reserve; check for another cleaner, e.g. Nova's clean-on-delete sample", "run", r.ID, "rp", r.DeviceRP)
+			err = s.CloseCleaned(ctx, r.ID, "every required step succeeded, but the device was un-reserved in Placement by someone else before scour sent its un-reserve (check for another cleaner, e.g. Nova's clean-on-delete sample)")
 		}
 		if err != nil {
 			return n, err
@@ -130,4 +146,65 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 		n++
 	}
 	return n, nil
+}
+
+// UnknownPutGeneration is the journal's generation for an un-reserve PUT
+// that may have been sent at a generation nobody wrote down (a run still
+// waiting for its return when schema v6 came); placement uses the same
+// value.
+const UnknownPutGeneration = -1
+
+// PutJournal is the durable journal of one cleaned run's un-reserve PUTs
+// (placement.PutJournal): the generation of the last PUT that may have
+// landed, in cleaning_runs.unreserve_put_gen.
+type PutJournal struct {
+	s     *Store
+	runID string
+}
+
+// PutJournal returns the un-reserve PUT journal of run runID.
+func (s *Store) PutJournal(runID string) PutJournal { return PutJournal{s, runID} }
+
+// LastPut returns the generation of the run's last un-reserve PUT that may
+// have landed (pending false: none).
+func (j PutJournal) LastPut(ctx context.Context) (gen int, pending bool, err error) {
+	var g sql.NullInt64
+	err = j.s.r.QueryRowContext(ctx, j.s.d.rebind(`SELECT unreserve_put_gen FROM cleaning_runs WHERE id = ?`), j.runID).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNoRun
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("claims: read the un-reserve PUT journal of cleaning run %s: %w", j.runID, err)
+	}
+	return int(g.Int64), g.Valid, nil
+}
+
+// NotePut stores gen before an un-reserve PUT at gen is sent. Only a
+// cleaned run still waiting for its return sends one: for any other run
+// it is ErrNotCleaned, and the PUT must not be sent.
+func (j PutJournal) NotePut(ctx context.Context, gen int) error {
+	n, err := j.s.exec(ctx, `UPDATE cleaning_runs SET unreserve_put_gen = ? WHERE id = ? AND state = 'cleaned' AND ended_at IS NULL`, gen, j.runID)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%w: not a cleaned run waiting for its return", ErrNotCleaned)
+	}
+	if err != nil {
+		return fmt.Errorf("claims: journal the un-reserve PUT of cleaning run %s at generation %d: %w", j.runID, gen, err)
+	}
+	return nil
+}
+
+// ClearPut records that no un-reserve PUT of the run can land any more.
+func (j PutJournal) ClearPut(ctx context.Context) error {
+	if _, err := j.s.exec(ctx, `UPDATE cleaning_runs SET unreserve_put_gen = NULL WHERE id = ? AND ended_at IS NULL`, j.runID); err != nil {
+		return fmt.Errorf("claims: clear the un-reserve PUT journal of cleaning run %s: %w", j.runID, err)
+	}
+	return nil
+}
+
+// putAt names a journaled PUT for a record.
+func putAt(gen int) string {
+	if gen == UnknownPutGeneration {
+		return "a PUT at an unrecorded generation"
+	}
+	return fmt.Sprintf("a PUT at generation %d", gen)
 }

@@ -78,12 +78,18 @@ func TestSettleReturns(t *testing.T) {
 		s := mustOpen(t, cfg)
 		now := map[string]DeviceNow{
 			"rp-unreserved": {},
+			"rp-elsewhere":  {},
 			"rp-allocated":  {Allocated: true},
 			"rp-reserved":   {Reserved: true},
 		}
 		ids := map[string]string{}
-		for _, rp := range []string{"rp-unreserved", "rp-allocated", "rp-reserved", "rp-unreadable"} {
+		for _, rp := range []string{"rp-unreserved", "rp-elsewhere", "rp-allocated", "rp-reserved", "rp-unreadable"} {
 			ids[rp] = cleanedRun(t, s, rp).ID
+		}
+		// scour sent its un-reserve PUT for rp-unreserved, and never one for
+		// rp-elsewhere: someone else un-reserved that device.
+		if err := s.PutJournal(ids["rp-unreserved"]).NotePut(ctx, 12); err != nil {
+			t.Fatal(err)
 		}
 		n, err := s.SettleReturns(ctx, "compute-1", func(_ context.Context, rp string) (DeviceNow, error) {
 			d, ok := now[rp]
@@ -92,15 +98,22 @@ func TestSettleReturns(t *testing.T) {
 			}
 			return d, nil
 		})
-		if err != nil || n != 2 {
-			t.Fatalf("SettleReturns = %d, %v; want 2", n, err)
+		if err != nil || n != 3 {
+			t.Fatalf("SettleReturns = %d, %v; want 3", n, err)
 		}
 		for rp, want := range map[string]struct {
 			state  RunState
 			closed bool
-		}{"rp-unreserved": {RunReturned, true}, "rp-allocated": {RunCleaned, true}, "rp-reserved": {RunCleaned, false}, "rp-unreadable": {RunCleaned, false}} {
-			if got, _ := s.GetRun(ctx, ids[rp]); got.State != want.state || got.Closed() != want.closed {
-				t.Errorf("%s: %s closed=%t (%s); want %s closed=%t", rp, got.State, got.Closed(), got.Summary, want.state, want.closed)
+			says   string
+		}{
+			"rp-unreserved": {RunReturned, true, "returned"},
+			"rp-elsewhere":  {RunCleaned, true, "by someone else before scour sent its un-reserve"},
+			"rp-allocated":  {RunCleaned, true, "allocated before scour un-reserved it"},
+			"rp-reserved":   {RunCleaned, false, ""},
+			"rp-unreadable": {RunCleaned, false, ""},
+		} {
+			if got, _ := s.GetRun(ctx, ids[rp]); got.State != want.state || got.Closed() != want.closed || !strings.Contains(got.Summary, want.says) {
+				t.Errorf("%s: %s closed=%t (%s); want %s closed=%t saying %q", rp, got.State, got.Closed(), got.Summary, want.state, want.closed, want.says)
 			}
 		}
 	})

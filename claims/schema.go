@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -250,6 +251,16 @@ var migrations = []migration{
 	}, byDriver: map[string][]string{
 		DriverSQLite:   {indexClaimDevices[DriverSQLite]("1 = 1")},
 		DriverPostgres: {indexClaimDevices[DriverPostgres]("1 = 1")},
+	}},
+	// v6: the un-reserve PUT journal (placement.PutJournal). Before each
+	// un-reserve PUT, the provider generation it carries; NULL when no
+	// PUT of the run may have landed. A cleaned run still waiting for its
+	// return when this version came may have sent a PUT at a generation
+	// nobody wrote down: -1, and its device is cleaned again unless
+	// Placement shows it returned.
+	{table: "cleaning_runs", version: 6, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN unreserve_put_gen INTEGER`,
+		`UPDATE cleaning_runs SET unreserve_put_gen = ` + strconv.Itoa(UnknownPutGeneration) + ` WHERE state = 'cleaned' AND ended_at IS NULL`,
 	}},
 }
 

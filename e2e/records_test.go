@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,64 @@ func TestKillBetweenVerdictAndUnreserveKeepsOneRecord(t *testing.T) {
 	recs := h.Records(t, addrA)
 	if len(recs) != 1 || nested(recs[0], "run_id") != run || nested(recs[0], "result", "state") != "returned" {
 		t.Fatalf("records of the release: %v; want exactly one, run %s, returned", recs, run)
+	}
+}
+
+// Safety rules 1 and 5 across a kill right after the un-reserve landed:
+// the PUT takes effect, its answer is lost, and scourd is killed before it
+// records the return. While scourd is down another tenant gets the device
+// (no notification reaches scour), Nova burns it, and the tenant leaves.
+// Restarted, scourd finds the device reserved and free, as if never
+// returned. The old run must not return it on its old clean: its PUT
+// journal shows Placement moved on beyond that PUT, so its record closes
+// as not returned and a new run cleans the device before it returns.
+func TestKillAfterUnreserveLandedThenAnotherTenantCleansAgain(t *testing.T) {
+	t.Parallel()
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: addrA}}, WithReconcileInterval(time.Hour))
+	dev := h.Device(addrA)
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, addrA)
+	waitClaim(t, h, inst)
+	// From here scourd's first PUT is the un-reserve (Nova burned the
+	// device itself): it lands, and its answer is held for a minute.
+	c.P.Inject(harness.Fault{Method: http.MethodPut, LoseAnswer: true, Delay: time.Minute, Status: http.StatusServiceUnavailable, Times: 1})
+	t.Cleanup(c.P.Heal)
+	c.Delete(t, h, inst, harness.Versioned)
+	run := logAttr(waitLog(t, h, 60*time.Second, `msg="cleaning run finished"`, "verdict=clean"), "run")
+	Eventually(t, 30*time.Second, "the un-reserve lands", func() (bool, string) {
+		r := c.Reserved(t, dev)
+		return r == 0, fmt.Sprintf("reserved %d", r)
+	})
+	h.Kill(t) // the answer is still held: the return is not recorded
+	killedAt := len(h.Logs())
+	c.P.Heal()
+	if st := aRecordStates(t, h, addrA); len(st) != 0 {
+		t.Fatalf("records before the restart: %v; want none closed (the run waits, cleaned, for its return)", st)
+	}
+
+	other := harness.NewUUID()
+	c.P.AllocateInstance(t, other, "tenant-b", "user-b", h.Node, dev)
+	c.P.Burn(t, dev)
+	c.P.DeleteAllocations(t, other)
+
+	h.Start(t)
+	c.WaitAvailable(t, h, addrA, 60*time.Second)
+	after := h.Logs()[killedAt:]
+	if n := countLines(after, `msg="step started"`); n == 0 {
+		t.Fatal("the device another tenant used went back to the pool without a new clean")
+	}
+	recs := h.Records(t, addrA) // newest first
+	if len(recs) != 2 {
+		t.Fatalf("records: %d, want 2 (the old run, not returned; the new one, returned)", len(recs))
+	}
+	if nested(recs[1], "run_id") != run || nested(recs[1], "result", "state") != "cleaned" ||
+		!strings.Contains(nested(recs[1], "result", "summary"), "may have served a tenant") {
+		t.Errorf("old run's record: run %s, %s: %s; want run %s, cleaned, not returned",
+			nested(recs[1], "run_id"), nested(recs[1], "result", "state"), nested(recs[1], "result", "summary"), run)
+	}
+	if nested(recs[0], "run_id") == run || nested(recs[0], "result", "state") != "returned" {
+		t.Errorf("new run's record: run %s, %s; want a new run, returned", nested(recs[0], "run_id"), nested(recs[0], "result", "state"))
 	}
 }
 

@@ -127,7 +127,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			log.Warn("the record does not say why the device was not returned", "error", err)
 		}
 	}
-	err := r.p.Unreserve(ctx, d)
+	err := r.p.Unreserve(ctx, d, res.RunID)
 	switch {
 	case errors.Is(err, ErrAllocated):
 		r.m.unreserves.WithLabelValues("allocated").Inc()
@@ -151,6 +151,16 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		r.mu.Unlock()
 		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
 		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
+		return
+	case errors.Is(err, ErrStaleReturn):
+		// scourd stopped between this run's un-reserve PUT and its record,
+		// and the device moved on since: it may have been returned, used
+		// by a tenant and burned again. The old clean does not count for
+		// that tenant's data; a new run cleans the device again.
+		r.m.unreserves.WithLabelValues("stale").Inc()
+		log.Warn("cleaned device may have served a tenant since this run's un-reserve (scourd stopped before recording it); not un-reserved: a new run cleans it again", "error", err)
+		notReturned(fmt.Sprintf("not returned by this run: %v; the device may have served a tenant since, so a new run cleans it again", err), true)
+		r.Trigger("stale return")
 		return
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()

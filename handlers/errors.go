@@ -33,6 +33,13 @@ var (
 	// write was refused: someone else returned it to the pool while scour
 	// cleaned it (it was schedulable during the wipe).
 	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
+	// ErrStaleReturn is what a Placement adapter wraps when Unreserve
+	// found that an earlier un-reserve PUT of the run may have landed
+	// (scourd stopped before recording its answer) and the device has
+	// changed since: it may have served a tenant while in the pool, so
+	// the run's clean no longer counts. The device stays reserved and a
+	// new run cleans it again.
+	ErrStaleReturn = errors.New("device may have been in the pool since an earlier un-reserve of this run")
 	// ErrGone is what a Placement adapter wraps when ReadDevice found no
 	// such resource provider: the device left this host's tree.
 	ErrGone = errors.New("device is not in this host's tree")

@@ -105,13 +105,14 @@ scour_lifecycle_devices{state="dirty"} 1
 # HELP scour_lifecycle_cleans_started_total Cleaning runs started.
 # TYPE scour_lifecycle_cleans_started_total counter
 scour_lifecycle_cleans_started_total 1
-# HELP scour_lifecycle_unreserves_total Un-reserves of cleaned devices, by result (ok, allocated, quarantined, elsewhere: un-reserved by someone else, error).
+# HELP scour_lifecycle_unreserves_total Un-reserves of cleaned devices, by result (ok, allocated, quarantined, elsewhere: un-reserved by someone else, stale: not un-reserved, cleaned again, error).
 # TYPE scour_lifecycle_unreserves_total counter
 scour_lifecycle_unreserves_total{result="allocated"} 0
 scour_lifecycle_unreserves_total{result="elsewhere"} 0
 scour_lifecycle_unreserves_total{result="error"} 0
 scour_lifecycle_unreserves_total{result="ok"} 1
 scour_lifecycle_unreserves_total{result="quarantined"} 0
+scour_lifecycle_unreserves_total{result="stale"} 0
 # HELP scour_lifecycle_scans_total Reconciler scans of this host's Placement tree, by result.
 # TYPE scour_lifecycle_scans_total counter
 scour_lifecycle_scans_total{result="error"} 0

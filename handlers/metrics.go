@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "cleans_finished_total", Help: "Cleaning runs finished, by verdict (error: the cleaner failed)."},
 			[]string{"verdict"}),
 		unreserves: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "unreserves_total", Help: "Un-reserves of cleaned devices, by result (ok, allocated, quarantined, elsewhere: un-reserved by someone else, error)."},
+			Name: "unreserves_total", Help: "Un-reserves of cleaned devices, by result (ok, allocated, quarantined, elsewhere: un-reserved by someone else, stale: not un-reserved, cleaned again, error)."},
 			[]string{"result"}),
 		claimsSwept: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "claims_swept_total", Help: "Open claims released as orphans (no allocation, older than claim_expiry_time)."}),
@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.cleansDone.WithLabelValues(string(v))
 	}
 	m.cleansDone.WithLabelValues("error") // the cleaner failed: alerted on from 0
-	for _, r := range []string{"ok", "allocated", "quarantined", "elsewhere", "error"} {
+	for _, r := range []string{"ok", "allocated", "quarantined", "elsewhere", "stale", "error"} {
 		m.unreserves.WithLabelValues(r)
 	}
 	m.scans.WithLabelValues("ok")

@@ -91,10 +91,13 @@ type Placement interface {
 	// Burn sets reserved=total on an allocated device. Idempotent. It
 	// wraps ErrNotAllocated when nobody holds the device any more.
 	Burn(ctx context.Context, d Device) error
-	// Unreserve returns a device to the pool. The gate re-reads the
-	// inventory and refuses (wrapping ErrAllocated) when an allocation
-	// exists: safety rule 2's second check.
-	Unreserve(ctx context.Context, d Device) error
+	// Unreserve returns the device cleaned by run runID to the pool. The
+	// gate re-reads the inventory and refuses (wrapping ErrAllocated) when
+	// an allocation exists: safety rule 2's second check. It journals
+	// each PUT with the run before sending it, and refuses (wrapping
+	// ErrStaleReturn) when an earlier PUT of the run may have landed and
+	// the device changed since.
+	Unreserve(ctx context.Context, d Device, runID string) error
 	// Quarantine adds the quarantine trait and keeps the device reserved.
 	Quarantine(ctx context.Context, d Device, reason string) error
 }

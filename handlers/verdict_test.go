@@ -3,6 +3,8 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +142,30 @@ func TestQuarantineWriteFailure(t *testing.T) {
 	if got := e.cl.Quarantined(); len(got) != 1 {
 		t.Errorf("records closed as quarantined = %v, want 1", got)
 	}
+}
+
+// An un-reserve refused as a stale return (this run's earlier PUT may
+// have landed before scourd stopped, and the device served a tenant
+// since) closes the run's record as not returned and leaves the device
+// reserved; the next scan cleans it again with a new run, which returns
+// it.
+func TestStaleReturnCleansAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	stale := true
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		if stale {
+			stale = false
+			return fmt.Errorf("placement unreserve: %w", handlers.ErrStaleReturn)
+		}
+		return e.w.Unreserve(ctx, d)
+	}
+	e.reconcile()
+	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	if got := e.cl.NotReturned(); len(got) != 1 || !strings.HasPrefix(got[0], "run-1 final=true: ") || !strings.Contains(got[0], "cleans it again") {
+		t.Errorf("records told = %q, want run-1 closed as not returned", got)
+	}
+	e.reconcile() // no backoff: the device is not faulty
+	e.wantDevice(1, handlers.StateAvailable, 2, 1)
 }

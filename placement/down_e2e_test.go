@@ -51,7 +51,7 @@ func TestE2EPlacementDownMidCall(t *testing.T) {
 	// Placement goes away after scour verified the device and before its
 	// PUT: the un-reserve must fail recoverably and change nothing.
 	c.beforeInventoryWrite = func(context.Context, string) { proxy.down.Store(true) }
-	err := c.Unreserve(ctx, dev)
+	err := c.Unreserve(ctx, dev, nil)
 	if !IsRecoverable(err) {
 		t.Fatalf("Unreserve with Placement down mid-call: %v, want recoverable", err)
 	}
@@ -65,7 +65,7 @@ func TestE2EPlacementDownMidCall(t *testing.T) {
 	// Placement is back: the retry later succeeds, exactly once.
 	proxy.down.Store(false)
 	c.beforeInventoryWrite = nil
-	if err := c.Unreserve(ctx, dev); err != nil {
+	if err := c.Unreserve(ctx, dev, nil); err != nil {
 		t.Fatalf("Unreserve after Placement came back: %v", err)
 	}
 	if h.reserved(dev) != 0 {

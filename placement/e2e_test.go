@@ -206,13 +206,14 @@ func TestE2EUnreservePreservesEveryField(t *testing.T) {
 	c := newE2EClient(t, env, h.Node)
 	for _, d := range []Ref{dev, odd} {
 		before := h.rawInv(d, "CUSTOM_PCI_144D_A80A")
-		if err := c.Unreserve(context.Background(), d); err != nil {
+		var j MemJournal // the run's, kept across both calls
+		if err := c.Unreserve(context.Background(), d, &j); err != nil {
 			t.Fatal(err)
 		}
 		after := h.rawInv(d, "CUSTOM_PCI_144D_A80A")
 		assertOnlyReservedChanged(t, before, after, "0")
 		// Never below 0, and a second call (a resumed run) writes nothing.
-		if err := c.Unreserve(context.Background(), d); err != nil {
+		if err := c.Unreserve(context.Background(), d, &j); err != nil {
 			t.Fatal(err)
 		}
 		again := h.rawInv(d, "CUSTOM_PCI_144D_A80A")
@@ -228,7 +229,7 @@ func TestE2EUnreserveRefusesAllocatedDevice(t *testing.T) {
 	inst := newUUID()
 	dev := h.seedDevice(devSpec{Addr: "0000:81:00.0", Reserved: 1, Consumer: inst})
 	c := newE2EClient(t, env, h.Node)
-	err := c.Unreserve(context.Background(), dev)
+	err := c.Unreserve(context.Background(), dev, nil)
 	if !errors.Is(err, ErrAllocated) || IsRecoverable(err) {
 		t.Fatalf("Unreserve of an allocated device: %v, want ErrAllocated", err)
 	}
@@ -260,7 +261,7 @@ func TestE2EUnreserveRefusesAllocationCreatedBeforeWrite(t *testing.T) {
 		}
 		raced++
 	}
-	err := c.Unreserve(context.Background(), dev)
+	err := c.Unreserve(context.Background(), dev, nil)
 	if !errors.Is(err, ErrAllocated) {
 		t.Fatalf("Unreserve with an allocation raced in: %v, want ErrAllocated", err)
 	}
@@ -348,7 +349,7 @@ func TestE2EUnreserveWithConcurrentWriters(t *testing.T) {
 			}
 		}()
 	}
-	err := c.Unreserve(context.Background(), dev)
+	err := c.Unreserve(context.Background(), dev, nil)
 	close(scourDone)
 	wg.Wait()
 	if err != nil {
@@ -405,7 +406,7 @@ func TestE2EQuarantineRoundTrip(t *testing.T) {
 	if d, err := c.Device(ctx, dev); err != nil || d.State != StateQuarantined {
 		t.Errorf("state after Quarantine: %v %v", d.State, err)
 	}
-	if err := c.Unreserve(ctx, dev); !errors.Is(err, ErrQuarantined) {
+	if err := c.Unreserve(ctx, dev, nil); !errors.Is(err, ErrQuarantined) {
 		t.Errorf("Unreserve of a quarantined device: %v, want ErrQuarantined", err)
 	}
 	if h.reserved(dev) != 1 {

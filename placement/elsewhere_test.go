@@ -80,7 +80,7 @@ func TestUnreserveTellsWhoUnreserved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = unreserveAs(t, c, tc.seen)
+			err = unreserveWith(t, c, tc.seen, nil)
 			switch {
 			case tc.want == nil && err != nil:
 				t.Fatalf("unreserve: %v; want success (the lost PUT may be ours)", err)
@@ -94,20 +94,34 @@ func TestUnreserveTellsWhoUnreserved(t *testing.T) {
 	}
 }
 
-// A device already at reserved 0 before any write of this call (a run
-// resumed after its un-reserve landed unrecorded) is success.
-func TestUnreserveAlreadyUnreservedIsSuccess(t *testing.T) {
+// A device already at reserved 0 before any write of this call is
+// success when the run's journal holds a PUT that may have landed (a run
+// resumed after its un-reserve landed unrecorded), and someone else's
+// un-reserve when it holds none: scour never sent one.
+func TestUnreserveAlreadyUnreserved(t *testing.T) {
 	t.Parallel()
-	f := &fakePlacement{handle: unreservedMeanwhile(0, nil)}
-	c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Unreserve(context.Background(), unitDev); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.count("PUT /resource_providers/"); got != 0 {
-		t.Errorf("%d PUTs, want 0", got)
+	for _, tc := range []struct {
+		j    MemJournal
+		want error
+	}{
+		{MemJournal{Gen: 6, Pending: true}, nil},
+		{MemJournal{Gen: UnknownPutGeneration, Pending: true}, nil},
+		{MemJournal{}, ErrUnreservedElsewhere},
+	} {
+		t.Run(fmt.Sprint(tc.j), func(t *testing.T) {
+			t.Parallel()
+			f := &fakePlacement{handle: unreservedMeanwhile(0, nil)}
+			c, err := New(context.Background(), unitConfig(startFake(t, f).URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Unreserve(context.Background(), unitDev, &tc.j); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("Unreserve = %v, want %v", err, tc.want)
+			}
+			if got := f.count("PUT /resource_providers/"); got != 0 {
+				t.Errorf("%d PUTs, want 0", got)
+			}
+		})
 	}
 }
 
@@ -144,7 +158,7 @@ func TestUnreserveLateLandingIsOurs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = unreserveAs(t, c, seen)
+			err = unreserveWith(t, c, seen, nil)
 			if err != nil {
 				t.Fatalf("unreserve: %v; want success (the unanswered PUT landed late: ours)", err)
 			}
@@ -153,18 +167,4 @@ func TestUnreserveLateLandingIsOurs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unreserveAs un-reserves unitDev as scourd does after a read
-// (UnreserveSeen on what Device saw) when seen, else with Unreserve.
-func unreserveAs(t *testing.T, c *Client, seen bool) error {
-	t.Helper()
-	if !seen {
-		return c.Unreserve(context.Background(), unitDev)
-	}
-	d, err := c.Device(context.Background(), unitDev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.UnreserveSeen(context.Background(), d)
 }

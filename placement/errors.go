@@ -22,6 +22,13 @@ var (
 	// scour cleaned it, so it was schedulable during the wipe. The device
 	// is in the pool, but not by scour's doing.
 	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
+	// ErrStaleReturn: an earlier un-reserve PUT of the run may have
+	// landed (its answer was lost, or scourd stopped before recording
+	// it), and the device has changed since beyond what that PUT did
+	// (PutJournal): it may have served a tenant while in the pool, so the
+	// clean that run did no longer counts. It stays reserved and must be
+	// cleaned again.
+	ErrStaleReturn = errors.New("device may have been in the pool since an earlier un-reserve of this run")
 	// ErrNotFound: the resource provider (device or compute node) does not
 	// exist in Placement.
 	ErrNotFound = errors.New("resource provider not found in Placement")
@@ -122,6 +129,8 @@ func devErr(op string, dev Ref, err error) error {
 		de.Action = "run `scourctl unquarantine` only after checking the device"
 	case errors.Is(err, ErrUnreservedElsewhere):
 		de.Action = "check for another cleaner of this host's devices, e.g. Nova's clean-on-delete sample"
+	case errors.Is(err, ErrStaleReturn):
+		de.Action = "the device stays reserved and is cleaned again by a new run"
 	case errors.Is(err, ErrNotFound):
 		de.Action = "check the compute node's [pci] device_spec and Placement tree"
 	case errors.Is(err, ErrUnmanaged):

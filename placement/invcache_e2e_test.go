@@ -33,7 +33,7 @@ func TestE2EReleaseAfterInstanceDeleteReadsOnce(t *testing.T) {
 	if d, err = c.ConfirmShared(ctx, d); err != nil || d.State != StateDirty || d.Quarantined {
 		t.Fatalf("ConfirmShared = %v quarantined=%v %v, want dirty", d.State, d.Quarantined, err)
 	}
-	if err := c.UnreserveSeen(ctx, d); err != nil {
+	if err := c.UnreserveSeen(ctx, d, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Calls() - start; n != 3 {
@@ -63,7 +63,7 @@ func TestE2EReleaseAfterInventoryChangeReadsItAfresh(t *testing.T) {
 		t.Errorf("release read made %d calls, want 2 (the remembered inventory is from an older generation)", n)
 	}
 	if d, err = c.ConfirmShared(ctx, d); err == nil {
-		err = c.UnreserveSeen(ctx, d)
+		err = c.UnreserveSeen(ctx, d, nil)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestE2EReleaseAfterGenerationMovedSeesNewConsumer(t *testing.T) {
 	if err != nil || d.State != StateBurnedInUse || len(d.Consumers) != 1 || d.Consumers[0] != next {
 		t.Fatalf("ReadDevice = %v consumers=%v %v, want burned-in-use by %s", d.State, d.Consumers, err, next)
 	}
-	if err := c.UnreserveSeen(ctx, d); err == nil || h.reserved(dev) != 1 {
+	if err := c.UnreserveSeen(ctx, d, nil); err == nil || h.reserved(dev) != 1 {
 		t.Fatalf("UnreserveSeen of an allocated device = %v, reserved %d: want a refusal and the device reserved", err, h.reserved(dev))
 	}
 }

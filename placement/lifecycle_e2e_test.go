@@ -51,7 +51,7 @@ func TestE2EInstanceLifecycleWithHarnessNova(t *testing.T) {
 		t.Errorf("InstanceDevices: %+v", claim)
 	}
 
-	if err := c.Unreserve(ctx, ref); !errors.Is(err, ErrAllocated) {
+	if err := c.Unreserve(ctx, ref, nil); !errors.Is(err, ErrAllocated) {
 		t.Fatalf("Unreserve while the instance holds the device: %v, want ErrAllocated", err)
 	}
 	// (A migration of this instance is refused by Placement 8.0.0: the
@@ -62,7 +62,7 @@ func TestE2EInstanceLifecycleWithHarnessNova(t *testing.T) {
 	p.DeleteAllocations(t, inst)
 	state(StateDirty)
 	before := p.Inventory(t, dev.UUID, dev.ResourceClass)
-	if err := c.Unreserve(ctx, ref); err != nil {
+	if err := c.Unreserve(ctx, ref, nil); err != nil {
 		t.Fatal(err)
 	}
 	after := p.Inventory(t, dev.UUID, dev.ResourceClass)

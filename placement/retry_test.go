@@ -80,7 +80,7 @@ func TestDeviceChangedBetweenReadsIsNoFailure(t *testing.T) {
 	}{
 		{name: "ReadDevice", changed: 1, op: func(c *Client) error { _, err := c.ReadDevice(context.Background(), unitDev); return err }},
 		{name: "Device", changed: 1, op: func(c *Client) error { _, err := c.Device(context.Background(), unitDev); return err }},
-		{name: "Unreserve", changed: 1, op: func(c *Client) error { return c.Unreserve(context.Background(), unitDev) }},
+		{name: "Unreserve", changed: 1, op: func(c *Client) error { return c.Unreserve(context.Background(), unitDev, nil) }},
 		{name: "UnreserveSeen after a change", changed: 1, conflict: 1, info: "re-reading and re-verifying it before the un-reserve",
 			op: func(c *Client) error {
 				d, err := c.Device(context.Background(), unitDev) // read at 7, 8, 8, then again at 8
@@ -89,7 +89,7 @@ func TestDeviceChangedBetweenReadsIsNoFailure(t *testing.T) {
 				}
 				raw := *d.raw
 				d.Generation, raw.Generation, d.raw = 7, 7, &raw // as read before the device moved on
-				return c.UnreserveSeen(context.Background(), d)
+				return c.UnreserveSeen(context.Background(), d, nil)
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,19 +68,25 @@ func (c *Client) Confirm(ctx context.Context, seen Device) (Device, error) {
 // UnreserveSeen returns a cleaned device to the pool with one PUT at the
 // generation seen was read at, when seen (from Device or Confirm) showed
 // it exactly as Unreserve requires: no allocation, fully reserved, the
-// one-time-use trait, no quarantine trait. Placement answers 409 if
-// anything changed since; then, and whenever seen does not qualify, it is
-// Unreserve: re-read, RE-VERIFY, write. A 409 followed by a re-read at
-// reserved 0 is ErrUnreservedElsewhere (see Unreserve).
-func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
-	if !c.unreservable(seen) {
-		return c.Unreserve(ctx, seen.Ref)
+// one-time-use trait, no quarantine trait, and no earlier PUT of the run
+// pending in j. Placement answers 409 if anything changed since; then,
+// and whenever seen does not qualify, it is Unreserve: re-read, RE-VERIFY,
+// write. A 409 followed by a re-read at reserved 0 is
+// ErrUnreservedElsewhere (see Unreserve).
+func (c *Client) UnreserveSeen(ctx context.Context, seen Device, j PutJournal) error {
+	if err := checkRef(seen.Ref); err != nil {
+		return devErr("unreserve", seen.Ref, err)
 	}
-	err := c.writeReserved(ctx, seen.UUID, seen.raw, seen.raw.Inv.Reserved-1)
+	ps, err := newPutState(ctx, j)
+	if err != nil {
+		return devErr("unreserve", seen.Ref, err)
+	}
+	if !c.unreservable(seen) || ps.pending {
+		return c.unreserve(ctx, seen.Ref, ps)
+	}
+	err = c.put(ctx, seen.Ref, seen.raw, ps)
 	switch {
 	case err == nil:
-		c.log.Info("device returned to the pool", "device", seen.Name, "rp", seen.UUID,
-			"address", seen.Address, "reserved", seen.raw.Inv.Reserved-1, "generation", seen.Generation)
 		return nil
 	case errors.Is(err, errConflict):
 		// Expected now and then (an allocation, scour's own capability
@@ -90,13 +96,13 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device) error {
 		c.metrics.retries.WithLabelValues("conflict").Inc()
 		c.log.Info("device changed since the check before its destructive step; re-reading and re-verifying it before the un-reserve",
 			"device", seen.Name, "rp", seen.UUID, "generation", seen.Generation)
-		return c.unreserve(ctx, seen.Ref, puts{conflicted: true})
+		return c.unreserve(ctx, seen.Ref, ps)
 	case IsRecoverable(err):
 		var r retries
 		r.add(err)
 		c.reportRetries(r, "no answer to the un-reserve; re-reading and re-verifying the device", seen.Ref.logAttrs()...)
 		// After a lost answer our PUT may have landed: reserved 0 is ours.
-		return c.unreserve(ctx, seen.Ref, puts{unanswered: true})
+		return c.unreserve(ctx, seen.Ref, ps)
 	}
 	return devErr("unreserve", seen.Ref, err)
 }

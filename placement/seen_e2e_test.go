@@ -25,7 +25,7 @@ func TestE2ECleanedDeviceReturnsInFourCalls(t *testing.T) {
 	if d, err = c.Confirm(ctx, d); err != nil || d.State != StateDirty || d.Quarantined {
 		t.Fatalf("Confirm = %v quarantined=%v %v, want dirty", d.State, d.Quarantined, err)
 	}
-	if err := c.UnreserveSeen(ctx, d); err != nil {
+	if err := c.UnreserveSeen(ctx, d, nil); err != nil {
 		t.Fatal(err)
 	}
 	calls := c.Calls() - start
@@ -56,7 +56,7 @@ func TestE2EAllocationDuringCleaningKeepsDeviceReserved(t *testing.T) {
 	h.reallocate(newUUID(), dev) // ... while the device is being cleaned
 	writes := 0
 	c.beforeInventoryWrite = func(context.Context, string) { writes++ }
-	err = c.UnreserveSeen(ctx, d)
+	err = c.UnreserveSeen(ctx, d, nil)
 	if !errors.Is(err, ErrAllocated) {
 		t.Fatalf("UnreserveSeen after an allocation was written: %v, want ErrAllocated", err)
 	}
@@ -91,7 +91,7 @@ func TestE2EConfirmSeesAllocationAfterRead(t *testing.T) {
 		t.Errorf("Confirm after an allocation: generation %d -> %d, consumers %v; want a new generation and %s",
 			d.Generation, got.Generation, got.Consumers, inst)
 	}
-	if err := c.UnreserveSeen(ctx, got); !errors.Is(err, ErrAllocated) {
+	if err := c.UnreserveSeen(ctx, got, nil); !errors.Is(err, ErrAllocated) {
 		t.Errorf("UnreserveSeen of an allocated device: %v, want ErrAllocated", err)
 	}
 }
@@ -115,10 +115,54 @@ func TestE2EConfirmSeesQuarantine(t *testing.T) {
 	if err != nil || !got.Quarantined {
 		t.Fatalf("Confirm after quarantine: quarantined=%v %v", got.Quarantined, err)
 	}
-	if err := c.UnreserveSeen(ctx, got); !errors.Is(err, ErrQuarantined) {
+	if err := c.UnreserveSeen(ctx, got, nil); !errors.Is(err, ErrQuarantined) {
 		t.Errorf("UnreserveSeen of a quarantined device: %v, want ErrQuarantined", err)
 	}
 	if h.reserved(dev) != 1 {
 		t.Error("quarantined device un-reserved")
+	}
+}
+
+// Safety rules 1 and 5 across a crash between the un-reserve PUT and its
+// record, against the real Placement. The PUT landed; while scourd was
+// down a tenant got the device, Nova burned it, and the tenant left (its
+// notifications lost: no claim tells). The resumed run's un-reserve must
+// not return that tenant's data: its journal holds the PUT's generation,
+// Placement has moved beyond it, and the device stays reserved. A PUT
+// that never landed (the device still at its generation) goes on.
+func TestE2EResumedUnreserveAfterAnotherTenantKeepsDeviceReserved(t *testing.T) {
+	env := testPlacement(t)
+	h := seedNode(t, env)
+	used := h.seedDevice(devSpec{Addr: "0000:81:00.0", Reserved: 1})
+	idle := h.seedDevice(devSpec{Addr: "0000:82:00.0", Reserved: 1})
+	c := newE2EClient(t, env, h.Node)
+	ctx := context.Background()
+
+	var j MemJournal // what the claims store keeps for the run
+	if err := c.Unreserve(ctx, used, &j); err != nil || h.reserved(used) != 0 || !j.Pending {
+		t.Fatalf("first un-reserve: %v, reserved %d, journal %+v", err, h.reserved(used), j)
+	}
+	// scourd is down: its record still says "cleaned", not "returned".
+	inst := newUUID()
+	h.allocateDevice(inst, used)
+	h.setReserved(used, "CUSTOM_PCI_144D_A80A", 1) // Nova burns it
+	h.must("DELETE", "/allocations/"+inst, nil, nil, 204)
+
+	if err := c.Unreserve(ctx, used, &j); !errors.Is(err, ErrStaleReturn) {
+		t.Fatalf("resumed un-reserve after another tenant: %v, want ErrStaleReturn", err)
+	}
+	if h.reserved(used) != 1 {
+		t.Error("a device another tenant used was returned without a clean")
+	}
+
+	// The other device: its PUT was journaled but never sent (the crash
+	// came first); nothing moved, so the resumed run returns it.
+	d, err := c.ReadDevice(ctx, idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := MemJournal{Gen: d.Generation, Pending: true}
+	if err := c.Unreserve(ctx, idle, &k); err != nil || h.reserved(idle) != 0 {
+		t.Fatalf("resumed un-reserve of an untouched device: %v, reserved %d", err, h.reserved(idle))
 	}
 }

@@ -45,7 +45,7 @@ func TestE2EReleasedDevicesReturnInThreeCallsEach(t *testing.T) {
 				t.Errorf("%s checked: %s quarantined=%v traits known=%v, want dirty, not quarantined, traits known", dev.Name, d.State, d.Quarantined, d.traitsRead)
 			}
 			if err == nil {
-				err = c.UnreserveSeen(ctx, d)
+				err = c.UnreserveSeen(ctx, d, nil)
 			}
 			errs[i] = err
 		}()
@@ -91,7 +91,7 @@ func TestE2ESharedCheckSeesAllocationAfterRead(t *testing.T) {
 		t.Errorf("shared check after an allocation: generation %d -> %d, consumers %v, state %s; want a new generation, %s, not dirty",
 			d.Generation, got.Generation, got.Consumers, got.State, inst)
 	}
-	if err := c.UnreserveSeen(ctx, got); !errors.Is(err, ErrAllocated) {
+	if err := c.UnreserveSeen(ctx, got, nil); !errors.Is(err, ErrAllocated) {
 		t.Errorf("UnreserveSeen of an allocated device: %v, want ErrAllocated", err)
 	}
 }
@@ -113,7 +113,7 @@ func TestE2ESharedCheckAfterGenerationChange(t *testing.T) {
 	if err != nil || got.State != StateDirty || got.Generation == d.Generation {
 		t.Fatalf("shared check after a trait write: %s generation %d -> %d %v, want dirty at a new generation", got.State, d.Generation, got.Generation, err)
 	}
-	if err := c.UnreserveSeen(ctx, got); err != nil {
+	if err := c.UnreserveSeen(ctx, got, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.reserved(dev) != 0 {
@@ -148,7 +148,7 @@ func TestE2EQuarantineAroundSharedCheckKeepsDeviceReserved(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := c.UnreserveSeen(ctx, got); !errors.Is(err, ErrQuarantined) {
+			if err := c.UnreserveSeen(ctx, got, nil); !errors.Is(err, ErrQuarantined) {
 				t.Errorf("UnreserveSeen of a quarantined device: %v, want ErrQuarantined", err)
 			}
 			if h.reserved(dev) != 1 {
@@ -170,7 +170,7 @@ func TestE2EAllocationAfterSharedCheckKeepsDeviceReserved(t *testing.T) {
 	h.reallocate(newUUID(), dev)
 	writes := 0
 	c.beforeInventoryWrite = func(context.Context, string) { writes++ }
-	if err := c.UnreserveSeen(ctx, d); !errors.Is(err, ErrAllocated) {
+	if err := c.UnreserveSeen(ctx, d, nil); !errors.Is(err, ErrAllocated) {
 		t.Fatalf("UnreserveSeen after an allocation was written: %v, want ErrAllocated", err)
 	}
 	if writes != 1 {

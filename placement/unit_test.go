@@ -235,7 +235,7 @@ func TestUnreserveErrorShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.Unreserve(context.Background(), unitDev)
+			err = c.Unreserve(context.Background(), unitDev, nil)
 			if err == nil {
 				t.Fatal("Unreserve succeeded")
 			}
@@ -274,7 +274,7 @@ func TestUnreserveSendsEveryFieldBackWithContentLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Unreserve(context.Background(), unitDev); err != nil {
+	if err := c.Unreserve(context.Background(), unitDev, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"resource_provider_generation": "7", "total": "1", "reserved": "0", "min_unit": "1",
@@ -444,7 +444,7 @@ func TestRefWithoutUUIDIsRefusedWithoutRequests(t *testing.T) {
 	ctx := context.Background()
 	bad := Ref{Name: "cn_1_0000:81:00.0", UUID: "../x"}
 	for name, call := range map[string]func() error{
-		"Unreserve":    func() error { return c.Unreserve(ctx, bad) },
+		"Unreserve":    func() error { return c.Unreserve(ctx, bad, nil) },
 		"Burn":         func() error { return c.Burn(ctx, Ref{}) },
 		"Quarantine":   func() error { return c.Quarantine(ctx, bad, "x") },
 		"Unquarantine": func() error { return c.Unquarantine(ctx, bad) },

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -14,36 +13,32 @@ import (
 // reserved decremented by one (never below 0), at the generation read with
 // the allocation check. On a generation conflict it re-reads and
 // RE-VERIFIES before retrying (bounded exponential backoff with jitter).
-// A device already at reserved=0 is left alone (idempotent: a resumed run
-// does not decrement twice). Network errors and 5xx are retried within
-// the budget, then returned as *RecoverableError.
+// Network errors and 5xx are retried within the budget, then returned as
+// *RecoverableError.
 //
-// A device found at reserved=0 right after this call's own PUT was
-// refused with a conflict is ErrUnreservedElsewhere: nothing of scour's
-// was written, so someone else un-reserved it. But once any PUT of this
-// call went unanswered (timeout, 5xx), or with no PUT of this call before
-// (a resumed run), reserved=0 may be scour's own write, and that is
-// success: an unanswered PUT can still land later, after a re-read showed
-// the device reserved, and make the next PUT conflict.
-func (c *Client) Unreserve(ctx context.Context, dev Ref) error {
-	return c.unreserve(ctx, dev, puts{})
-}
-
-// puts is what the PUTs of one un-reserve call came to so far.
-type puts struct {
-	conflicted bool // the last one was refused with a conflict
-	unanswered bool // one of them got no definite answer: it may land
-}
-
-// ours says whether a device found at reserved 0 may be scour's own write.
-func (p puts) ours() bool { return !p.conflicted || p.unanswered }
-
-// unreserve is Unreserve, after the caller's own PUTs p (UnreserveSeen's
-// PUT at the generation of an earlier read).
-func (c *Client) unreserve(ctx context.Context, dev Ref, p puts) error {
+// j is the run's PutJournal (nil: one kept in memory for this call): each
+// PUT's generation is stored there before it is sent. A device already at
+// reserved 0 is success only while a PUT of the run may have landed (an
+// unanswered one: it can land after a re-read still showed the device
+// reserved, and make the next PUT conflict; or one an earlier call or an
+// earlier scourd sent): a resumed run does not decrement twice. With no
+// such PUT, nothing of scour's was written: ErrUnreservedElsewhere. A
+// device found reserved at a generation beyond the pending PUT's + 1 may
+// have served a tenant since that PUT: ErrStaleReturn.
+func (c *Client) Unreserve(ctx context.Context, dev Ref, j PutJournal) error {
 	if err := checkRef(dev); err != nil {
 		return devErr("unreserve", dev, err)
 	}
+	ps, err := newPutState(ctx, j)
+	if err != nil {
+		return devErr("unreserve", dev, err)
+	}
+	return c.unreserve(ctx, dev, ps)
+}
+
+// unreserve is Unreserve, after the caller's own PUTs in ps (UnreserveSeen's
+// PUT at the generation of an earlier read).
+func (c *Client) unreserve(ctx context.Context, dev Ref, ps *putState) error {
 	err := c.retry(ctx, func(ctx context.Context) error {
 		inv, err := c.verifiedInventory(ctx, dev)
 		if err != nil {
@@ -61,25 +56,39 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, p puts) error {
 			return fmt.Errorf("%w: no %s trait", ErrUnmanaged, c.cfg.OneTimeUseTrait)
 		}
 		if inv.Inv.Reserved <= 0 {
-			if !p.ours() {
+			if !ps.ours() {
 				return ErrUnreservedElsewhere
 			}
 			c.log.Info("device already unreserved", "device", dev.Name, "rp", dev.UUID)
 			return nil
 		}
-		// Traits live on the same RP generation: if they changed after the
-		// inventory read, the PUT below conflicts and everything is re-read.
-		err = c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1)
-		p.conflicted = errors.Is(err, errConflict)
-		p.unanswered = p.unanswered || (err != nil && !p.conflicted)
-		if err != nil {
+		if err := ps.reread(inv.Generation); err != nil {
 			return err
 		}
-		c.log.Info("device returned to the pool", "device", dev.Name, "rp", dev.UUID,
-			"address", dev.Address, "reserved", inv.Inv.Reserved-1)
-		return nil
+		// Traits live on the same RP generation: if they changed after the
+		// inventory read, the PUT below conflicts and everything is re-read.
+		return c.put(ctx, dev, inv, ps)
 	}, dev.logAttrs()...)
 	return devErr("unreserve", dev, err)
+}
+
+// put sends the un-reserve PUT at inv's generation, journaled first.
+func (c *Client) put(ctx context.Context, dev Ref, inv *rawInventory, ps *putState) error {
+	earlier, err := ps.send(ctx, inv.Generation)
+	if err != nil {
+		return err
+	}
+	err = c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1)
+	if jerr := ps.answered(ctx, err, earlier); jerr != nil {
+		c.log.Warn("un-reserve PUT refused with a conflict, but the claims store still holds it as possibly landed; after a restart the device may be cleaned once more than needed",
+			"device", dev.Name, "rp", dev.UUID, "error", jerr)
+	}
+	if err != nil {
+		return err
+	}
+	c.log.Info("device returned to the pool", "device", dev.Name, "rp", dev.UUID,
+		"address", dev.Address, "reserved", inv.Inv.Reserved-1, "generation", inv.Generation)
+	return nil
 }
 
 // verifiedInventory reads the inventory and the allocations and returns the

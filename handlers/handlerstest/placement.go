@@ -47,7 +47,7 @@ func (p *Placement) Burn(ctx context.Context, d handlers.Device) error {
 	return p.W.Burn(ctx, d)
 }
 
-func (p *Placement) Unreserve(ctx context.Context, d handlers.Device) error {
+func (p *Placement) Unreserve(ctx context.Context, d handlers.Device, runID string) error {
 	if p.UnreserveF != nil {
 		return p.UnreserveF(ctx, d)
 	}
