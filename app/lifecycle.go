@@ -314,10 +314,12 @@ func (l *lifecycle) settleReturns(ctx context.Context) {
 		inv := d.Inventory
 		return claims.DeviceNow{Reserved: inv.Total > 0 && inv.Reserved >= inv.Total, Allocated: d.Used > 0 || len(d.Consumers) > 0}, nil
 	})
+	// Counted even when a later run failed: these were decided.
+	l.reconciler.CountUnreservedElsewhere(n.Elsewhere)
 	if err != nil && ctx.Err() == nil {
 		l.log.Warn("settling cleaned records waiting for their un-reserve failed; retried in an hour", "err", err)
-	} else if n > 0 {
-		l.log.Info("cleaned records settled from Placement", "runs", n)
+	} else if n.Returned+n.Closed > 0 {
+		l.log.Info("cleaned records settled from Placement", "returned", n.Returned, "closed", n.Closed, "unreserved_elsewhere", n.Elsewhere)
 	}
 }
 

@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -46,23 +47,21 @@ func TestPutJournal(t *testing.T) {
 	})
 }
 
-// A cleaned run still waiting for its return when schema v6 came may
-// have sent a PUT nobody journaled: the upgrade journals it at an unknown
-// generation, so a resumed un-reserve cannot take a device that served a
-// tenant since for one never returned. Other runs journal nothing.
-func TestUpgradeJournalsWaitingRunsAsUnknown(t *testing.T) {
+// A cleaned run stored by a scour without the journal (before schema
+// v6, or an older scourd still running on a shared PostgreSQL during a
+// rolling upgrade) may have sent a PUT nobody wrote down: its journal
+// reads a PUT at an unknown generation, so a resumed un-reserve cannot
+// take a device that served a tenant since for one never returned.
+func TestRunsCleanedWithoutTheJournalReadUnknown(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
 		s := mustOpen(t, cfg)
-		waiting := cleanedRun(t, s, "rp-nvme-0")
-		returned := cleanedRun(t, s, "rp-nvme-1")
-		if err := s.MarkReturned(ctx, returned.ID, "un-reserved"); err != nil {
-			t.Fatal(err)
-		}
+		before := cleanedRun(t, s, "rp-nvme-0")
 		s.Close()
-		// Back to v5: the column goes, and so does its version.
+		// Back to v5: the columns go, and so does its version.
 		db := mustOpenRaw(t, cfg)
 		for _, q := range []string{
+			`ALTER TABLE cleaning_runs DROP COLUMN unreserve_journaled`,
 			`ALTER TABLE cleaning_runs DROP COLUMN unreserve_put_gen`,
 			`UPDATE scour_schema SET version = 5 WHERE table_name = 'cleaning_runs'`,
 		} {
@@ -71,11 +70,44 @@ func TestUpgradeJournalsWaitingRunsAsUnknown(t *testing.T) {
 			}
 		}
 		s = mustOpen(t, cfg)
-		if g, p, err := s.PutJournal(waiting.ID).LastPut(ctx); err != nil || !p || g != UnknownPutGeneration {
-			t.Errorf("waiting run after the upgrade: LastPut = %d, %t, %v; want %d, true", g, p, err, UnknownPutGeneration)
+		if g, p, err := s.PutJournal(before.ID).LastPut(ctx); err != nil || !p || g != UnknownPutGeneration {
+			t.Errorf("run cleaned before v6: LastPut = %d, %t, %v; want %d, true", g, p, err, UnknownPutGeneration)
 		}
-		if _, p, err := s.PutJournal(returned.ID).LastPut(ctx); err != nil || p {
-			t.Errorf("returned run after the upgrade: pending = %t, %v; want none", p, err)
+		// An older scourd's clean verdict after the upgrade: it writes the
+		// state and cleaned_at, not the journal flag.
+		during := cleanedRun(t, s, "rp-nvme-1")
+		if _, err := db.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET unreserve_journaled = 0 WHERE id = ?`), during.ID); err != nil {
+			t.Fatal(err)
+		}
+		if g, p, err := s.PutJournal(during.ID).LastPut(ctx); err != nil || !p || g != UnknownPutGeneration {
+			t.Errorf("run cleaned by an older scourd after the upgrade: LastPut = %d, %t, %v; want %d, true", g, p, err, UnknownPutGeneration)
+		}
+	})
+}
+
+// While an un-reserve PUT of a run may have landed, a record closed as
+// not returned must not say scour did not return the device: it says the
+// return is unknown. With no PUT pending it says "not returned".
+func TestClosedRecordHedgesAPendingPut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		pending := cleanedRun(t, s, "rp-nvme-0")
+		if err := s.PutJournal(pending.ID).NotePut(ctx, 41); err != nil {
+			t.Fatal(err)
+		}
+		none := cleanedRun(t, s, "rp-nvme-1")
+		for _, id := range []string{pending.ID, none.ID} {
+			if err := s.CloseCleaned(ctx, id, "Placement showed the device allocated"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := s.GetRun(ctx, pending.ID); !strings.Contains(got.Summary, "not recorded as returned (scour's un-reserve, a PUT at generation 41, may have returned it") ||
+			strings.Contains(got.Summary, "not returned to the pool by scour") {
+			t.Errorf("summary with a PUT pending = %q", got.Summary)
+		}
+		if got, _ := s.GetRun(ctx, none.ID); !strings.HasPrefix(got.Summary, "cleaned; not returned to the pool by scour: ") {
+			t.Errorf("summary with no PUT = %q", got.Summary)
 		}
 	})
 }

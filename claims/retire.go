@@ -12,6 +12,11 @@ import (
 // device reserved and uncleaned until an operator releases it
 // (ReleaseQuarantine). It reports false when the device already has an
 // open quarantine, which stands.
+//
+// A cleaned run of the device still waiting for its un-reserve is closed
+// in the same transaction (cleaned, not returned): the release must clean
+// the device again with its full pipeline, not resume that run into an
+// un-reserve on a clean from before the retirement.
 func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason string) (bool, error) {
 	created := false
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -23,11 +28,25 @@ func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason 
 		if n > 0 {
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
+		why := fmt.Sprintf("retired by %s: %s", by, reason)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
 			(host, device_rp, address, run_id, reason, quarantined_at) VALUES (?, ?, ?, '', ?, ?)`),
-			host, deviceRP, address, fmt.Sprintf("retired by %s: %s", by, reason), s.stamp())
-		created = err == nil
-		return err
+			host, deviceRP, address, why, s.stamp()); err != nil {
+			return err
+		}
+		created = true
+		open, err := s.queryRuns(ctx, tx, `host = ? AND device_rp = ? AND ended_at IS NULL`+s.d.forUpdate, host, deviceRP)
+		if err != nil {
+			return err
+		}
+		for _, run := range open {
+			if run.AwaitingReturn() {
+				if err := s.closeCleaned(ctx, tx, run, why+"; it stays reserved, and its release cleans it again with a new run"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("claims: retiring device %s on host %s: %w", deviceRP, host, err)

@@ -47,3 +47,29 @@ func TestRetire(t *testing.T) {
 		t.Errorf("retire after a release: %v", err)
 	}
 }
+
+// A device retired while its cleaned run waits for the un-reserve: the
+// run is closed (cleaned, not returned), so the release cleans the device
+// again with a new run instead of resuming the old one into an un-reserve.
+func TestRetireClosesARunWaitingForItsReturn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		waiting := cleanedRun(t, s, "rp-nvme-0")
+		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA"); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.GetRun(ctx, waiting.ID)
+		if !got.Closed() || got.State != RunCleaned || !strings.Contains(got.Summary, "retired by alice: RMA") {
+			t.Fatalf("waiting run after Retire = %s closed=%t %q; want closed as cleaned, saying who retired it", got.State, got.Closed(), got.Summary)
+		}
+		if _, err := s.ReleaseQuarantine(ctx, "compute-1", "rp-nvme-0", "bob", "back"); err != nil {
+			t.Fatal(err)
+		}
+		rs := nvmeRun()
+		run, resumed, err := s.OpenRun(ctx, rs)
+		if err != nil || resumed || run.ID == waiting.ID {
+			t.Fatalf("OpenRun after the release = %s resumed=%t, %v; want a new run", run.ID, resumed, err)
+		}
+	})
+}

@@ -72,8 +72,20 @@ func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 	return nil
 }
 
+// closeCleaned seals a cleaned run that scour will not return, saying
+// why. While an un-reserve PUT of the run may have landed (its journal),
+// "not returned by scour" may be false: the summary says the return is
+// unknown instead.
 func (s *Store) closeCleaned(ctx context.Context, tx *sql.Tx, run Run, why string) error {
-	return s.closeRun(ctx, tx, run, RunCleaned, "cleaned; not returned to the pool by scour: "+why, s.stamp())
+	gen, pending, err := s.lastPut(ctx, tx, run.ID)
+	if err != nil {
+		return err
+	}
+	prefix := "cleaned; not returned to the pool by scour: "
+	if pending {
+		prefix = fmt.Sprintf("cleaned; not recorded as returned (scour's un-reserve, %s, may have returned it; its answer was never recorded): ", putAt(gen))
+	}
+	return s.closeRun(ctx, tx, run, RunCleaned, prefix+why, s.stamp())
 }
 
 // usedSinceCleaned says who held the device after the open cleaned run's
@@ -97,6 +109,13 @@ type DeviceNow struct {
 	Allocated bool
 }
 
+// Settled is what SettleReturns did.
+type Settled struct {
+	Returned  int // marked returned: a PUT of scour's may have landed
+	Closed    int // closed as cleaned, not returned by scour
+	Elsewhere int // of Closed: un-reserved by someone else, scour sent no PUT
+}
+
 // SettleReturns closes the host's cleaned runs whose un-reserve happened
 // or became moot while scourd was down (a crash after the un-reserve and
 // before MarkReturned). A device Placement shows un-reserved and free is
@@ -107,12 +126,12 @@ type DeviceNow struct {
 // the run (and, if the journal shows Placement moved on since a PUT that
 // may have landed, cleans it again: placement.ErrStaleReturn). look reads
 // the device; a failure leaves the run for the next settle.
-func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx context.Context, rp string) (DeviceNow, error)) (int, error) {
+func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx context.Context, rp string) (DeviceNow, error)) (Settled, error) {
+	var done Settled
 	open, err := s.UnfinishedRuns(ctx, host)
 	if err != nil {
-		return 0, err
+		return done, err
 	}
-	n := 0
 	for _, r := range open {
 		if !r.AwaitingReturn() {
 			continue
@@ -125,27 +144,33 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 		case d.Reserved && !d.Allocated:
 			continue // the next clean of the device resumes the run
 		}
-		gen, sent, err := s.PutJournal(r.ID).LastPut(ctx)
+		_, sent, err := s.PutJournal(r.ID).LastPut(ctx)
 		if err != nil {
-			return n, err
+			return done, err
 		}
+		count, elsewhere := &done.Closed, false
 		switch {
 		case d.Allocated && sent:
-			err = s.CloseCleaned(ctx, r.ID, fmt.Sprintf("Placement showed the device allocated; scour's un-reserve (%s) may have returned it before, but its answer was never recorded", putAt(gen)))
+			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated")
 		case d.Allocated:
 			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated before scour un-reserved it")
 		case sent:
 			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved and free, its un-reserve not yet recorded")
+			count = &done.Returned
 		default:
 			s.log.WarnContext(ctx, "device un-reserved by someone else: scour never sent its un-reserve; check for another cleaner, e.g. Nova's clean-on-delete sample", "run", r.ID, "rp", r.DeviceRP)
 			err = s.CloseCleaned(ctx, r.ID, "every required step succeeded, but the device was un-reserved in Placement by someone else before scour sent its un-reserve (check for another cleaner, e.g. Nova's clean-on-delete sample)")
+			elsewhere = true
 		}
 		if err != nil {
-			return n, err
+			return done, err
 		}
-		n++
+		*count++
+		if elsewhere {
+			done.Elsewhere++
+		}
 	}
-	return n, nil
+	return done, nil
 }
 
 // UnknownPutGeneration is the journal's generation for an un-reserve PUT
@@ -166,15 +191,25 @@ type PutJournal struct {
 func (s *Store) PutJournal(runID string) PutJournal { return PutJournal{s, runID} }
 
 // LastPut returns the generation of the run's last un-reserve PUT that may
-// have landed (pending false: none).
+// have landed (pending false: none). A run cleaned by a scour without the
+// journal (unreserve_journaled 0) may have sent one nobody wrote down:
+// UnknownPutGeneration, pending.
 func (j PutJournal) LastPut(ctx context.Context) (gen int, pending bool, err error) {
+	return j.s.lastPut(ctx, j.s.r, j.runID)
+}
+
+func (s *Store) lastPut(ctx context.Context, q querier, runID string) (gen int, pending bool, err error) {
+	var journaled int
 	var g sql.NullInt64
-	err = j.s.r.QueryRowContext(ctx, j.s.d.rebind(`SELECT unreserve_put_gen FROM cleaning_runs WHERE id = ?`), j.runID).Scan(&g)
+	err = q.QueryRowContext(ctx, s.d.rebind(`SELECT unreserve_journaled, unreserve_put_gen FROM cleaning_runs WHERE id = ?`), runID).Scan(&journaled, &g)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNoRun
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("claims: read the un-reserve PUT journal of cleaning run %s: %w", j.runID, err)
+		return 0, false, fmt.Errorf("claims: read the un-reserve PUT journal of cleaning run %s: %w", runID, err)
+	}
+	if journaled == 0 {
+		return UnknownPutGeneration, true, nil
 	}
 	return int(g.Int64), g.Valid, nil
 }

@@ -98,8 +98,8 @@ func TestSettleReturns(t *testing.T) {
 			}
 			return d, nil
 		})
-		if err != nil || n != 3 {
-			t.Fatalf("SettleReturns = %d, %v; want 3", n, err)
+		if want := (Settled{Returned: 1, Closed: 2, Elsewhere: 1}); err != nil || n != want {
+			t.Fatalf("SettleReturns = %+v, %v; want %+v", n, err, want)
 		}
 		for rp, want := range map[string]struct {
 			state  RunState
@@ -108,7 +108,7 @@ func TestSettleReturns(t *testing.T) {
 		}{
 			"rp-unreserved": {RunReturned, true, "returned"},
 			"rp-elsewhere":  {RunCleaned, true, "by someone else before scour sent its un-reserve"},
-			"rp-allocated":  {RunCleaned, true, "allocated before scour un-reserved it"},
+			"rp-allocated":  {RunCleaned, true, "not returned to the pool by scour: Placement showed the device allocated before scour un-reserved it"},
 			"rp-reserved":   {RunCleaned, false, ""},
 			"rp-unreadable": {RunCleaned, false, ""},
 		} {

@@ -229,7 +229,9 @@ func (s *Store) FinishRun(ctx context.Context, runID string, state RunState, sum
 			if err := s.checkClean(ctx, tx, run); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'cleaned', summary = ?, cleaned_at = ? WHERE id = ?`),
+			// unreserve_journaled: this scour journals its un-reserve PUTs
+			// (PutJournal), so a NULL generation means none was sent.
+			_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = 'cleaned', summary = ?, cleaned_at = ?, unreserve_journaled = 1 WHERE id = ?`),
 				boundOutput(summary), now, runID)
 			return err
 		}

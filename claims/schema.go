@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -252,15 +251,18 @@ var migrations = []migration{
 		DriverSQLite:   {indexClaimDevices[DriverSQLite]("1 = 1")},
 		DriverPostgres: {indexClaimDevices[DriverPostgres]("1 = 1")},
 	}},
-	// v6: the un-reserve PUT journal (placement.PutJournal). Before each
-	// un-reserve PUT, the provider generation it carries; NULL when no
-	// PUT of the run may have landed. A cleaned run still waiting for its
-	// return when this version came may have sent a PUT at a generation
-	// nobody wrote down: -1, and its device is cleaned again unless
-	// Placement shows it returned.
+	// v6: the un-reserve PUT journal (placement.PutJournal).
+	// unreserve_journaled is set with the clean verdict by a scour that
+	// journals its PUTs; unreserve_put_gen is then the provider generation
+	// of the run's last un-reserve PUT that may have landed, written before
+	// the PUT is sent (NULL: none). A cleaned run a scour without the
+	// journal stored (before this version, or an older scourd still
+	// running on a shared PostgreSQL during a rolling upgrade) may have
+	// sent a PUT nobody wrote down: its device, if found reserved, is
+	// cleaned again rather than returned on the old run's word.
 	{table: "cleaning_runs", version: 6, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN unreserve_journaled INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE cleaning_runs ADD COLUMN unreserve_put_gen INTEGER`,
-		`UPDATE cleaning_runs SET unreserve_put_gen = ` + strconv.Itoa(UnknownPutGeneration) + ` WHERE state = 'cleaned' AND ended_at IS NULL`,
 	}},
 }
 

@@ -45,7 +45,7 @@ func (r *Reconciler) popLocked() (queued, bool) {
 func (r *Reconciler) work(ctx context.Context, q queued) {
 	defer r.wg.Done()
 	for {
-		r.cleanOne(ctx, q)
+		rescan := r.cleanOne(ctx, q)
 		r.mu.Lock()
 		delete(r.running, q.dev.RPUUID)
 		r.seq++
@@ -58,6 +58,11 @@ func (r *Reconciler) work(ctx context.Context, q queued) {
 			q, ok = r.popLocked()
 		}
 		r.mu.Unlock()
+		if rescan != "" {
+			// After the finished stamp: a scan before it would still take
+			// the device for running and leave it to the follow-up scan.
+			r.Trigger(rescan)
+		}
 		if !ok {
 			return
 		}
@@ -67,8 +72,9 @@ func (r *Reconciler) work(ctx context.Context, q queued) {
 // cleanOne runs one device's pipeline and acts on the verdict. Only
 // "clean" leads to an un-reserve (safety rule 1), and the gate re-checks
 // allocations inside it (rule 2). Everything else keeps the device
-// reserved (rule 4).
-func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
+// reserved (rule 4). It returns why a scan should follow at once ("" for
+// none).
+func (r *Reconciler) cleanOne(ctx context.Context, q queued) (rescan string) {
 	d := q.dev
 	log := r.log.With("device", d.RPName, "rp", d.RPUUID, "address", d.Address, "trigger", q.trigger)
 	req := CleanRequest{Device: d, Trigger: q.trigger}
@@ -85,21 +91,21 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 		// scourd is stopping (SIGTERM): not a failure, nothing to page
 		// about; the next start resumes the run from its checkpoint.
 		log.Info("run interrupted, will resume from its checkpoint when scourd starts again", "error", err)
-		return
+		return ""
 	}
 	if err != nil {
 		r.m.cleansDone.WithLabelValues("error").Inc()
 		log.Error("cleaning run failed; the device stays reserved and is retried after a backoff", "error", err)
 		r.fail(d, gaugeBackoff)
-		return
+		return ""
 	}
 	r.m.cleansDone.WithLabelValues(string(res.Verdict)).Inc()
 	log = log.With("run", res.RunID, "verdict", res.Verdict)
 	switch res.Verdict {
 	case VerdictClean:
-		r.unreserve(ctx, log, d, res)
+		return r.unreserve(ctx, log, d, res)
 	case VerdictQuarantine:
-		r.quarantine(ctx, log, d, res)
+		return r.quarantine(ctx, log, d, res)
 	case VerdictRetryLater:
 		log.Warn("cleaning run will be retried; the device stays reserved", "detail", res.Detail)
 		r.fail(d, gaugeBackoff)
@@ -115,9 +121,10 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) {
 		log.Error("cleaner returned an unknown verdict; treated as retry-later", "detail", res.Detail)
 		r.fail(d, gaugeBackoff)
 	}
+	return ""
 }
 
-func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, res CleanResult) {
+func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, res CleanResult) (rescan string) {
 	rr, recorder := r.cl.(ReturnRecorder)
 	notReturned := func(why string, final bool) {
 		if !recorder {
@@ -159,9 +166,8 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		// that tenant's data; a new run cleans the device again.
 		r.m.unreserves.WithLabelValues("stale").Inc()
 		log.Warn("cleaned device may have served a tenant since this run's un-reserve (scourd stopped before recording it); not un-reserved: a new run cleans it again", "error", err)
-		notReturned(fmt.Sprintf("not returned by this run: %v; the device may have served a tenant since, so a new run cleans it again", err), true)
-		r.Trigger("stale return")
-		return
+		notReturned(fmt.Sprintf("the device may have served a tenant since (%v), so a new run cleans it again", err), true)
+		return "stale return"
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()
 		log.Error("cleaned device could not be un-reserved; it stays reserved and is retried after a backoff (check Placement)", "error", err)
@@ -179,9 +185,10 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			log.Error("device returned but its record still says cleaned; scourd's next start settles it from Placement", "error", err)
 		}
 	}
+	return ""
 }
 
-func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device, res CleanResult) {
+func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device, res CleanResult) (rescan string) {
 	if err := r.p.Quarantine(ctx, d, res.Detail); err != nil {
 		log.Error("device must be quarantined but the trait could not be set; it stays reserved and is retried after a backoff (check Placement)", "detail", res.Detail, "error", err)
 		r.fail(d, gaugeBackoff)
@@ -195,7 +202,7 @@ func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device,
 	}
 	// scour_lifecycle_devices{state="quarantined"} pages a human: a scan
 	// now shows it, rather than the next periodic one minutes later.
-	r.Trigger("quarantined")
+	return "quarantined"
 }
 
 // fail puts the device in exponential backoff (BackoffBase doubling up to

@@ -29,9 +29,10 @@ var (
 	// was pending. Only an operator's release ends that.
 	ErrQuarantined = errors.New("device is quarantined")
 	// ErrUnreservedElsewhere is what a Placement adapter wraps when
-	// Unreserve found the device already un-reserved right after its own
-	// write was refused: someone else returned it to the pool while scour
-	// cleaned it (it was schedulable during the wipe).
+	// Unreserve found the device already un-reserved while no PUT of the
+	// run could have landed (its own was refused, or none was sent):
+	// someone else returned it to the pool while scour cleaned it (it was
+	// schedulable during the wipe).
 	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
 	// ErrStaleReturn is what a Placement adapter wraps when Unreserve
 	// found that an earlier un-reserve PUT of the run may have landed

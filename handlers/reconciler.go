@@ -88,6 +88,17 @@ func (r *Reconciler) Trigger(reason string) {
 	}
 }
 
+// CountUnreservedElsewhere counts n cleaned devices found un-reserved by
+// someone else outside an un-reserve of scour's (claims.Store.SettleReturns:
+// scour never sent its PUT), on the counter the un-reserve itself uses
+// (unreserves_total{result="elsewhere"}), which ScourUnreservedElsewhere
+// alerts on.
+func (r *Reconciler) CountUnreservedElsewhere(n int) {
+	if n > 0 {
+		r.m.unreserves.WithLabelValues("elsewhere").Add(float64(n))
+	}
+}
+
 // Run scans until ctx is done, then waits for in-flight cleans (which see
 // the same ctx cancelled; the cleaner resumes them from their checkpoint
 // on the next start).

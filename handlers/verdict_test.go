@@ -169,3 +169,15 @@ func TestStaleReturnCleansAgain(t *testing.T) {
 	e.reconcile() // no backoff: the device is not faulty
 	e.wantDevice(1, handlers.StateAvailable, 2, 1)
 }
+
+// Devices SettleReturns found un-reserved by someone else are counted
+// where the alert ScourUnreservedElsewhere looks.
+func TestCountUnreservedElsewhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.r.CountUnreservedElsewhere(2)
+	e.r.CountUnreservedElsewhere(0)
+	if got := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "elsewhere"); got != 2 {
+		t.Errorf("unreserves_total{result=elsewhere} = %v, want 2", got)
+	}
+}

@@ -16,11 +16,12 @@ var (
 	// ErrQuarantined: the device carries the quarantine trait; only an
 	// operator's Unquarantine lets it return to the pool.
 	ErrQuarantined = errors.New("device is quarantined")
-	// ErrUnreservedElsewhere: Unreserve's own write was refused with a
-	// generation conflict (nothing of scour's written) and the device was
-	// then found already at reserved 0: someone else un-reserved it while
-	// scour cleaned it, so it was schedulable during the wipe. The device
-	// is in the pool, but not by scour's doing.
+	// ErrUnreservedElsewhere: the device was found already at reserved 0
+	// while no un-reserve PUT of the run could have landed (this call's
+	// was refused with a generation conflict, or the run's PutJournal
+	// holds none): someone else un-reserved it while scour cleaned it, so
+	// it was schedulable during the wipe. The device is in the pool, but
+	// not by scour's doing.
 	ErrUnreservedElsewhere = errors.New("device was un-reserved by someone else during cleaning")
 	// ErrStaleReturn: an earlier un-reserve PUT of the run may have
 	// landed (its answer was lost, or scourd stopped before recording
