@@ -207,7 +207,10 @@ func redacted(url string) string {
 
 // declare runs every declaration once up front, each on its own channel
 // (a refused declaration closes its channel), so a mismatch is reported
-// before anything is consumed.
+// before anything is consumed. A keep queue (poison, unroutable) that an
+// earlier release declared without a delivery limit is declared again in
+// that form, and logged: on RabbitMQ 4 it drops messages after 20
+// deliveries until the operator applies the policy in docs/operations.md.
 func (b *Bus) declare(conn *broker.Conn) error {
 	queues := []string{b.topo.queue, b.cfg.PoisonQueue}
 	if b.cfg.Mode == ModeDispatch {
@@ -216,16 +219,38 @@ func (b *Bus) declare(conn *broker.Conn) error {
 	if b.parks() {
 		queues = append(queues, b.cfg.UnroutableQueue())
 	}
+	b.topo.resetLegacy()
 	for _, q := range queues {
-		ch, err := conn.Channel()
-		if err != nil {
-			return fmt.Errorf("opening a channel: %w", err)
+		// Each legacy keep queue found costs one refused channel; a
+		// declaration reaches both (the poison and the unroutable queue).
+		for attempt := 0; ; attempt++ {
+			ch, err := conn.Channel()
+			if err != nil {
+				return fmt.Errorf("opening a channel: %w", err)
+			}
+			err = b.topo.declareFor(ch, q)
+			_ = ch.Close()
+			var legacy *errLegacyKeepQueue
+			if errors.As(err, &legacy) && attempt < 2 {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			break
 		}
-		err = b.topo.declareFor(ch, q)
-		_ = ch.Close()
-		if err != nil {
-			return err
+	}
+	for _, q := range []string{b.cfg.PoisonQueue, b.cfg.UnroutableQueue()} {
+		if !b.topo.isLegacy(q) {
+			continue
 		}
+		version := conn.ServerVersion()
+		level := slog.LevelWarn
+		if m := broker.MajorVersion(version); m > 0 && m < 4 {
+			level = slog.LevelInfo // nothing is dropped before the broker's upgrade to 4
+		}
+		b.log.Log(context.Background(), level, "queue declared by an earlier scour without a delivery limit: RabbitMQ 4 drops its messages after 20 deliveries, and every `scourctl poison list` is one; apply the delivery-limit policy in docs/operations.md (The poison queue)",
+			"queue", q, "broker_version", version)
 	}
 	return nil
 }

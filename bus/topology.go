@@ -3,6 +3,9 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strings"
+	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -72,6 +75,12 @@ type topology struct {
 	cfg   *Config
 	host  string
 	queue string // notifications queue (per-host in direct mode)
+
+	// legacy: keep queues (poison, unroutable) found declared by an
+	// earlier release, without KeepDeliveryLimit; they are declared in
+	// that form from then on (until resetLegacy).
+	mu     sync.Mutex
+	legacy map[string]bool
 }
 
 func (t *topology) queueArgs() amqp.Table {
@@ -193,7 +202,7 @@ func (t *topology) deadLetter(ch channel) error {
 		return err
 	}
 	q := t.cfg.UnroutableQueue()
-	if err := t.declare(ch, q, "bus.exchange", t.queueArgs()); err != nil {
+	if err := t.keep(ch, q, "bus.exchange"); err != nil {
 		return err
 	}
 	if err := ch.QueueBind(q, "", ae, false, nil); err != nil {
@@ -206,12 +215,97 @@ func (t *topology) deadLetter(ch channel) error {
 }
 
 // poison declares the poison queue (durable; classic or quorum like the
-// others, without a delivery limit: nothing consumes it).
+// others): a keep queue, see KeepQueueArgs.
 //
 // The unroutable queue is declared the same way: without a dead-letter
 // exchange of its own (which would loop back to it).
 func (t *topology) poison(ch channel) error {
-	return t.declare(ch, t.cfg.PoisonQueue, "bus.poison_queue", t.queueArgs())
+	return t.keep(ch, t.cfg.PoisonQueue, "bus.poison_queue")
+}
+
+// KeepDeliveryLimit is the x-delivery-limit of the queues scour must never
+// lose a message from: the poison queue, whose messages are the
+// operator's only copy of what could not run, and the unroutable queue,
+// which scourd empties into it. RabbitMQ 4 gives a quorum queue declared
+// without x-delivery-limit a limit of 20 and drops (no dead-letter
+// exchange here) a message returned more often; every basic.get that is
+// requeued or left unsettled is one return (`scourctl poison list`, the
+// management UI's "Get messages"), on 3.x as on 4.x. -1, which 4.x takes
+// as "no limit", makes RabbitMQ 3.x drop every requeued message, so the
+// limit is the largest the broker stores instead: 68 years of one listing
+// a second.
+const KeepDeliveryLimit = math.MaxInt32
+
+// KeepQueueArgs are the arguments of a keep queue (the poison queue, the
+// unroutable queue) as this release declares it; nil for classic queues,
+// which have no delivery limit.
+func KeepQueueArgs(cfg *Config) amqp.Table {
+	if cfg.ClassicQueues {
+		return nil
+	}
+	return amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, "x-delivery-limit": int64(KeepDeliveryLimit)}
+}
+
+// IsLegacyKeepQueue reports whether err is the broker refusing
+// KeepQueueArgs because the queue exists without x-delivery-limit: it was
+// declared by a scour release before KeepDeliveryLimit. The broker refuses
+// any change of x-delivery-limit on an existing queue (3.x and 4.x alike),
+// so such a queue keeps RabbitMQ 4's default limit of 20 until a policy
+// raises it (docs/operations.md, The poison queue) or it is recreated.
+func IsLegacyKeepQueue(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed &&
+		strings.Contains(ae.Reason, "inequivalent arg 'x-delivery-limit'") &&
+		strings.Contains(ae.Reason, "current is none")
+}
+
+// errLegacyKeepQueue: a keep queue turned out to be legacy; its channel
+// is closed (the refusal), and declaring again on a new channel works.
+type errLegacyKeepQueue struct {
+	queue string
+	err   error
+}
+
+func (e *errLegacyKeepQueue) Error() string {
+	return fmt.Sprintf("queue %s exists without x-delivery-limit (declared by an earlier scour): declaring it again in that form: %v", e.queue, e.err)
+}
+
+func (e *errLegacyKeepQueue) Unwrap() error { return e.err }
+
+func (t *topology) isLegacy(queue string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.legacy[queue]
+}
+
+// resetLegacy forgets what was learned, so the next declaration tries the
+// current form again (a queue recreated since then gets the limit).
+func (t *topology) resetLegacy() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.legacy = nil
+}
+
+// keep declares a keep queue with KeepQueueArgs, or in the form an
+// earlier release declared it in where it exists so (see
+// IsLegacyKeepQueue): refusing it would stop every scourd of an existing
+// deployment at start.
+func (t *topology) keep(ch channel, name, setting string) error {
+	args := KeepQueueArgs(t.cfg)
+	if args != nil && t.isLegacy(name) {
+		args = t.queueArgs()
+	}
+	err := t.declare(ch, name, setting, args)
+	if err != nil && args["x-delivery-limit"] != nil && IsLegacyKeepQueue(err) {
+		t.mu.Lock()
+		if t.legacy == nil {
+			t.legacy = map[string]bool{}
+		}
+		t.legacy[name] = true
+		t.mu.Unlock()
+		return &errLegacyKeepQueue{queue: name, err: err}
+	}
+	return err
 }
 
 // declareQueue declares a consumed queue. A quorum queue dead-letters a

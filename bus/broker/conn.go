@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,6 +156,35 @@ func (k *Conn) Channel() (*amqp.Channel, error) {
 		return nil, errNotConnected
 	}
 	return c.Channel()
+}
+
+// ServerVersion is the broker's version as it announces it on the current
+// connection ("4.0.5"); "" while reconnecting or when it says none.
+func (k *Conn) ServerVersion() string {
+	k.mu.Lock()
+	c := k.c
+	k.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	return ServerVersion(c)
+}
+
+// ServerVersion is the version c's broker announced ("" when none).
+func ServerVersion(c *amqp.Connection) string {
+	v, _ := c.Properties["version"].(string)
+	return v
+}
+
+// MajorVersion is the major number of a broker version ("4.0.5": 4), 0
+// when it has none.
+func MajorVersion(version string) int {
+	major, _, _ := strings.Cut(version, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Close stops reconnecting and closes the connection (the broker requeues

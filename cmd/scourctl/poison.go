@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/bus/broker"
 )
 
 func init() {
@@ -22,6 +23,13 @@ the reason scour poisoned them, and puts every one back (as RabbitMQ's
 "get, requeue"): no management plugin needed. The broker and the queue come
 from scourd's configuration (bus.url, SCOUR_BUS_URL).
 
+The broker counts every listing as one delivery of each listed message.
+scour declares the poison queue with a delivery limit no listing reaches;
+a poison queue declared by an earlier scour has none, and RabbitMQ 4 then
+drops its messages after 20 deliveries: on such a broker this command warns
+(stderr) until the policy in docs/operations.md (The poison queue) is set
+or the queue is recreated.
+
 Columns: ` + joinKeys(poisonColumns),
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -29,11 +37,14 @@ Columns: ` + joinKeys(poisonColumns),
 				if err != nil {
 					return err
 				}
-				msgs, err := poisonPeek(cfg.Bus.URL, cfg.Bus.PoisonQueue, count)
+				p, err := poisonPeek(cfg.Bus.URL, cfg.Bus.PoisonQueue, count, bus.KeepQueueArgs(&cfg.Bus))
 				if err != nil {
 					return err
 				}
-				return c.out.write(c.stdout, poisonListing(msgs, width))
+				if w := p.warning(cfg.Bus.PoisonQueue); w != "" {
+					fmt.Fprintln(c.stderr, w)
+				}
+				return c.out.write(c.stdout, poisonListing(p.msgs, width))
 			},
 		}
 		list.Flags().IntVar(&count, "count", 20, "at most this many messages, oldest first")
@@ -45,36 +56,100 @@ Columns: ` + joinKeys(poisonColumns),
 
 var poisonColumns = []string{"reason", "error", "redelivered", "bytes", "body"}
 
+// peek is what poisonPeek read.
+type peek struct {
+	msgs []amqp.Delivery
+	// legacy: the queue has no delivery limit of its own (declared by a
+	// scour before bus.KeepDeliveryLimit).
+	legacy  bool
+	version string // the broker's, as it announced it ("4.0.5")
+}
+
+// warning is the note for the operator when the listing brought the
+// queue's messages closer to being dropped: a legacy queue on RabbitMQ 4,
+// whose default delivery limit (20) applies to it unless a policy raises
+// it, which AMQP does not show.
+func (p *peek) warning(queue string) string {
+	if !p.legacy || broker.MajorVersion(p.version) < 4 {
+		return ""
+	}
+	most := int64(0)
+	for _, d := range p.msgs {
+		if n := deliveryCount(d); n > most {
+			most = n
+		}
+	}
+	return fmt.Sprintf("warning: queue %s was declared by an earlier scour without a delivery limit, and RabbitMQ %s drops a message of it "+
+		"after 20 deliveries unless a policy raises the limit; every listing is one delivery (the most-delivered message listed has had %d before this one). "+
+		"Unless the delivery-limit policy of docs/operations.md (The poison queue) is set, set it now.", queue, p.version, most)
+}
+
+// deliveryCount is the broker's x-delivery-count header (quorum queues:
+// how often the message was delivered before), 0 when absent.
+func deliveryCount(d amqp.Delivery) int64 {
+	switch n := d.Headers["x-delivery-count"].(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return 0
+}
+
 // poisonPeek gets up to n messages from queue and requeues all of them
 // when it is done (a message is held until then, so none is read twice).
-func poisonPeek(url, queue string, n int) ([]amqp.Delivery, error) {
+// keepArgs are the queue's arguments as scourd declares it
+// (bus.KeepQueueArgs): redeclaring with them, on a channel of its own,
+// tells a legacy queue (the broker refuses the delivery limit it lacks).
+func poisonPeek(url, queue string, n int, keepArgs amqp.Table) (*peek, error) {
 	conn, err := dialBroker(url)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
+	p := &peek{version: broker.ServerVersion(conn), legacy: legacyKeepQueue(conn, queue, keepArgs)}
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, err
 	}
 	defer ch.Close()
-	var got []amqp.Delivery
 	defer func() {
-		if len(got) > 0 {
-			_ = ch.Nack(got[len(got)-1].DeliveryTag, true, true)
+		if len(p.msgs) > 0 {
+			_ = ch.Nack(p.msgs[len(p.msgs)-1].DeliveryTag, true, true)
 		}
 	}()
-	for len(got) < n {
+	for len(p.msgs) < n {
 		d, ok, err := ch.Get(queue, false)
 		if err != nil {
-			return got, fmt.Errorf("reading queue %s: %w", queue, err)
+			return p, fmt.Errorf("reading queue %s: %w", queue, err)
 		}
 		if !ok {
 			break
 		}
-		got = append(got, d)
+		p.msgs = append(p.msgs, d)
 	}
-	return got, nil
+	return p, nil
+}
+
+// legacyKeepQueue reports whether queue exists without the delivery limit
+// keepArgs give it (bus.IsLegacyKeepQueue). Only an existing queue is
+// redeclared: a missing one is reported by the listing, not created.
+func legacyKeepQueue(conn *amqp.Connection, queue string, keepArgs amqp.Table) bool {
+	if keepArgs == nil {
+		return false
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return false
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
+		return false
+	}
+	_, err = ch.QueueDeclare(queue, true, false, false, false, keepArgs)
+	return bus.IsLegacyKeepQueue(err)
 }
 
 func poisonListing(msgs []amqp.Delivery, width int) *listing {

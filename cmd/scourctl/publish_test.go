@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/scour-project/scour/bus"
+	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/internal/oslo"
 	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/notification"
@@ -91,28 +92,102 @@ func TestPublishSampleOnTheWire(t *testing.T) {
 }
 
 // scourctl poison list shows the poison queue's messages with their reason
-// and leaves every one in the queue (no management plugin needed).
+// and leaves every one in the queue (no management plugin needed), however
+// often it runs: the broker counts each listing as a delivery, and RabbitMQ
+// 4 drops a message of a quorum queue without x-delivery-limit after 20,
+// so the queue is declared as scourd declares it (bus.KeepQueueArgs).
 func TestPoisonList(t *testing.T) {
-	conn := testkit.Broker(t)
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	q := "scour.poison.scourctl-" + uuid4()[:8]
-	if _, err := ch.QueueDeclare(q, false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.QueueDelete(q, false, false, false)
+	ch, q := poisonQueue(t, bus.KeepQueueArgs(&bus.Config{}))
 	for i, body := range []string{"not json", `{"version": 1, "kind": "release", "host": "cmp9"}`, "third"} {
 		h := amqp.Table{}
 		if i != 1 {
 			h[bus.HeaderPoisonReason], h["reason_poisoned"] = "not_json", "invalid character 'o' in literal null"
 		}
-		if err := ch.Publish("", q, false, false, amqp.Publishing{Body: []byte(body), Headers: h}); err != nil {
-			t.Fatal(err)
+		publishConfirmed(t, ch, q, amqp.Publishing{Body: []byte(body), Headers: h})
+	}
+	for i := 1; i <= 25; i++ {
+		out, errb := poisonList(t, q)
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("listing %d: %v: %s", i, err, out)
+		}
+		if rows[0]["reason"] != "not_json" || rows[0]["body"] != "not json" || rows[1]["reason"] != "unroutable-command" {
+			t.Errorf("listing %d: rows %v", i, rows)
+		}
+		if errb != "" {
+			t.Errorf("listing %d: stderr %q", i, errb)
 		}
 	}
+	// A quorum queue counts a requeued message as ready a moment after the
+	// listing's connection closed.
+	testkit.WaitFor(t, 5*time.Second, "3 messages in the queue after 25 listings", func() bool {
+		qi, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		return err == nil && qi.Messages == 3
+	})
+}
+
+// A poison queue an earlier scour declared has no delivery limit of its
+// own; on RabbitMQ 4 each listing brings its messages one delivery closer
+// to the default limit (20), so scourctl says so on stderr, with the
+// policy to set. RabbitMQ 3 has no default limit: no warning there.
+func TestPoisonListWarnsOnLegacyQueue(t *testing.T) {
+	ch, q := poisonQueue(t, amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum})
+	publishConfirmed(t, ch, q, amqp.Publishing{Body: []byte("old")})
+	poisonList(t, q)
+	out, errb := poisonList(t, q)
+	if !strings.Contains(out, `"old"`) {
+		t.Errorf("listing %s", out)
+	}
+	v := testkit.BrokerVersion(t)
+	if broker.MajorVersion(v) < 4 {
+		if errb != "" {
+			t.Errorf("RabbitMQ %s has no default delivery limit, yet stderr says %q", v, errb)
+		}
+		return
+	}
+	for _, want := range []string{"warning: queue " + q + " was declared by an earlier scour without a delivery limit", "RabbitMQ " + v, "has had 1 before this one", "docs/operations.md (The poison queue)"} {
+		if !strings.Contains(errb, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb)
+		}
+	}
+}
+
+// publishConfirmed publishes m to queue and waits for the broker's
+// confirm, so a listing that follows sees it.
+func publishConfirmed(t *testing.T, ch *amqp.Channel, queue string, m amqp.Publishing) {
+	t.Helper()
+	dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+		t.Fatalf("publish to %s not confirmed: %v", queue, err)
+	}
+}
+
+// poisonQueue declares a durable poison queue with args for the test,
+// deleted when it ends; its channel is in confirm mode.
+func poisonQueue(t *testing.T, args amqp.Table) (*amqp.Channel, string) {
+	t.Helper()
+	conn := testkit.Broker(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	q := "scour.poison.scourctl-" + uuid4()[:8]
+	if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.QueueDelete(q, false, false, false); ch.Close() })
+	return ch, q
+}
+
+// poisonList runs `scourctl poison list --count 2 -o json` on queue.
+func poisonList(t *testing.T, q string) (stdout, stderr string) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "scour.yaml")
 	os.WriteFile(cfg, []byte("host: cmp1\nlifecycle: {enabled: false}\nbus:\n  url: "+testkit.BrokerURL()+"\n  poison_queue: "+q+"\n"), 0o600)
 	t.Setenv(configEnv, cfg)
@@ -121,15 +196,5 @@ func TestPoisonList(t *testing.T) {
 	if code := run(context.Background(), []string{"poison", "list", "--count", "2", "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var rows []map[string]any
-	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 2 {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	if rows[0]["reason"] != "not_json" || rows[0]["body"] != "not json" || rows[1]["reason"] != "unroutable-command" {
-		t.Errorf("rows %v", rows)
-	}
-	qi, err := ch.QueueDeclarePassive(q, false, true, false, false, nil)
-	if err != nil || qi.Messages != 3 {
-		t.Errorf("the queue holds %d messages after the listing, want 3 (%v)", qi.Messages, err)
-	}
+	return out.String(), errb.String()
 }

@@ -42,6 +42,14 @@ func Broker(t testing.TB) *amqp.Connection {
 	return conn
 }
 
+// BrokerVersion is the version BrokerURL's broker announces ("4.0.5"):
+// for tests whose expectation differs between RabbitMQ releases.
+func BrokerVersion(t testing.TB) string {
+	t.Helper()
+	v, _ := Broker(t).Properties["version"].(string)
+	return v
+}
+
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
