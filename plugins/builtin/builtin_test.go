@@ -454,3 +454,62 @@ func TestFormatRecordsHiddenNamespaceCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyMediaFailsOverwriteAndVerify: Linux gives a namespace whose LBA
+// format the block layer cannot use (extended metadata without PI, set by
+// a tenant with `nvme format -l`) a block device of size 0. Writing or
+// reading 0 bytes of it proves nothing: overwrite, verify and nvme-erase's
+// overwrite fallback fail permanently, naming the namespace and the fix,
+// and verify never reports passed having read nothing.
+func TestEmptyMediaFailsOverwriteAndVerify(t *testing.T) {
+	m := mediaFile(t, 0) // Real.Media's sysfs size 0; seeking finds 0 too
+	be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}
+	dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+		NVMe: &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{m.Path}}}
+	check := func(what string, res *plugins.Result, err error) {
+		t.Helper()
+		if plugins.CodeOf(err) != plugins.CodePermanent || res != nil {
+			t.Fatalf("%s of an empty namespace: %v, %v; want a permanent failure", what, res, err)
+		}
+		for _, want := range []string{m.Path, string(addr), "size 0", "nvme format", "-l 0", "sanitize"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", what, err, want)
+			}
+		}
+	}
+	res, err := run(t, "overwrite", be, dev, nil)
+	check("overwrite", res, err)
+	res, err = run(t, "nvme-erase", be, dev, nil)
+	check("nvme-erase (overwrite fallback)", res, err)
+	for _, args := range []map[string]any{{"mode": "all"}, nil} {
+		res, err = run(t, "verify", be, dev, args)
+		check("verify", res, err)
+		v, _ := plugins.AsError(err).Details[plugins.VerificationKey].(map[string]any)
+		if v["result"] != plugins.VerifyFailed {
+			t.Fatalf("verify of an empty namespace recorded %v", plugins.AsError(err).Details)
+		}
+	}
+	// After a Format (SES=1) verify compares with zeros: still nothing to read.
+	spec, _ := Lookup("verify")
+	_, err = spec.Run(context.Background(), be, &Target{Device: dev, Step: "verify", Erased: &Erasure{ID: "format-ses1", Expect: "0x00"}})
+	check("verify after format", nil, err)
+}
+
+// TestSamplingSkipsAnEmptyNamespace: blocks sampled before a crypto erase
+// still come from the namespaces that can be read when another one is
+// exposed with size 0 (the erase itself reaches both).
+func TestSamplingSkipsAnEmptyNamespace(t *testing.T) {
+	empty, full := mediaFile(t, 0), mediaFile(t, 1<<20)
+	be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) {
+		return []hardware.Media{empty, full}, nil
+	}}
+	s, why := sampleMedia(context.Background(), be, &hardware.Device{Address: addr})
+	if why != "" || len(s) != sampleBlocks {
+		t.Fatalf("sampled %d blocks (%s), want %d of %s", len(s), why, sampleBlocks, full.Path)
+	}
+	for _, b := range s {
+		if b.Path != full.Path || b.Media != 1 {
+			t.Fatalf("sample %+v, want one of namespace 2", b)
+		}
+	}
+}

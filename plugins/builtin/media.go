@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -121,6 +122,9 @@ func onMedia(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions
 	var perMedia []any
 	for i, m := range media {
 		st, err := f(ctx, m, o, func(x float64) { t.progress((float64(i) + x) / float64(len(media))) })
+		if empty := (*emptyMediaError)(nil); errors.As(err, &empty) {
+			err = empty.permanent(t.Device.Address)
+		}
 		if err != nil {
 			return nil, withVerification(err, verify, o, total.Bytes, len(media))
 		}
@@ -133,6 +137,10 @@ func onMedia(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions
 	if !verify {
 		details[plugins.TechniqueKey] = fmt.Sprintf("overwrite, 1 pass of 0x%02x over every logical block, O_DIRECT", o.Pattern)
 		details[plugins.EraseKey], details[plugins.ExpectKey] = "overwrite", hexByte(o.Pattern)
+	}
+	if verify && total.Bytes == 0 { // never "passed" having read nothing
+		return nil, withVerification(plugins.Errorf(plugins.CodePermanent, "verify of %s read nothing of its media (%s): nothing is proven, the device stays reserved; check its namespaces (nvme list) and release it (scourctl placement unquarantine %s)",
+			t.Device.Address, mediaPaths(media), t.Device.Address), verify, o, 0, len(media))
 	}
 	if verify {
 		v := verification(o, total.Bytes, len(media))
@@ -215,12 +223,37 @@ func openMedia(path string, flag int) (f *os.File, direct bool, err error) {
 }
 
 // mediaSize is m.Size, or the size found by seeking to the end (block
-// devices report 0 in stat).
+// devices report 0 in stat). A media of size 0 is an *emptyMediaError:
+// writing or reading nothing of it proves nothing.
 func mediaSize(f *os.File, m hardware.Media) (int64, error) {
 	if m.Size > 0 {
 		return m.Size, nil
 	}
-	return f.Seek(0, 2)
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, fmt.Errorf("size of media %s: %w", m.Path, err)
+	}
+	if size <= 0 {
+		return 0, &emptyMediaError{path: m.Path}
+	}
+	return size, nil
+}
+
+// emptyMediaError: Linux gives a namespace whose LBA format the block
+// layer cannot do I/O on (extended-LBA metadata without protection
+// information, which a tenant with passthrough can set with `nvme format
+// -l`) a block device of size 0.
+type emptyMediaError struct{ path string }
+
+func (e *emptyMediaError) Error() string { return e.path + " has size 0" }
+
+// permanent is the step's failure for the device at addr.
+func (e *emptyMediaError) permanent(addr hardware.Address) *plugins.Error {
+	return plugins.Errorf(plugins.CodePermanent, "namespace %s of %s: the kernel exposes it with size 0, "+
+		"most likely because its LBA format carries metadata the block layer cannot use (an extended-LBA format without protection information); "+
+		"nothing can be written or read through it, so it was neither overwritten nor verified and the tenant's data may still be on it. "+
+		"The device stays reserved: reformat the namespace to a plain LBA format (nvme format %s -l 0) or sanitize the drive, then release it (scourctl placement unquarantine %s), which cleans it again",
+		e.path, addr, e.path, addr)
 }
 
 // chunks hands out [off, off+n) ranges to workers.

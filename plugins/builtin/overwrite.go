@@ -22,7 +22,7 @@ func Overwrite(ctx context.Context, m hardware.Media, o MediaOptions, p hardware
 	defer f.Close()
 	size, err := mediaSize(f, m)
 	if err != nil {
-		return Stats{}, fmt.Errorf("size of media %s: %w", m.Path, err)
+		return Stats{}, err
 	}
 	// O_DIRECT needs aligned lengths: the aligned body goes direct, an
 	// unaligned tail (only simulated media have one) goes buffered.

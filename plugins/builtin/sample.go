@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -76,6 +77,9 @@ func sampleOne(m hardware.Media) ([]BlockSample, error) {
 	}
 	defer f.Close()
 	size, err := mediaSize(f, m)
+	if empty := (*emptyMediaError)(nil); errors.As(err, &empty) {
+		return nil, nil // nothing to sample; the other namespaces still are
+	}
 	if err != nil {
 		return nil, err
 	}
