@@ -123,7 +123,13 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	var notUsed []string
 	start := time.Now()
 
-	if action, ok := pickSanitize(d, crypto); ok {
+	// Unknown controller facts are no "not supported": never fall back
+	// from them.
+	action, ok, err := pickSanitize(d, crypto)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		e := withSamples(ctx, be, d, sanitizeErasure(action))
 		err := be.Sanitize(ctx, d.Address, action, poll, t.progress)
 		if err == nil {
@@ -136,11 +142,15 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		}
 		notUsed = append(notUsed, fmt.Sprintf("sanitize %s refused: %v", action, err))
 	} else {
-		notUsed = append(notUsed, fmt.Sprintf("sanitize: controller offers no usable action (supports %v)", sanitizeMethods(d)))
+		notUsed = append(notUsed, noSanitizeWhy(d, crypto))
 	}
 
+	canFormat, err := formatSupported(d)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case !formatSupported(d):
+	case !canFormat:
 		notUsed = append(notUsed, "format: controller does not support Format NVM (oacs bit 1 clear)")
 	case d.NVMe == nil || len(d.NVMe.Namespaces) == 0:
 		notUsed = append(notUsed, fmt.Sprintf("format: no namespace block devices (bound to %q)", d.Driver))
@@ -179,9 +189,12 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 }
 
 // pickSanitize is the best sanitize action the controller supports,
-// crypto only when allowed.
-func pickSanitize(d *hardware.Device, crypto bool) (hardware.SanitizeAction, bool) {
-	have := sanitizeMethods(d)
+// crypto only when allowed; an error when its support is unknown.
+func pickSanitize(d *hardware.Device, crypto bool) (hardware.SanitizeAction, bool, error) {
+	have, err := sanitizeMethods(d)
+	if err != nil {
+		return "", false, err
+	}
 	for i := len(hardware.SanitizeScale) - 1; i >= 0; i-- {
 		m := hardware.SanitizeScale[i]
 		if m == string(hardware.SanitizeCrypto) && !crypto {
@@ -189,11 +202,20 @@ func pickSanitize(d *hardware.Device, crypto bool) (hardware.SanitizeAction, boo
 		}
 		for _, h := range have {
 			if h == m {
-				return hardware.SanitizeAction(m), true
+				return hardware.SanitizeAction(m), true, nil
 			}
 		}
 	}
-	return "", false
+	return "", false, nil
+}
+
+// noSanitizeWhy words, for not_used, why no sanitize action was picked
+// from the controller's known support.
+func noSanitizeWhy(d *hardware.Device, crypto bool) string {
+	if have, _ := sanitizeMethods(d); len(have) > 0 && !crypto {
+		return fmt.Sprintf("sanitize: the controller offers only %v and args.crypto is false", have)
+	}
+	return "sanitize: the controller reports no sanitize action (id-ctrl sanicap has none of crypto, block, overwrite)"
 }
 
 // PredictErasure says which erasure step type with args would perform on
@@ -213,6 +235,9 @@ func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) 
 	if !known {
 		return nil, false
 	}
+	if idCtrlUnknown(dev, "") != nil {
+		return nil, false
+	}
 	crypto, _ := argBool(args, "crypto", true)
 	switch stepType {
 	case "nvme-sanitize":
@@ -226,10 +251,10 @@ func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) 
 	case "nvme-format":
 		return predicted(formatErasure(formatSES(dev, crypto))), true
 	case "nvme-erase":
-		if a, ok := pickSanitize(dev, crypto); ok {
+		if a, ok, _ := pickSanitize(dev, crypto); ok {
 			return predicted(sanitizeErasure(a)), true
 		}
-		if formatSupported(dev) {
+		if ok, _ := formatSupported(dev); ok {
 			return predicted(formatErasure(formatSES(dev, crypto))), true
 		}
 		return &Erasure{ID: "overwrite", Expect: hexByte(0)}, true

@@ -195,3 +195,49 @@ func TestVerifyAfterCryptoErase(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownControllerFactsAreNotFalse: when discovery could not read
+// id-ctrl (nvme-cli missing, failing or timing out), oacs, fna and sanicap
+// are unknown and the capabilities absent, not false. The erasing steps
+// then try again later naming the discovery failure and what to check;
+// they never fall back to a weaker technique (nvme-erase's full host
+// overwrite) nor quarantine the device as "not supported".
+func TestUnknownControllerFactsAreNotFalse(t *testing.T) {
+	const why = "nvme id-ctrl timed out: context deadline exceeded"
+	for _, step := range []string{"nvme-erase", "nvme-sanitize", "nvme-format"} {
+		t.Run(step, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			before, _ := os.ReadFile(m.Path)
+			be := &fakehw.Backend{
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					return nil
+				},
+				FormatF: func(context.Context, hardware.Address, string, int) error { return nil },
+				MediaF:  func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil },
+			}
+			// As hardware.Real discovers a controller whose id-ctrl failed.
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+				NVMe:   &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{m.Path}},
+				Absent: map[string]string{"nvme.format": why, "nvme.crypto_format": why, "nvme.sanitize": why}}
+			dev.Capabilities = hardware.DeriveCapabilities(dev)
+			res, err := run(t, step, be, dev, nil)
+			if plugins.CodeOf(err) != plugins.CodeTryAgainLater || res != nil {
+				t.Fatalf("%s with unknown controller facts: %v, %v; want try again later", step, res, err)
+			}
+			for _, want := range []string{string(addr), why, "hardware.tools.nvme", "hardware.tool_timeout", "unknown"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if calls := slices.DeleteFunc(be.Calls(), func(c string) bool { return strings.HasPrefix(c, "Media") }); len(calls) > 0 {
+				t.Errorf("acted on the device: %q", calls)
+			}
+			if after, _ := os.ReadFile(m.Path); !bytes.Equal(before, after) {
+				t.Error("media overwritten although the controller's erase support is unknown")
+			}
+			if e, ok := PredictErasure(step, nil, dev); ok {
+				t.Errorf("dry run predicts %+v from unknown facts", e)
+			}
+		})
+	}
+}

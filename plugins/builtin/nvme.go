@@ -45,11 +45,30 @@ func init() {
 	})
 }
 
+// idCtrlUnknown is a try-again-later error when discovery could not read
+// the controller's id-ctrl (nvme-cli missing, failing or timing out), so
+// its oacs, fna and sanicap are unknown, not 0: discovery then lists
+// nvme.format absent with the reason (a controller that answered always
+// has nvme.format, true or false). nil when they are known.
+func idCtrlUnknown(d *hardware.Device, what string) error {
+	why, unknown := d.Absent["nvme.format"]
+	if !unknown {
+		return nil
+	}
+	return plugins.Errorf(plugins.CodeTryAgainLater, "NVMe %s: whether the controller supports %s is unknown: discovery could not read its id-ctrl (%s); nothing was done to the device. "+
+		"Check that nvme-cli is installed at hardware.tools.nvme and that `nvme id-ctrl` answers within hardware.tool_timeout; the device stays reserved and the step is tried again",
+		d.Address, what, why)
+}
+
 // sanitizeMethods lists the sanitize actions the controller supports, from
-// the nvme.sanitize capability or, failing that, id-ctrl sanicap.
-func sanitizeMethods(d *hardware.Device) []string {
+// the nvme.sanitize capability or, failing that, id-ctrl sanicap; an error
+// when sanicap is unknown.
+func sanitizeMethods(d *hardware.Device) ([]string, error) {
 	if v, ok := d.Capabilities["nvme.sanitize"]; ok && len(v.Items) > 0 {
-		return v.Items
+		return v.Items, nil
+	}
+	if err := idCtrlUnknown(d, "Sanitize"); err != nil {
+		return nil, err
 	}
 	var out []string
 	if d.NVMe != nil {
@@ -59,13 +78,16 @@ func sanitizeMethods(d *hardware.Device) []string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // chooseSanitize picks crypto > block > overwrite among what the controller
 // supports, or checks a forced action.
 func chooseSanitize(d *hardware.Device, forced string) (hardware.SanitizeAction, error) {
-	have := sanitizeMethods(d)
+	have, err := sanitizeMethods(d)
+	if err != nil {
+		return "", err
+	}
 	if forced != "" {
 		if !slices.Contains(have, forced) {
 			return "", plugins.Errorf(plugins.CodeUnsupported, "NVMe %s does not support sanitize action %q (supports %v): change args.action or use nvme-format/overwrite", d.Address, forced, have)
@@ -125,11 +147,17 @@ func formatSES(d *hardware.Device, crypto bool) int {
 	return 1
 }
 
-func formatSupported(d *hardware.Device) bool {
+// formatSupported says whether the controller supports Format NVM, from
+// the nvme.format capability or, failing that, id-ctrl oacs bit 1; an
+// error when oacs is unknown.
+func formatSupported(d *hardware.Device) (bool, error) {
 	if v, ok := d.Capabilities["nvme.format"]; ok {
-		return v.Bool
+		return v.Bool, nil
 	}
-	return d.NVMe != nil && d.NVMe.OACS&0x2 != 0
+	if err := idCtrlUnknown(d, "Format NVM"); err != nil {
+		return false, err
+	}
+	return d.NVMe != nil && d.NVMe.OACS&0x2 != 0, nil
 }
 
 func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
@@ -138,7 +166,9 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
 	}
 	d := t.Device
-	if !formatSupported(d) {
+	if ok, err := formatSupported(d); err != nil {
+		return nil, err
+	} else if !ok {
 		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s does not support Format NVM (oacs bit 1 clear)", d.Address)
 	}
 	if d.NVMe == nil || len(d.NVMe.Namespaces) == 0 {
