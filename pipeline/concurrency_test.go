@@ -1,14 +1,18 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -236,6 +240,80 @@ func TestDestructiveStepRechecksAfterWaitingForASlot(t *testing.T) {
 			}
 			if res.Verdict != VerdictClean {
 				t.Fatalf("second run: %v", res)
+			}
+		})
+	}
+}
+
+// nvme-erase works inside the device and takes no host-bound slot, but its
+// overwrite fallback (a drive without Sanitize or Format) streams the
+// whole drive through the host: it waits for one of max_host_bound_steps
+// slots like an overwrite step, holds it while it writes, and, having
+// waited, asks Placement again before writing (rule 2).
+func TestEraseOverwriteFallbackWaitsForAHostSlot(t *testing.T) {
+	for _, allocatedWhileWaiting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allocated=%v", allocatedWhileWaiting), func(t *testing.T) {
+			cfg := testConfig(Step{Name: "erase", Type: "nvme-erase", Retry: Retry{Attempts: 3, Backoff: time.Millisecond}})
+			cfg.MaxHostBoundSteps = 1
+			media := filepath.Join(t.TempDir(), "nvme0n1")
+			if err := os.WriteFile(media, bytes.Repeat([]byte{0xa5}, 1<<20), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			asked, allocated := 0, false
+			waiting := make(chan struct{})
+			h := newHarness(t, cfg, func(h *harness) {
+				h.alloc = func(context.Context, string) (bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					asked++
+					return allocated, nil
+				}
+			})
+			h.e.slotWaiting = func() { close(waiting) }
+			h.be.DiscoverF = func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+				d := nvmeDevice(a)
+				d.Driver = "nvme"
+				d.NVMe = &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{media}} // no sanitize, no format
+				return d, nil
+			}
+			heldWhileWriting := false
+			h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+				heldWhileWriting = len(h.e.hostBound) == 1
+				return []hardware.Media{{Path: media, Size: 1 << 20}}, nil
+			}
+			h.e.hostBound <- struct{}{} // another device's overwrite holds the only slot
+			done := make(chan *Result, 1)
+			go func() { done <- h.clean(t, target(1)) }()
+			select {
+			case <-waiting: // the erase fell back to overwriting and waits for the slot
+			case res := <-done:
+				b, _ := os.ReadFile(media)
+				t.Fatalf("the erase ended (%s, %s) without waiting for the host-bound slot; media wiped: %v", res.Verdict, res.Reason, len(bytes.Trim(b, "\x00")) == 0)
+			}
+			mu.Lock()
+			if asked != 1 {
+				t.Errorf("Placement asked %d times before the erase, want 1", asked)
+			}
+			allocated = allocatedWhileWaiting
+			mu.Unlock()
+			<-h.e.hostBound
+			res := <-done
+			b, _ := os.ReadFile(media)
+			wiped := len(bytes.Trim(b, "\x00")) == 0
+			mu.Lock()
+			defer mu.Unlock()
+			if asked != 2 {
+				t.Errorf("Placement asked %d times, want 2 (before the erase, and before the overwrite it waited for)", asked)
+			}
+			if allocatedWhileWaiting {
+				if res.Verdict != VerdictAborted || wiped {
+					t.Fatalf("allocated while waiting: verdict %s (%s), media wiped %v; want aborted, untouched", res.Verdict, res.Reason, wiped)
+				}
+				return
+			}
+			if res.Verdict != VerdictClean || !wiped || !heldWhileWriting {
+				t.Fatalf("verdict %s (%s), media wiped %v, slot held while writing %v", res.Verdict, res.Reason, wiped, heldWhileWriting)
 			}
 		})
 	}

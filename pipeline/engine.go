@@ -75,6 +75,9 @@ type Engine struct {
 
 	hostSlots chan struct{}
 	hostBound chan struct{} // slots of host-bound steps
+	// slotWaiting, when set (tests), is called as a step starts waiting
+	// for a host-bound slot.
+	slotWaiting func()
 	// progressEvery is the least time between two progress checkpoints of
 	// a step, and before its first one.
 	progressEvery time.Duration
@@ -239,17 +242,17 @@ func (e *Engine) acquire(ctx context.Context, profile string) (func(), error) {
 	}, nil
 }
 
-// stepSlot waits for a host-bound slot unless the step works inside the
-// device. waited says whether the step had to wait for one (the check
-// before a destructive step is then as old as the wait: see run.step).
-func (e *Engine) stepSlot(ctx context.Context, s *Step) (release func(), waited bool, err error) {
-	if *s.InDevice {
-		return func() {}, false, nil
-	}
+// hostBoundSlot waits for a host-bound slot. waited says whether it had
+// to wait for one (the check before a destructive step is then as old as
+// the wait: see run.hostSlot).
+func (e *Engine) hostBoundSlot(ctx context.Context) (release func(), waited bool, err error) {
 	select {
 	case e.hostBound <- struct{}{}:
 		return func() { <-e.hostBound }, false, nil
 	default:
+	}
+	if e.slotWaiting != nil {
+		e.slotWaiting()
 	}
 	select {
 	case e.hostBound <- struct{}{}:

@@ -37,7 +37,11 @@ func (builtinImpl) check(context.Context, *run, *Step, *hardware.Device) (string
 }
 
 func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
-	return b.spec.Run(ctx, r.e.be, &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure()})
+	t := &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure()}
+	if *s.InDevice { // a host-bound step holds its slot already
+		t.HostSlot = func(ctx context.Context) (func(), error) { return r.hostSlot(ctx, s) }
+	}
+	return b.spec.Run(ctx, r.e.be, t)
 }
 
 type pluginImpl struct{ pr PluginRunner }

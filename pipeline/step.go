@@ -66,18 +66,12 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, &notSupported{why}
 			}
 		}
-		release, waited, err := r.e.stepSlot(ctx, s)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		// The check above may be as old as the wait for a host-bound
-		// slot (minutes, behind long overwrites): a destructive step
-		// asks Placement again once it holds one.
-		if waited && *s.Destructive {
-			if err := r.placementClear(ctx, s, ""); err != nil {
+		if !*s.InDevice {
+			release, err := r.hostSlot(ctx, s)
+			if err != nil {
 				return nil, err
 			}
+			defer release()
 		}
 		return r.attempts(ctx, s, &rec, &t, impl, dev)
 	})
@@ -245,6 +239,25 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 	return nil
 }
 
+// hostSlot waits for a host-bound slot for s (a host-bound step before it
+// runs; an in-device step before host-bound work of its own, nvme-erase's
+// overwrite fallback). The Placement check before a destructive step may
+// be as old as the wait (minutes, behind long overwrites): one that had
+// to wait asks Placement again once it holds a slot.
+func (r *run) hostSlot(ctx context.Context, s *Step) (release func(), err error) {
+	release, waited, err := r.e.hostBoundSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if waited && *s.Destructive {
+		if err := r.placementClear(ctx, s, ""); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
+}
+
 // attempts runs the step up to Retry.Attempts times, each under the step's
 // timeout, backing off (doubling) between retryable failures. A
 // destructive step asks Placement again before every retry: the first
@@ -267,6 +280,9 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 		cancel()
 		if err == nil {
 			return res, nil
+		}
+		if stop := (errStop{}); errors.As(err, &stop) {
+			return nil, err // Placement refused the step's host-bound work: no retry
 		}
 		if timedOut {
 			pe := *plugins.AsError(err)

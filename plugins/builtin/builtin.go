@@ -23,6 +23,11 @@ type Target struct {
 	// Erased is what the run's last erasing step reported (nil when none
 	// did): verify compares the media with its Expect.
 	Erased *Erasure
+	// HostSlot, when set, waits for one of the host's host-bound slots
+	// (pipelines.max_host_bound_steps) and returns its release: an
+	// in-device step, which takes none, calls it before host-bound work of
+	// its own (nvme-erase's overwrite fallback). nil: none to take.
+	HostSlot func(ctx context.Context) (release func(), err error)
 }
 
 func (t *Target) progress(f float64) {
@@ -41,7 +46,8 @@ type Spec struct {
 	Destructive bool
 	// InDevice: the work runs inside the device (the controller
 	// sanitizes, formats, resets, flashes) while scourd only waits, so the
-	// step takes no host-bound slot (pipelines.max_host_bound_steps).
+	// step takes no host-bound slot (pipelines.max_host_bound_steps)
+	// unless it turns to host-bound work (Target.HostSlot).
 	InDevice bool
 	Run      Func
 	// CheckArgs validates the step's args from config.

@@ -179,6 +179,15 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		return nil, &plugins.Error{Code: plugins.CodeUnsupported, Details: map[string]any{"not_used": notUsed},
 			Msg: fmt.Sprintf("NVMe %s: neither sanitize nor format is available and args.allow_overwrite is false: nothing was erased (%v)", d.Address, notUsed)}
 	}
+	// The overwrite streams the whole drive through the host: it takes a
+	// host-bound slot as the overwrite step does.
+	if t.HostSlot != nil {
+		release, err := t.HostSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	o, _ := mediaArgs(nil, false)
 	res, err := onMedia(ctx, be, t, o, false, Overwrite)
 	if err != nil {

@@ -241,3 +241,56 @@ func TestUnknownControllerFactsAreNotFalse(t *testing.T) {
 		})
 	}
 }
+
+// TestEraseOverwriteFallbackTakesAHostSlot: nvme-erase is in-device (no
+// host-bound slot) but its overwrite fallback streams the drive through
+// the host: it holds a slot (Target.HostSlot) for exactly that, and only
+// that; sanitize and format take none.
+func TestEraseOverwriteFallbackTakesAHostSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sanicap   int
+		oacs      int
+		wantSlots int
+	}{{"sanitize", 0b010, 2, 0}, {"format", 0, 2, 0}, {"overwrite", 0, 0, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			var held, taken int
+			overwroteHolding := false
+			be := &fakehw.Backend{
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					return nil
+				},
+				FormatF: func(context.Context, hardware.Address, string, int) error { return nil },
+				MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) {
+					overwroteHolding = held == 1
+					return []hardware.Media{m}, nil
+				},
+			}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+				NVMe: &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{"/dev/nvme0n1"}, SANICAP: tc.sanicap, OACS: tc.oacs}}
+			spec, _ := Lookup("nvme-erase")
+			target := &Target{Device: dev, Step: "erase", Args: map[string]any{"crypto": false},
+				HostSlot: func(context.Context) (func(), error) { held++; taken++; return func() { held-- }, nil }}
+			if _, err := spec.Run(context.Background(), be, target); err != nil {
+				t.Fatal(err)
+			}
+			if taken != tc.wantSlots || held != 0 {
+				t.Fatalf("took %d host-bound slots (%d still held), want %d", taken, held, tc.wantSlots)
+			}
+			if tc.wantSlots == 1 && !overwroteHolding {
+				t.Fatal("overwrote without holding the host-bound slot")
+			}
+			// A slot refused (Placement showed the device taken meanwhile):
+			// nothing written.
+			m = mediaFile(t, 1<<20)
+			before, _ := os.ReadFile(m.Path)
+			target.HostSlot = func(context.Context) (func(), error) { return nil, errBoom }
+			_, err := spec.Run(context.Background(), be, target)
+			after, _ := os.ReadFile(m.Path)
+			if (tc.wantSlots == 1) != errors.Is(err, errBoom) || tc.wantSlots == 1 && !bytes.Equal(before, after) {
+				t.Fatalf("slot refused: err %v, media changed %v", err, !bytes.Equal(before, after))
+			}
+		})
+	}
+}
