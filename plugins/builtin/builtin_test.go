@@ -513,3 +513,25 @@ func TestSamplingSkipsAnEmptyNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyMismatchNamesTheErase: a failed read-back names the erase the
+// run actually did, not always an overwrite.
+func TestVerifyMismatchNamesTheErase(t *testing.T) {
+	m := mediaFile(t, 1<<20) // random bytes: no erase reached it
+	be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}
+	spec, _ := Lookup("verify")
+	for _, tc := range []struct {
+		erased      *Erasure
+		want, never string
+	}{
+		{&Erasure{ID: "sanitize-block", Expect: "0x00", Technique: "NVMe Sanitize, Block Erase"}, "the sanitize-block (NVMe Sanitize, Block Erase)", "overwrite"},
+		{&Erasure{ID: "format-ses1", Expect: "0x00", Technique: "NVMe Format NVM, SES=1 (user data erase)"}, "the format-ses1", "overwrite"},
+		{&Erasure{ID: "overwrite", Expect: "0x00", Technique: "overwrite, 1 pass of 0x00"}, "the overwrite", ""},
+		{nil, "the erase", "overwrite"},
+	} {
+		_, err := spec.Run(context.Background(), be, &Target{Device: &hardware.Device{Address: addr, Kind: hardware.KindNVMe}, Args: map[string]any{"mode": "all"}, Erased: tc.erased})
+		if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), tc.want) || tc.never != "" && strings.Contains(err.Error(), tc.never) {
+			t.Errorf("after %+v: %v; want it to name %q", tc.erased, err, tc.want)
+		}
+	}
+}

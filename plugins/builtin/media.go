@@ -51,6 +51,10 @@ type MediaOptions struct {
 	QueueDepth int
 	All        bool // verify every block rather than a sample
 	Samples    int
+	// Erase names, in a verify mismatch, the erase whose result is read
+	// back ("the sanitize-block (NVMe Sanitize, Block Erase)"); "" when
+	// the run's erase is unknown.
+	Erase string
 }
 
 func mediaArgs(a map[string]any, verify bool) (MediaOptions, error) {

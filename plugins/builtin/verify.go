@@ -36,6 +36,12 @@ func verifyStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.R
 		}
 		o.Pattern = byte(n)
 	}
+	if e := t.Erased; e != nil {
+		o.Erase = "the " + e.ID
+		if e.Technique != "" {
+			o.Erase += " (" + e.Technique + ")"
+		}
+	}
 	return onMedia(ctx, be, t, o, true, Verify)
 }
 
@@ -96,8 +102,15 @@ func Verify(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Pr
 		}
 		if !bytes.Equal(got, want[:len(got)]) {
 			bad := firstDiff(got, want)
+			erase, cause := o.Erase, "did not reach the device"
+			if erase == "" {
+				erase = "the erase"
+			}
+			if !strings.HasPrefix(erase, "the overwrite") {
+				cause += fmt.Sprintf(", or the device reads erased blocks as something other than %#x (verify's args.pattern says what they read)", o.Pattern)
+			}
 			return Stats{}, &plugins.Error{Code: plugins.CodePermanent,
-				Msg:     fmt.Sprintf("verify of media %s failed: byte at offset %d is %#x, want %#x: the overwrite did not reach the device", m.Path, off+int64(bad), got[bad], o.Pattern),
+				Msg:     fmt.Sprintf("verify of media %s failed: byte at offset %d is %#x, want %#x: %s %s", m.Path, off+int64(bad), got[bad], o.Pattern, erase, cause),
 				Details: map[string]any{"path": m.Path, "offset": off + int64(bad)}}
 		}
 		read += int64(len(got))
