@@ -23,7 +23,7 @@ type Real struct {
 	memo     NVMeMemo // identity of NVMe devices last seen on nvme
 	// nvmeReady bounds the wait after a bind to nvme (waitNVMeReady).
 	nvmeReady time.Duration
-	versions  sync.Map // tool name -> version line (ToolVersions)
+	versions  sync.Map // binaryKey of a tool -> its version line (ToolVersions)
 	// fwBase and release name the kernel's firmware directory and
 	// release for FirmwareFile ("": /lib/firmware, /proc's osrelease).
 	fwBase, release string

@@ -2,6 +2,10 @@ package hardware
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -15,14 +19,13 @@ const (
 // ToolVersions returns the version line of each named tool (ToolNVMeCLI,
 // ToolDevlink) that answers, for the cleaning record. A tool that cannot
 // say is left out: the record then names it without a version rather
-// than guessing. Answers are cached for the process's life.
+// than guessing. An answer is cached for the binary it came from (its
+// resolved path, size and modification time), so a tool upgraded while
+// scourd runs (apt upgrade nvme-cli) is asked again, and one that cannot
+// be found is asked every time.
 func (r *Real) ToolVersions(ctx context.Context, names []string) map[string]string {
 	out := make(map[string]string, len(names))
 	for _, n := range names {
-		if v, ok := r.versions.Load(n); ok {
-			out[n] = v.(string)
-			continue
-		}
 		var path string
 		var args []string
 		switch n {
@@ -33,6 +36,11 @@ func (r *Real) ToolVersions(ctx context.Context, names []string) map[string]stri
 		default:
 			continue
 		}
+		key := binaryKey(path)
+		if v, ok := r.versions.Load(key); ok && key != "" {
+			out[n] = v.(string)
+			continue
+		}
 		b, err := r.run.Run(ctx, path, args...)
 		if err != nil {
 			r.log.Warn("tool version unknown; records name the tool without it", "tool", n, "err", err)
@@ -40,9 +48,28 @@ func (r *Real) ToolVersions(ctx context.Context, names []string) map[string]stri
 		}
 		v, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		if v = strings.TrimSpace(v); v != "" {
-			r.versions.Store(n, v)
+			if key != "" {
+				r.versions.Store(key, v)
+			}
 			out[n] = v
 		}
 	}
 	return out
+}
+
+// binaryKey identifies the file path runs now: its resolved path, size
+// and modification time; "" when it cannot be found.
+func binaryKey(path string) string {
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return ""
+	}
+	if q, err := filepath.EvalSymlinks(p); err == nil {
+		p = q
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d", p, fi.Size(), fi.ModTime().UnixNano())
 }
