@@ -1,6 +1,7 @@
 package kernellane
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -45,6 +46,42 @@ func TestGuest(t *testing.T) {
 func TestGuestMultipath(t *testing.T) {
 	b := Boot{Assets: assets(t), Dir: t.TempDir(), Disks: MultipathMachine(), Cmdline: []string{"scour.run=tests", "scour.test=^TestMultipath$"}}
 	runGuestTests(t, b, "--- PASS: TestMultipath")
+}
+
+// TestGuestHiddenNamespace boots HiddenNamespaceMachine and runs the
+// guest's TestHiddenNamespace: on a two-controller subsystem with
+// namespace management, the nvme-format step refuses a namespace attached
+// to no controller, and goes on once it is attached to the other
+// controller, with scour reading `nvme list-ctrl` from real nvme-cli and
+// QEMU. A skip in the guest does not pass here. The hidden namespace's
+// image holds tenant data from before boot, which must still be there:
+// scour formats only its own namespace.
+func TestGuestHiddenNamespace(t *testing.T) {
+	b := Boot{Assets: assets(t), Dir: t.TempDir(), Disks: HiddenNamespaceMachine(), Cmdline: []string{"scour.run=tests", "scour.test=^TestHiddenNamespace$"}}
+	d := b.Disks[0]
+	img := ImagePath(b.Dir, d, 2)
+	data := bytes.Repeat([]byte("HIDDEN-TENANT-NSID-2;"), 200)
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(d.SizesMiB[1]) << 20
+	for _, off := range []int64{0, size - int64(len(data))} {
+		if _, err := f.WriteAt(data, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runGuestTests(t, b, "--- PASS: TestHiddenNamespace")
+	after, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(after)) != size || !bytes.Equal(after[:len(data)], data) || !bytes.Equal(after[size-int64(len(data)):], data) {
+		t.Errorf("NSID 2's image %s lost its data (%d bytes): scour formatted a namespace that was not its own", img, len(after))
+	}
 }
 
 // runGuestTests boots b and fails with the guest's report unless its

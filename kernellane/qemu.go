@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,9 +45,17 @@ type Disk struct {
 	// Subsys, when set, is the NQN of an nvme-subsys the controller
 	// joins: QEMU then sets CMIC's multiple-controllers bit, and the
 	// guest kernel's native multipath shows the namespaces as hidden
-	// path nodes nvme<S>c<C>nN with block devices nvme<S>nN.
+	// path nodes nvme<S>c<C>nN with block devices nvme<S>nN. Disks with
+	// the same Subsys are controllers of one subsystem (QEMU wants them
+	// to share Serial); its namespaces are shared, attached to every
+	// controller of it but the Detached ones.
 	Subsys string
-	images []string
+	// Detached lists NSIDs (from 1) of this disk's namespaces that QEMU
+	// allocates in Subsys but attaches to no controller at boot
+	// (nvme-ns detached=true), as a tenant's created-then-detached
+	// namespace is: the guest sees them only in `nvme list-ns --all`.
+	Detached []int
+	images   []string
 }
 
 // Machine is the guest hardware every lane test boots: four controllers
@@ -66,6 +75,19 @@ func Machine() []Disk {
 // many SR-IOV drives are, so the kernel uses native multipath for it.
 func MultipathMachine() []Disk {
 	return []Disk{{Addr: "0000:00:14.0", Serial: "SCOURMPATH", BlockSize: 512, SizesMiB: []int{32, 32}, Subsys: "nqn.2026-11.org.scour:mpath"}}
+}
+
+// HiddenNamespaceMachine is the guest hardware of TestGuestHiddenNamespace:
+// two controllers of one NVM subsystem, as a dual-port drive has, with
+// namespace management. NSID 1 is shared and attached to both; NSID 2 is
+// allocated in the subsystem but attached to no controller, so a format
+// through the first controller cannot reach it.
+func HiddenNamespaceMachine() []Disk {
+	const nqn = "nqn.2026-11.org.scour:hidden"
+	return []Disk{
+		{Addr: "0000:00:15.0", Serial: "SCOURHIDDEN", BlockSize: 512, SizesMiB: []int{32, 32}, Subsys: nqn, Detached: []int{2}},
+		{Addr: "0000:00:16.0", Serial: "SCOURHIDDEN", BlockSize: 512, Subsys: nqn},
+	}
 }
 
 // Boot describes one guest run.
@@ -187,14 +209,20 @@ func Start(ctx context.Context, b Boot, accel string) (*Guest, error) {
 	} else {
 		args = append(args, "-cpu", "max")
 	}
+	subsys := map[string]string{} // NQN -> nvme-subsys id
 	for i, d := range b.Disks {
 		dev := fmt.Sprintf("nvme,id=nvme%d,serial=%s,addr=%s", i, d.Serial, strings.TrimPrefix(d.Addr, "0000:00:"))
 		if d.Warning != 0 {
 			dev += fmt.Sprintf(",smart_critical_warning=%d", d.Warning)
 		}
 		if d.Subsys != "" {
-			args = append(args, "-device", fmt.Sprintf("nvme-subsys,id=subsys%d,nqn=%s", i, d.Subsys))
-			dev += fmt.Sprintf(",subsys=subsys%d", i)
+			id, ok := subsys[d.Subsys]
+			if !ok {
+				id = fmt.Sprintf("subsys%d", i)
+				subsys[d.Subsys] = id
+				args = append(args, "-device", fmt.Sprintf("nvme-subsys,id=%s,nqn=%s", id, d.Subsys))
+			}
+			dev += ",subsys=" + id
 		}
 		args = append(args, "-device", dev)
 		for j, mib := range d.SizesMiB {
@@ -205,8 +233,14 @@ func Start(ctx context.Context, b Boot, accel string) (*Guest, error) {
 				}
 			}
 			id := fmt.Sprintf("d%dn%d", i, j+1)
-			args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw,cache=unsafe", img, id),
-				"-device", fmt.Sprintf("nvme-ns,drive=%s,bus=nvme%d,nsid=%d,logical_block_size=%d,physical_block_size=%d", id, i, j+1, d.BlockSize, d.BlockSize))
+			ns := fmt.Sprintf("nvme-ns,drive=%s,bus=nvme%d,nsid=%d,logical_block_size=%d,physical_block_size=%d", id, i, j+1, d.BlockSize, d.BlockSize)
+			if slices.Contains(d.Detached, j+1) {
+				if d.Subsys == "" {
+					return nil, fmt.Errorf("disk %s: namespace %d detached without a subsystem", d.Serial, j+1)
+				}
+				ns += ",detached=true"
+			}
+			args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw,cache=unsafe", img, id), "-device", ns)
 		}
 	}
 	g.args = append(args, b.QEMU...)
