@@ -19,12 +19,14 @@ var (
 	// (an NVMe bound to vfio-pci has no controller or block device). The
 	// pipeline can BindDriver and retry.
 	ErrWrongDriver = errors.New("device is not bound to the driver this action needs")
-	// ErrHiddenNamespaces: the controller, the only one of its subsystem,
-	// sees namespaces that are allocated but not attached to it (a tenant
-	// with namespace management can create, write and detach one); a
-	// format cannot reach them. Retrying does not help: the operator must
-	// act. Never said of a multi-controller subsystem (cmic bit 1), where
-	// other controllers' namespaces look the same.
+	// ErrHiddenNamespaces: the controller's subsystem has namespaces that
+	// are allocated but attached to no controller that could format them
+	// (a tenant with namespace management can create, write and detach
+	// one); a format through this controller cannot reach them. On a
+	// single-controller subsystem that is any not attached to it; on a
+	// multi-controller one (cmic bit 1), only those attached to none,
+	// since another controller's namespaces look the same from here.
+	// Retrying does not help: the operator must act.
 	ErrHiddenNamespaces = errors.New("allocated namespaces not attached to this controller")
 	// ErrNoDevice: no PCI function with that address on this host.
 	ErrNoDevice = errors.New("no such PCI device on this host")

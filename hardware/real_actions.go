@@ -179,12 +179,14 @@ const (
 // With namespace management (oacs bit 3) a single-controller subsystem
 // (cmic bit 1 clear) must have no allocated namespace that is not attached
 // to the controller (ErrHiddenNamespaces, before anything is formatted).
-// On a subsystem that may have several controllers (SR-IOV PF and VFs,
-// dual-port drives) the namespaces allocated and not attached here may be
-// other controllers' live ones, so the check cannot tell a tenant's
-// detached namespace from them: it is skipped, and the details say so
-// (HiddenNamespacesCheckedKey false, with the reason). The details are
-// for the step's record; nil when namespace management is off.
+// On a subsystem that may have several controllers (cmic bit 1: SR-IOV
+// PF and VFs, dual-port drives) the namespaces allocated and not attached
+// here may be other controllers' live ones, so each one's attached
+// controllers are read (multiControllerNamespaces): one attached to none
+// refuses the format (ErrHiddenNamespaces), ones attached elsewhere are
+// noted, and when the lists cannot be read the format goes on with
+// HiddenNamespacesCheckedKey false and the reason. The details are for
+// the step's record; nil when namespace management is off.
 func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string, ses int) (map[string]any, error) {
 	if ses != 1 && ses != 2 {
 		return nil, fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
