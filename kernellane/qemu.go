@@ -117,8 +117,10 @@ var (
 	accel     string
 )
 
-// Accel returns "kvm" when a KVM guest boots and powers off here within a
-// minute (nested KVM may fail at start on these machines), else "tcg".
+// Accel returns "kvm" when a KVM guest boots and powers off here within
+// 20 seconds, else "tcg". Nested KVM may hang at start on these machines
+// rather than fail; a working KVM boots the probe in a few seconds (TCG
+// in about ten), so a longer wait only delays every lane run.
 func Accel(assets, dir string) string {
 	accelOnce.Do(func() {
 		accel = "tcg"
@@ -130,7 +132,7 @@ func Accel(assets, dir string) string {
 			return
 		}
 		f.Close()
-		r, err := run(context.Background(), Boot{Assets: assets, Dir: filepath.Join(dir, "probe"), Cmdline: []string{"scour.run=probe"}, Timeout: time.Minute}, "kvm")
+		r, err := run(context.Background(), Boot{Assets: assets, Dir: filepath.Join(dir, "probe"), Cmdline: []string{"scour.run=probe"}, Timeout: 20 * time.Second}, "kvm")
 		if err == nil && strings.Contains(r.Report, markProbe) {
 			accel = "kvm"
 		}
