@@ -5,7 +5,7 @@
 // broker's; the ack contract, retries, panics and the poison queue are
 // watermill's router and middleware.
 //
-//	nova (topic, Nova's) ──versioned_notifications.info / notifications.info──▶
+//	nova (topic, Nova's) ──{versioned_notifications,notifications}.{info,error}──▶
 //	  scour.notifications (durable quorum; all scourd compete)
 //	    └─ dispatch handler: Decode → Dispatch → publish one command (confirmed) → ack
 //	         ──host.<h> / broadcast.instance──▶ scour (durable topic)

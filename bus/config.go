@@ -103,8 +103,11 @@ type NovaConfig struct {
 	Durable bool `yaml:"durable"`
 	// Passive only checks that the exchange exists (never creates it).
 	Passive bool `yaml:"passive"`
-	// RoutingKeys bound to scour's queue: <topic>.info for each of Nova's
-	// [oslo_messaging_notifications] topics.
+	// RoutingKeys bound to scour's queue: <topic>.info and <topic>.error
+	// for each of Nova's [oslo_messaging_notifications] topics. oslo routes
+	// a notification by its priority (<topic>.<priority lower-case>), and
+	// Nova sends instance.create.error / compute.instance.create.error at
+	// priority ERROR.
 	RoutingKeys []string `yaml:"routing_keys"`
 }
 
@@ -134,7 +137,7 @@ func (c *Config) SetDefaults() {
 	def(&c.PoisonQueue, "scour.poison")
 	def(&c.BroadcastRouting, RoutingAuto)
 	if c.Nova.RoutingKeys == nil {
-		c.Nova.RoutingKeys = []string{"versioned_notifications.info", "notifications.info"}
+		c.Nova.RoutingKeys = []string{"versioned_notifications.info", "versioned_notifications.error", "notifications.info", "notifications.error"}
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 10 * time.Second

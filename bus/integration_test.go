@@ -241,7 +241,7 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	// an instance id that is a path: rejected at decode, never retried
 	pub("versioned_notifications.info", sample(t, "versioned/instance-delete-end.json", "m-path", func(d map[string]any) { d["uuid"] = "../../etc/passwd" }))
 	// a routing key scour did not bind: never seen
-	pub("versioned_notifications.error", sample(t, "versioned/instance-delete-end.json", "m-error", func(d map[string]any) { d["uuid"] = uid("i-unbound") }))
+	pub("versioned_notifications.warn", sample(t, "versioned/instance-delete-end.json", "m-error", func(d map[string]any) { d["uuid"] = uid("i-unbound") }))
 
 	// compute: delete, revert (broadcast), api delete (broadcast), shelve (publisher host), legacy detach.
 	// host2: post_dest, revert, api delete.
@@ -304,6 +304,35 @@ func TestDispatchToHostsBroadcastAndPoison(t *testing.T) {
 	for _, n := range []string{"scour_watermill_handler_execution_time_seconds", "scour_watermill_subscriber_messages_received_total"} {
 		if !names[n] {
 			t.Errorf("metric %s missing", n)
+		}
+	}
+}
+
+// Nova sends instance.create.error and compute.instance.create.error at
+// priority ERROR, which oslo routes as <topic>.error: the default routing
+// keys must bind them, or the scan after a failed build never happens.
+func TestErrorPriorityNotificationsDispatched(t *testing.T) {
+	conn := testkit.Broker(t)
+	cfg := testConfig(t, conn) // the default bus.nova.routing_keys
+	compute := &Recorder{}
+	startBus(t, cfg, "compute", compute)
+	ch := confirmModeChannel(t, conn)
+	for _, p := range []struct{ key, sample, id string }{
+		{"versioned_notifications.error", "versioned/instance-create-error.json", "m-create-error"},
+		{"notifications.error", "legacy/compute.instance.create.error.json", "m-legacy-create-error"},
+	} {
+		if err := oslo.Publish(context.Background(), ch, cfg.Nova.Exchange, p.key, sample(t, p.sample, p.id, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "both create.error notifications dispatched", func() bool { return len(compute.Commands()) >= 2 })
+	got := map[string]command.Kind{}
+	for _, c := range compute.Commands() {
+		got[c.EventType] = c.Kind
+	}
+	for _, et := range []string{"instance.create.error", "compute.instance.create.error"} {
+		if got[et] != command.KindReconcile {
+			t.Errorf("%s: got %q, want a reconcile command for host compute (all: %v)", et, got[et], got)
 		}
 	}
 }

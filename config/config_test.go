@@ -26,7 +26,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Host != "cmp1" || c.Node != "cmp1" || c.HTTP.Address != ":9464" || c.Log.Format != "json" ||
 		c.Bus.URL == "" || c.Bus.Exchange != "scour" || c.Bus.PoisonQueue != "scour.poison" ||
-		strings.Join(c.Bus.Nova.RoutingKeys, ",") != "versioned_notifications.info,notifications.info" || c.Bus.Nova.Durable {
+		strings.Join(c.Bus.Nova.RoutingKeys, ",") != "versioned_notifications.info,versioned_notifications.error,notifications.info,notifications.error" || c.Bus.Nova.Durable {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c.HostDefaulted {

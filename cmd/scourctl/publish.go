@@ -29,15 +29,12 @@ func init() {
 notification/testdata/versioned/instance-delete-end.json.`,
 			Args: exactArgs(1, "one SAMPLE.json"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				inner, eventType, err := prepareSample(args[0], host, instance)
+				inner, eventType, sampleKey, err := prepareSample(args[0], host, instance)
 				if err != nil {
 					return err
 				}
 				if key == "" {
-					key = "versioned_notifications.info"
-					if strings.HasPrefix(eventType, "compute.") {
-						key = "notifications.info"
-					}
+					key = sampleKey
 				}
 				if err := publishSample(cmd.Context(), url, exchange, key, inner); err != nil {
 					return err
@@ -49,7 +46,7 @@ notification/testdata/versioned/instance-delete-end.json.`,
 		fs := cmd.Flags()
 		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://")
 		fs.StringVar(&exchange, "exchange", "nova", "Nova's exchange")
-		fs.StringVar(&key, "routing-key", "", "routing key (default versioned_notifications.info, or notifications.info for compute.* legacy events)")
+		fs.StringVar(&key, "routing-key", "", "routing key (default as oslo routes the sample: <topic>.<priority lower-case>, topic versioned_notifications, or notifications for a legacy payload; e.g. versioned_notifications.error for instance.create.error)")
 		fs.StringVar(&host, "host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
 		fs.StringVar(&instance, "instance", "", "set the instance uuid")
 		return cmd
@@ -57,17 +54,24 @@ notification/testdata/versioned/instance-delete-end.json.`,
 }
 
 // prepareSample adds what oslo adds on the wire (message_id, timestamp,
-// _unique_id, _context_request_id) and applies the overrides.
-func prepareSample(path, host, instance string) ([]byte, string, error) {
+// _unique_id, _context_request_id) and applies the overrides. routingKey
+// is the key oslo publishes the sample with on Nova's default topics:
+// <topic>.<priority lower-case>, so an ERROR sample (instance.create.error)
+// goes to versioned_notifications.error as Nova sends it.
+func prepareSample(path, host, instance string) (inner []byte, eventType, routingKey string, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", path, err)
+		return nil, "", "", fmt.Errorf("%s: %w", path, err)
 	}
-	eventType, _ := m["event_type"].(string)
+	eventType, _ = m["event_type"].(string)
+	priority, _ := m["priority"].(string)
+	if priority == "" {
+		return nil, "", "", fmt.Errorf("%s: no \"priority\" (INFO, ERROR, ...): oslo routes a notification by it; add it or pass --routing-key", path)
+	}
 	payload, _ := m["payload"].(map[string]any)
 	fields, versioned := payload, false
 	if d, ok := payload["nova_object.data"].(map[string]any); ok {
@@ -93,8 +97,12 @@ func prepareSample(path, host, instance string) ([]byte, string, error) {
 	m["timestamp"] = time.Now().UTC().Format("2006-01-02 15:04:05.000000")
 	m["_unique_id"] = strings.ReplaceAll(uuid4(), "-", "")
 	m["_context_request_id"] = "req-" + uuid4()
-	out, err := json.Marshal(m)
-	return out, eventType, err
+	topic := "notifications"
+	if versioned {
+		topic = "versioned_notifications"
+	}
+	inner, err = json.Marshal(m)
+	return inner, eventType, topic + "." + strings.ToLower(priority), err
 }
 
 // dialBroker connects to the first host of a scour broker URL (rabbit://

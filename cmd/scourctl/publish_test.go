@@ -22,14 +22,20 @@ import (
 func TestPrepareSampleOverrides(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		file, publisher string
+		file, publisher, key string
 	}{
-		{"../../notification/testdata/versioned/instance-delete-end.json", "nova-compute:cmp9"},
-		{"../../notification/testdata/legacy/compute.instance.delete.end.json", "compute.cmp9"},
+		{"../../notification/testdata/versioned/instance-delete-end.json", "nova-compute:cmp9", "versioned_notifications.info"},
+		{"../../notification/testdata/legacy/compute.instance.delete.end.json", "compute.cmp9", "notifications.info"},
+		// priority ERROR: oslo routes it to <topic>.error
+		{"../../notification/testdata/versioned/instance-create-error.json", "nova-compute:cmp9", "versioned_notifications.error"},
+		{"../../notification/testdata/legacy/compute.instance.create.error.json", "compute.cmp9", "notifications.error"},
 	} {
-		inner, _, err := prepareSample(tc.file, "cmp9", "11111111-2222-3333-4444-555555555555")
+		inner, _, key, err := prepareSample(tc.file, "cmp9", "11111111-2222-3333-4444-555555555555")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if key != tc.key {
+			t.Errorf("%s: routing key %s, want %s", tc.file, key, tc.key)
 		}
 		body, err := oslo.Encode(inner)
 		if err != nil {

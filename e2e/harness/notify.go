@@ -19,8 +19,8 @@ var samples embed.FS
 type Format int
 
 const (
-	Versioned Format = iota // payload["nova_object.data"], routing key versioned_notifications.info
-	Legacy                  // flat payload, compute.instance.* names, routing key notifications.info
+	Versioned Format = iota // payload["nova_object.data"], routing key versioned_notifications.<priority>
+	Legacy                  // flat payload, compute.instance.* names, routing key notifications.<priority>
 )
 
 func (f Format) String() string {
@@ -92,9 +92,10 @@ func BuildNotification(ev Event, f Format) (*Notification, error) {
 		exchange = NovaExchange
 	}
 	id, _ := msg.Get("message_id")
+	priority, _ := msg.Get("priority")
 	return &Notification{
 		Exchange:   exchange,
-		RoutingKey: topic + ".info",
+		RoutingKey: topic + "." + strings.ToLower(priority.(string)), // oslo: <topic>.<priority lower-case>
 		EventType:  eventType,
 		MessageID:  id.(string),
 		Message:    msg,
@@ -147,6 +148,10 @@ func buildMessage(ev Event, f Format) (Object, string, error) {
 	}
 	eventType, _ := s.Get("event_type")
 	publisher, _ := s.Get("publisher_id")
+	priority, _ := s.Get("priority")
+	if p, _ := priority.(string); p == "" {
+		return nil, "", fmt.Errorf("sample %s has no priority", name)
+	}
 	payload, _ := s.Get("payload")
 	versioned, ok := payload.(Object)
 	if !ok {
@@ -169,7 +174,7 @@ func buildMessage(ev Event, f Format) (Object, string, error) {
 		{"message_id", orDefault(ev.MessageID, uuid4)},
 		{"publisher_id", pub},
 		{"event_type", et},
-		{"priority", "INFO"},
+		{"priority", priority}, // Nova's: ERROR for *.error, which oslo routes to <topic>.error
 		{"payload", body},
 		{"timestamp", pyTimestamp(ev.Timestamp)},
 		{"_unique_id", orDefault(ev.UniqueID, func() string { return strings.ReplaceAll(uuid4(), "-", "") })},

@@ -34,6 +34,7 @@ func TestBuildNotification(t *testing.T) {
 		ev            Event
 		f             Format
 		wantKey       string
+		wantPriority  string // default INFO
 		wantType      string
 		wantPublisher string
 		check         func(t *testing.T, payload map[string]any)
@@ -101,6 +102,24 @@ func TestBuildNotification(t *testing.T) {
 			wantType:      "instance.delete.end",
 			wantPublisher: "nova-api:fake-mini",
 		},
+		{
+			name:          "create.error goes at priority ERROR on the .error key, as oslo routes it",
+			ev:            Event{Type: "instance.create.error", InstanceUUID: inst, Host: "cn1", Timestamp: ts},
+			f:             Versioned,
+			wantKey:       "versioned_notifications.error",
+			wantType:      "instance.create.error",
+			wantPublisher: "nova-compute:cn1",
+			wantPriority:  "ERROR",
+		},
+		{
+			name:          "legacy create.error too",
+			ev:            Event{Type: "instance.create.error", InstanceUUID: inst, Host: "cn1", Timestamp: ts},
+			f:             Legacy,
+			wantKey:       "notifications.error",
+			wantType:      "compute.instance.create.error",
+			wantPublisher: "compute.cn1",
+			wantPriority:  "ERROR",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +135,11 @@ func TestBuildNotification(t *testing.T) {
 				t.Errorf("envelope does not start as oslo writes it: %.80s", n.Body)
 			}
 			msg := decodeTwice(t, n.Body)
-			if msg["event_type"] != tt.wantType || msg["publisher_id"] != tt.wantPublisher || msg["priority"] != "INFO" {
+			wantPriority := tt.wantPriority
+			if wantPriority == "" {
+				wantPriority = "INFO"
+			}
+			if msg["event_type"] != tt.wantType || msg["publisher_id"] != tt.wantPublisher || msg["priority"] != wantPriority {
 				t.Errorf("event_type/publisher/priority = %v/%v/%v", msg["event_type"], msg["publisher_id"], msg["priority"])
 			}
 			if msg["timestamp"] != "2026-11-22 02:59:51.390927" {
