@@ -104,10 +104,7 @@ func New(cfg Config, host string, h CommandHandler, m *metrics.Metrics, log *slo
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	queue := cfg.NotificationsQueue
-	if cfg.Mode == ModeDirect && queue == "scour.notifications" {
-		queue += "." + host // a per-host topic needs a per-host queue
-	}
+	queue := cfg.NotificationsQueueOf(host) // direct mode: a per-host topic needs a per-host queue
 	return &Bus{
 		cfg: cfg, host: host, handler: h, m: m, log: log,
 		decodeEvent:    notification.Decoder{MaxBytes: cfg.MaxMessageBytes}.Decode,
@@ -181,8 +178,11 @@ func (b *Bus) Run(ctx context.Context) error {
 	go func() { done <- router.Run(context.WithoutCancel(ctx)) }()
 	select {
 	case <-router.Running():
-		b.log.Info("consuming", "mode", b.cfg.Mode, "notifications_queue", b.topo.queue,
-			"host_queue", b.HostQueue(), "broker", redacted(b.cfg.URL))
+		attrs := []any{"mode", b.cfg.Mode, "notifications_queue", b.topo.queue, "broker", redacted(b.cfg.URL)}
+		if b.cfg.Mode == ModeDispatch {
+			attrs = append(attrs, "host_queue", b.HostQueue()) // direct mode has no host queue
+		}
+		b.log.Info("consuming", attrs...)
 	case err := <-done:
 		return fmt.Errorf("router: %w", err)
 	}

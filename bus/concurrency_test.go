@@ -57,6 +57,7 @@ func TestHandlerConcurrencyIsBounded(t *testing.T) {
 			if mode == ModeDirect {
 				key = "notifications-compute.info"
 				cfg.Nova.RoutingKeys = []string{key}
+				cfg.NotificationsQueue += "." + HostPlaceholder
 			}
 			g := &gate{release: make(chan struct{})}
 			startBus(t, cfg, "compute", g)

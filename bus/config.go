@@ -22,6 +22,13 @@ const (
 	ModeDirect = "direct"
 )
 
+// DefaultNotificationsQueue is bus.notifications_queue's default.
+const DefaultNotificationsQueue = "scour.notifications"
+
+// HostPlaceholder in bus.notifications_queue is replaced by the host
+// (direct mode only).
+const HostPlaceholder = "{host}"
+
 // Values of Config.BroadcastRouting.
 const (
 	RoutingAuto      = "auto"
@@ -42,7 +49,11 @@ type Config struct {
 	Nova NovaConfig `yaml:"nova"`
 
 	// NotificationsQueue is scour's own queue bound to Nova's exchange;
-	// every scourd consumes it as a competing consumer.
+	// every scourd consumes it as a competing consumer. In direct mode each
+	// host needs a queue of its own (a shared one would hand a host the
+	// others' notifications, which it acks and ignores): the default
+	// becomes scour.notifications.<host>, and another name must contain
+	// HostPlaceholder, which is replaced by the host (NotificationsQueueOf).
 	NotificationsQueue string `yaml:"notifications_queue"`
 	// ClassicQueues declares scour's own queues as classic durable queues
 	// instead of quorum queues (the default: replicated, RabbitMQ >= 3.8).
@@ -130,7 +141,7 @@ func (c *Config) SetDefaults() {
 	def(&c.URL, "rabbit://guest:guest@127.0.0.1:5672/")
 	def(&c.Mode, ModeDispatch)
 	def(&c.Nova.Exchange, "nova")
-	def(&c.NotificationsQueue, "scour.notifications")
+	def(&c.NotificationsQueue, DefaultNotificationsQueue)
 	def(&c.Exchange, "scour")
 	def(&c.HostQueuePrefix, "scour.host.")
 	def(&c.BroadcastKey, "broadcast.instance")
@@ -193,6 +204,16 @@ func (c *Config) Validate() error {
 			bad(key, "must be 1 to 200 characters")
 		}
 	}
+	hasHost := strings.Contains(c.NotificationsQueue, HostPlaceholder)
+	switch {
+	case c.Mode == ModeDirect && !hasHost && c.NotificationsQueue != DefaultNotificationsQueue:
+		bad("notifications_queue", "%q in direct mode would be one queue for every host: each scourd would take, ack and ignore "+
+			"the other hosts' notifications. Name one queue per host with %s, e.g. %q (or remove the key: the default is %s.<host>)",
+			c.NotificationsQueue, HostPlaceholder, c.NotificationsQueue+"."+HostPlaceholder, DefaultNotificationsQueue)
+	case c.Mode != ModeDirect && hasHost:
+		bad("notifications_queue", "%q: %s is for direct mode only; in dispatch mode every scourd shares one queue "+
+			"(a queue per host would dispatch every notification once per host)", c.NotificationsQueue, HostPlaceholder)
+	}
 	switch c.BroadcastRouting {
 	case RoutingAuto, RoutingClaims, RoutingBroadcast:
 	default:
@@ -251,6 +272,19 @@ func (c *Config) Validate() error {
 		bad("tls", "cert_file and key_file go together")
 	}
 	return errors.Join(errs...)
+}
+
+// NotificationsQueueOf is the notifications queue host consumes: the
+// shared one in dispatch mode; in direct mode the default name with
+// .<host> appended, or the name with HostPlaceholder replaced by host.
+func (c *Config) NotificationsQueueOf(host string) string {
+	switch {
+	case c.Mode != ModeDirect:
+		return c.NotificationsQueue
+	case c.NotificationsQueue == DefaultNotificationsQueue:
+		return c.NotificationsQueue + "." + host
+	}
+	return strings.ReplaceAll(c.NotificationsQueue, HostPlaceholder, host)
 }
 
 // HostQueue is the command queue of host.

@@ -114,6 +114,7 @@ func TestDirectModeDeliveryLimitDeadLettersToPoison(t *testing.T) {
 	conn := testkit.Broker(t)
 	cfg := testConfig(t, conn)
 	cfg.Mode = ModeDirect
+	cfg.NotificationsQueue += "." + HostPlaceholder
 	cfg.Nova.RoutingKeys = []string{"notifications-compute.info"}
 	cfg.DeliveryLimit = 1
 	h := &alwaysDown{}

@@ -133,6 +133,9 @@ func TestCheckConfigRefusesWhatCannotStart(t *testing.T) {
 			[]string{`clouds.yaml cloud "prod"`}},
 		{"bus.url port notaport", []string{"SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_URL=amqp://scour:pw@rmq1:notaport/"},
 			[]string{`bus.url: host rmq1: port "notaport"`}},
+		{"direct mode sharing one custom notifications queue across hosts",
+			[]string{"SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_MODE=direct", "SCOUR_BUS_NOTIFICATIONS_QUEUE=site-a.notifications"},
+			[]string{"bus.notifications_queue", `"site-a.notifications.{host}"`}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"}, tc.environ, &out, &errb)
