@@ -115,11 +115,14 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 func routeBroadcasts(cfg *config.Config, b *bus.Bus, lc *lifecycle, log *slog.Logger) error {
 	mode := cfg.Bus.BroadcastRouting
 	shared := lc != nil && cfg.Claims.Driver == claims.DriverPostgres
+	if err := cfg.ClaimsRoutingProblem(); err != nil {
+		return err // config.Validate reports it first (--check-config, exit 2)
+	}
 	switch {
 	case cfg.Bus.Mode == bus.ModeDirect:
 		return nil // no dispatcher
-	case mode == bus.RoutingClaims && !shared:
-		return errors.New("bus.broadcast_routing: claims needs the lifecycle and claims.driver postgres (one database for the fleet); set it to auto or broadcast")
+	case mode == bus.RoutingClaims && lc == nil: // a handler injected in place of the lifecycle
+		return errors.New("bus.broadcast_routing: claims needs the lifecycle's claims store")
 	case mode == bus.RoutingClaims, (mode == bus.RoutingAuto || mode == "") && shared:
 		b.RouteBroadcasts(lc.store)
 		log.Info("broadcasts are routed to the hosts holding the instance's claims (claims database); every host only when none is found")

@@ -133,7 +133,25 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, brokerPorts(c.Bus.URL)...)
+	if err := c.ClaimsRoutingProblem(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// ClaimsRoutingProblem reports bus.broadcast_routing: claims where it
+// cannot work: the dispatcher then asks the claims database which hosts
+// hold an instance, which is sound only with the lifecycle on and one
+// PostgreSQL database for the fleet (a sqlite store knows its own host
+// only). Direct mode has no dispatcher and ignores the setting.
+func (c *Config) ClaimsRoutingProblem() error {
+	if c.Bus.Mode == bus.ModeDirect || c.Bus.BroadcastRouting != bus.RoutingClaims {
+		return nil
+	}
+	if c.Lifecycle.Disabled() || c.Claims.Driver != claims.DriverPostgres {
+		return fmt.Errorf("bus.broadcast_routing: claims needs the lifecycle and claims.driver postgres (one database for the fleet; claims.driver is %q); set it to auto or broadcast", c.Claims.Driver)
+	}
+	return nil
 }
 
 // brokerPorts reports each host of bus.url whose port is not a TCP port

@@ -133,6 +133,29 @@ func TestLifecycleNeedsPipelines(t *testing.T) {
 	}
 }
 
+// bus.broadcast_routing: claims works only with the lifecycle and one
+// PostgreSQL claims database; validation says so (--check-config, exit 2)
+// instead of the start failing with exit 1 that systemd retries forever.
+func TestClaimsRoutingNeedsPostgres(t *testing.T) {
+	t.Parallel()
+	base := []string{"SCOUR_HOST=cmp1", "SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_BROADCAST_ROUTING=claims"}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		bad   bool
+	}{
+		{"sqlite", nil, true},
+		{"postgres without the lifecycle", []string{"SCOUR_CLAIMS_DRIVER=postgres", "SCOUR_CLAIMS_DSN=postgres://scour@db/scour"}, true},
+		{"direct mode has no dispatcher", []string{"SCOUR_BUS_MODE=direct"}, false},
+		{"broadcast", []string{"SCOUR_BUS_BROADCAST_ROUTING=broadcast"}, false},
+	} {
+		_, err := Load("testdata/does-not-exist.yaml", false, append(append([]string{}, base...), tc.extra...))
+		if got := err != nil && strings.Contains(err.Error(), "bus.broadcast_routing: claims needs"); got != tc.bad {
+			t.Errorf("%s: error %v, want a bus.broadcast_routing error: %v", tc.name, err, tc.bad)
+		}
+	}
+}
+
 func TestExampleConfigSections(t *testing.T) {
 	t.Parallel()
 	c, err := Load("../deploy/scour.yaml", true, []string{"SCOUR_HOST=cmp9", "SCOUR_PLACEMENT_TOKEN=s3cret",

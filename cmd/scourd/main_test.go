@@ -136,6 +136,10 @@ func TestCheckConfigRefusesWhatCannotStart(t *testing.T) {
 		{"direct mode sharing one custom notifications queue across hosts",
 			[]string{"SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_MODE=direct", "SCOUR_BUS_NOTIFICATIONS_QUEUE=site-a.notifications"},
 			[]string{"bus.notifications_queue", `"site-a.notifications.{host}"`}},
+		// app.New refused it only at start (exit 1), which systemd restarts forever
+		{"claims routing with the sqlite claims store",
+			[]string{"SCOUR_LIFECYCLE_ENABLED=false", "SCOUR_BUS_BROADCAST_ROUTING=claims"},
+			[]string{"bus.broadcast_routing: claims needs", `claims.driver is "sqlite"`}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"}, tc.environ, &out, &errb)
