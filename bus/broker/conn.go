@@ -64,10 +64,7 @@ func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	redacted := Redact(o.URL)
-	if u, err := ParseURL(o.URL); err == nil {
-		redacted = u.String()
-	}
+	redacted := redactedURL(o.URL)
 	dial := func() (*amqp.Connection, error) { return amqp.DialConfig(uri, *ac) }
 	backoff := func() retry.Backoff {
 		return retry.WithJitterPercent(20, retry.WithCappedDuration(30*time.Second, retry.NewExponential(500*time.Millisecond)))
@@ -115,6 +112,29 @@ func Connect(ctx context.Context, o Options, log *slog.Logger) (*Conn, error) {
 	}
 	c.dialer = d
 	return c, nil
+}
+
+// Dial connects once, as Connect's first attempt does (every host of a
+// multi-host URL in turn, bus.tls for amqps), without retrying or
+// reconnecting: for a short-lived client such as scourctl.
+func Dial(o Options) (*amqp.Connection, error) {
+	uri, ac, _, err := amqpConfig(&o)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := amqp.DialConfig(uri, *ac)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", redactedURL(o.URL), err)
+	}
+	return conn, nil
+}
+
+// redactedURL is the broker URL without passwords, for logs and errors.
+func redactedURL(s string) string {
+	if u, err := ParseURL(s); err == nil {
+		return u.String()
+	}
+	return Redact(s)
 }
 
 // Socket is the current connection's network socket (tests close it to

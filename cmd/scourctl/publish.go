@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +31,15 @@ notification/testdata/versioned/instance-delete-end.json.`,
 				if err != nil {
 					return err
 				}
+				// On a host with scourd's configuration, reach the broker
+				// as scourd does: its bus.url (unless --url) and bus.tls.
+				cfg, err := c.loadConfig(true)
+				if err != nil {
+					return err
+				}
+				if cfg != nil && !cmd.Flags().Changed("url") {
+					url = cfg.Bus.URL
+				}
 				if key == "" {
 					key = sampleKey
 				}
@@ -44,7 +51,7 @@ notification/testdata/versioned/instance-delete-end.json.`,
 			},
 		}
 		fs := cmd.Flags()
-		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://")
+		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://; default scourd's bus.url where its configuration exists (bus.tls always applies from there)")
 		fs.StringVar(&exchange, "exchange", "nova", "Nova's exchange")
 		fs.StringVar(&key, "routing-key", "", "routing key (default as oslo routes the sample: <topic>.<priority lower-case>, topic versioned_notifications, or notifications for a legacy payload; e.g. versioned_notifications.error for instance.create.error)")
 		fs.StringVar(&host, "host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
@@ -105,25 +112,15 @@ func prepareSample(path, host, instance string) (inner []byte, eventType, routin
 	return inner, eventType, topic + "." + strings.ToLower(priority), err
 }
 
-// dialBroker connects to the first host of a scour broker URL (rabbit://
-// with several hosts, amqp://, amqps://).
+// brokerTLS is the bus.tls of the scourd configuration this command
+// read (loadConfig), so that dialBroker connects as scourd does.
+var brokerTLS broker.TLSConfig
+
+// dialBroker connects to a scour broker URL (rabbit:// with several hosts,
+// amqp://, amqps://) with scourd's own dialer: each host in turn, and
+// bus.tls (ca_file, client certificate, server_name) for TLS.
 func dialBroker(url string) (*amqp.Connection, error) {
-	u, err := broker.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	ep := u.Endpoints[0]
-	_, portStr, _ := net.SplitHostPort(ep.Addr)
-	port, _ := strconv.Atoi(portStr)
-	uri := amqp.URI{Scheme: "amqp", Host: ep.Host, Port: port, Username: ep.User, Password: ep.Password, Vhost: u.Vhost}
-	if u.TLS {
-		uri.Scheme = "amqps"
-	}
-	conn, err := amqp.Dial(uri.String())
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", u, err)
-	}
-	return conn, nil
+	return broker.Dial(broker.Options{URL: url, TLS: brokerTLS, Heartbeat: 10 * time.Second, Name: "scourctl"})
 }
 
 func publishSample(ctx context.Context, url, exchange, key string, inner []byte) error {

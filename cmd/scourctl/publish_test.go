@@ -57,9 +57,11 @@ func TestPrepareSampleOverrides(t *testing.T) {
 	}
 }
 
+// publish-sample dials as scourd does: the first host of the URL is down,
+// the second takes it.
 func TestPublishSampleOnTheWire(t *testing.T) {
 	conn := testkit.Broker(t)
-	url := testkit.BrokerURL()
+	url := failoverURL(t, "", "")
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +196,13 @@ func poisonQueue(t *testing.T, args amqp.Table) (*amqp.Channel, string) {
 // poisonList runs `scourctl poison list --count 2 -o json` on queue.
 func poisonList(t *testing.T, q string) (stdout, stderr string) {
 	t.Helper()
+	// scourd's bus.url and bus.tls, as every listing reads them: the first host down, the second
+	// behind TLS with a certificate from bus.tls.ca_file for
+	// bus.tls.server_name (not the address dialled).
+	addr, ca := tlsBroker(t, "rmq.scour.test")
 	cfg := filepath.Join(t.TempDir(), "scour.yaml")
-	os.WriteFile(cfg, []byte("host: cmp1\nlifecycle: {enabled: false}\nbus:\n  url: "+testkit.BrokerURL()+"\n  poison_queue: "+q+"\n"), 0o600)
+	os.WriteFile(cfg, []byte("host: cmp1\nlifecycle: {enabled: false}\nbus:\n  url: "+failoverURL(t, addr, "?ssl=1")+
+		"\n  tls: {ca_file: "+ca+", server_name: rmq.scour.test}\n  poison_queue: "+q+"\n"), 0o600)
 	t.Setenv(configEnv, cfg)
 	t.Setenv(envFileEnv, "")
 	var out, errb bytes.Buffer
