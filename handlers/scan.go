@@ -46,7 +46,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		}
 		if r.present(ctx, d) {
 			r.enqueue(d, reason, snapshot, now)
-			counts[string(StateDirty)]++
+			counts[r.queuedState(d)]++
 		} else {
 			counts[gaugeAbsent]++
 		}
@@ -137,6 +137,22 @@ func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, sn
 		return actClean
 	}
 	return actNone
+}
+
+// queuedState is the gauge state of a dirty device queued for cleaning:
+// dirty, or no-profile when its last run found no profile. Its backoff has
+// just ended, so the run will most likely find none again; counting it
+// dirty would drop the no-profile series at every backoff end, and the
+// ScourDeviceNotCleanable alert (for: 15m) would fire late or never while
+// the backoff is shorter than that. It stays no-profile until a run finds
+// a profile (then the next scan shows it cleaning or available).
+func (r *Reconciler) queuedState(d Device) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.backoff[d.RPUUID]; ok && b.why == gaugeNoProfile {
+		return gaugeNoProfile
+	}
+	return string(StateDirty)
 }
 
 // present is safety rule 3's local half: a dirty device in Placement that

@@ -181,3 +181,62 @@ func TestCountUnreservedElsewhere(t *testing.T) {
 		t.Errorf("unreserves_total{result=elsewhere} = %v, want 2", got)
 	}
 }
+
+// A device no profile matches stays no-profile in the devices gauge
+// across scans, also at the scan that queues it again when its backoff
+// ends: were it counted dirty there, the no-profile series would drop at
+// every backoff end and ScourDeviceNotCleanable (for: 15m) would fire
+// late, only once the backoff outgrows 15m, and then flap.
+func TestNoProfileDeviceStaysNoProfileAcrossScans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Hour })
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	profile := false
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if profile {
+			return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: "run-ok"}, nil
+		}
+		return handlers.CleanResult{Verdict: handlers.VerdictNoProfile, RunID: "run-np", Detail: "no profile"}, nil
+	}
+	gauge := func() map[string]float64 {
+		t.Helper()
+		mfs, err := e.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "scour_lifecycle_devices" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if v := m.GetGauge().GetValue(); v != 0 {
+					out[m.GetLabel()[0].GetValue()] = v
+				}
+			}
+		}
+		return out
+	}
+	want := func(when, state string) {
+		t.Helper()
+		if g := gauge(); len(g) != 1 || g[state] != 1 {
+			t.Errorf("%s: devices gauge %v, want only %s=1", when, g, state)
+		}
+	}
+	e.reconcile() // first run: no profile
+	e.reconcile()
+	want("backing off", "no-profile")
+	for i, wait := range []time.Duration{2 * time.Minute, 3 * time.Minute, 5 * time.Minute} { // past each backoff (1m, 2m, 4m ±20%)
+		e.clock.Advance(wait)
+		e.reconcile() // the backoff ended: queued and run again, still no profile
+		if got := e.cl.CallsFor(rp(1)); got != i+2 {
+			t.Fatalf("runs after backoff %d = %d, want %d", i+1, got, i+2)
+		}
+		want(fmt.Sprintf("scan at the end of backoff %d", i+1), "no-profile")
+	}
+	profile = true // the operator adds a profile
+	e.clock.Advance(10 * time.Minute) // past backoff 4 (8m ±20%)
+	e.reconcile() // cleaned and returned
+	e.reconcile()
+	want("after a profile matched", "available")
+}
