@@ -50,7 +50,6 @@ func (c *cli) loadConfig(optional bool) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w\n(scourctl reads scourd's configuration; pass --config FILE or set %s)", err, configEnv)
 	}
-	brokerTLS = cfg.Bus.TLS // dialBroker connects as scourd does
 	return cfg, nil
 }
 

@@ -37,7 +37,7 @@ Columns: ` + joinKeys(poisonColumns),
 				if err != nil {
 					return err
 				}
-				p, err := poisonPeek(cfg.Bus.URL, cfg.Bus.PoisonQueue, count, bus.KeepQueueArgs(&cfg.Bus))
+				p, err := poisonPeek(brokerOf(cfg.Bus.URL, cfg.Bus.TLS), cfg.Bus.PoisonQueue, count, bus.KeepQueueArgs(&cfg.Bus))
 				if err != nil {
 					return err
 				}
@@ -103,8 +103,8 @@ func deliveryCount(d amqp.Delivery) int64 {
 // keepArgs are the queue's arguments as scourd declares it
 // (bus.KeepQueueArgs): redeclaring with them, on a channel of its own,
 // tells a legacy queue (the broker refuses the delivery limit it lacks).
-func poisonPeek(url, queue string, n int, keepArgs amqp.Table) (*peek, error) {
-	conn, err := dialBroker(url)
+func poisonPeek(b broker.Options, queue string, n int, keepArgs amqp.Table) (*peek, error) {
+	conn, err := broker.Dial(b)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/scour-project/scour/bus/broker"
@@ -37,13 +36,17 @@ notification/testdata/versioned/instance-delete-end.json.`,
 				if err != nil {
 					return err
 				}
-				if cfg != nil && !cmd.Flags().Changed("url") {
-					url = cfg.Bus.URL
+				var tls broker.TLSConfig
+				if cfg != nil {
+					tls = cfg.Bus.TLS
+					if !cmd.Flags().Changed("url") {
+						url = cfg.Bus.URL
+					}
 				}
 				if key == "" {
 					key = sampleKey
 				}
-				if err := publishSample(cmd.Context(), url, exchange, key, inner); err != nil {
+				if err := publishSample(cmd.Context(), brokerOf(url, tls), exchange, key, inner); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.stdout, "published %s to exchange %s with routing key %s\n", eventType, exchange, key)
@@ -112,19 +115,16 @@ func prepareSample(path, host, instance string) (inner []byte, eventType, routin
 	return inner, eventType, topic + "." + strings.ToLower(priority), err
 }
 
-// brokerTLS is the bus.tls of the scourd configuration this command
-// read (loadConfig), so that dialBroker connects as scourd does.
-var brokerTLS broker.TLSConfig
-
-// dialBroker connects to a scour broker URL (rabbit:// with several hosts,
-// amqp://, amqps://) with scourd's own dialer: each host in turn, and
-// bus.tls (ca_file, client certificate, server_name) for TLS.
-func dialBroker(url string) (*amqp.Connection, error) {
-	return broker.Dial(broker.Options{URL: url, TLS: brokerTLS, Heartbeat: 10 * time.Second, Name: "scourctl"})
+// brokerOf is how scourctl reaches a scour broker URL (rabbit:// with
+// several hosts, amqp://, amqps://): with scourd's own dialer (each host
+// in turn) and scourd's bus.tls (ca_file, client certificate,
+// server_name), so it connects wherever scourd does.
+func brokerOf(url string, tls broker.TLSConfig) broker.Options {
+	return broker.Options{URL: url, TLS: tls, Heartbeat: 10 * time.Second, Name: "scourctl"}
 }
 
-func publishSample(ctx context.Context, url, exchange, key string, inner []byte) error {
-	conn, err := dialBroker(url)
+func publishSample(ctx context.Context, b broker.Options, exchange, key string, inner []byte) error {
+	conn, err := broker.Dial(b)
 	if err != nil {
 		return err
 	}
