@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,24 @@ type NovaConfig struct {
 	// Nova sends instance.create.error / compute.instance.create.error at
 	// priority ERROR.
 	RoutingKeys []string `yaml:"routing_keys"`
+}
+
+// Notes are advice about a valid configuration that probably does not do
+// what the operator wants (scourd --check-config prints them, scourd logs
+// them at start): a <topic>.info routing key bound without its
+// <topic>.error, so a failed build's create.error, which Nova sends at
+// priority ERROR, never reaches scour.
+func (c *Config) Notes() []string {
+	var notes []string
+	for _, k := range c.Nova.RoutingKeys {
+		topic, ok := strings.CutSuffix(k, ".info")
+		if !ok || slices.Contains(c.Nova.RoutingKeys, topic+".error") {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("bus.nova.routing_keys binds %s but not %s.error: Nova sends instance.create.error (a failed build) at priority ERROR on %s.error, so scour misses it and the burned device waits for the periodic scan; add %s.error",
+			k, topic, topic, topic))
+	}
+	return notes
 }
 
 // RetryConfig is the in-process backoff for transient failures (a publish

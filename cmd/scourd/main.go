@@ -84,10 +84,16 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stderr, "scourd: printing the configuration: %v\n", err)
 			return 1
 		}
+		for _, n := range cfg.Bus.Notes() {
+			fmt.Fprintf(stderr, "scourd: note: %s\n", n)
+		}
 		fmt.Fprintf(stdout, "# configuration is valid (secrets hidden)\n%s", out)
 		return 0
 	}
 	log := app.NewLogger(cfg.Log, stderr)
+	for _, n := range cfg.Bus.Notes() {
+		log.Warn("configuration note: " + n)
+	}
 	// GOMEMLIMIT: the environment's when set, else 75% of the cgroup's
 	// memory limit (the pod's limit, a systemd MemoryMax; the rest is for
 	// the pipelines' tools, which run in the same cgroup), else none.

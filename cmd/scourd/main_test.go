@@ -303,3 +303,18 @@ func TestCPUProfileWrittenOnStop(t *testing.T) {
 		t.Fatal("an uncreatable profile file was accepted")
 	}
 }
+
+// --check-config accepts routing keys without the .error ones (valid) but
+// says on stderr what they miss.
+func TestCheckConfigNotesRoutingKeysWithoutError(t *testing.T) {
+	var out, errb bytes.Buffer
+	environ := []string{"SCOUR_BUS_NOVA_ROUTING_KEYS=versioned_notifications.info,notifications.info", "SCOUR_LIFECYCLE_ENABLED=false"}
+	if code := run(context.Background(), []string{"--check-config", "--config", "../../deploy/scour.yaml"}, environ, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"scourd: note: bus.nova.routing_keys binds versioned_notifications.info but not versioned_notifications.error", "add notifications.error"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
