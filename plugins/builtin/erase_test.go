@@ -294,3 +294,30 @@ func TestEraseOverwriteFallbackTakesAHostSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestEraseStepsOnVFIONeedDriverNVMe: a passthrough NVMe on vfio-pci that
+// discovery has never seen on nvme (no memo) has no controller to ask;
+// an erasing step without `driver: nvme` is a configuration problem, not
+// a passing failure: invalid config naming the fix, nothing done.
+func TestEraseStepsOnVFIONeedDriverNVMe(t *testing.T) {
+	const why = `bound to "vfio-pci", not nvme: no controller or block device; bind to nvme to discover`
+	for _, step := range []string{"nvme-erase", "nvme-sanitize", "nvme-format"} {
+		t.Run(step, func(t *testing.T) {
+			be := &fakehw.Backend{}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "vfio-pci",
+				NVMe:   &hardware.NVMeInfo{BoundToVFIO: true},
+				Absent: map[string]string{"nvme.format": why, "nvme.crypto_format": why, "nvme.sanitize": why}}
+			dev.Capabilities = hardware.DeriveCapabilities(dev)
+			res, err := run(t, step, be, dev, nil)
+			if plugins.CodeOf(err) != plugins.CodeInvalidConfig || res != nil {
+				t.Fatalf("%s on vfio-pci: %v, %v; want invalid config", step, res, err)
+			}
+			if !strings.Contains(err.Error(), "driver: nvme") || !strings.Contains(err.Error(), `"vfio-pci"`) {
+				t.Errorf("error %q does not name the fix", err)
+			}
+			if calls := slices.DeleteFunc(be.Calls(), func(c string) bool { return strings.HasPrefix(c, "Media") }); len(calls) > 0 {
+				t.Errorf("acted on the device: %q", calls)
+			}
+		})
+	}
+}

@@ -50,10 +50,19 @@ func init() {
 // its oacs, fna and sanicap are unknown, not 0: discovery then lists
 // nvme.format absent with the reason (a controller that answered always
 // has nvme.format, true or false). nil when they are known.
+//
+// A device not bound to nvme (a passthrough NVMe on vfio-pci) has no
+// controller to ask: that is the step's configuration, not a passing
+// failure, so it is an invalid-config error naming the fix (driver: nvme),
+// which keeps the device reserved and never quarantines it.
 func idCtrlUnknown(d *hardware.Device, what string) error {
 	why, unknown := d.Absent["nvme.format"]
 	if !unknown {
 		return nil
+	}
+	if d.Driver != "nvme" {
+		return plugins.Errorf(plugins.CodeInvalidConfig, "NVMe %s is bound to %q, not nvme, so it has no controller to ask whether it supports %s and nothing was done to the device: give this step `driver: nvme` in its pipeline (docs/pipelines.md), which binds nvme for the step and back",
+			d.Address, d.Driver, what)
 	}
 	return plugins.Errorf(plugins.CodeTryAgainLater, "NVMe %s: whether the controller supports %s is unknown: discovery could not read its id-ctrl (%s); nothing was done to the device. "+
 		"Check that nvme-cli is installed at hardware.tools.nvme and that `nvme id-ctrl` answers within hardware.tool_timeout; the device stays reserved and the step is tried again",
