@@ -34,10 +34,25 @@ type Tenant struct {
 
 // PreviousTenant names the last consumer known to hold the device: the
 // newer of the last one a scan or burn saw in Placement and the newest
-// claim on the device. ok is false when neither exists (a record then
-// says "unknown").
+// claim on the device. ok is false when neither exists, and when that
+// consumer held the device before its last clean (a clean verdict of an
+// earlier run): its data was erased then, and whoever used the device
+// since went unseen (no claim, no scan caught it; e.g. a tenant that came
+// and went while scourd was down, behind a stale return). A record then
+// says "unknown" rather than name a tenant whose data it did not erase.
 func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
 	t, ok, err := s.previousTenant(ctx, s.r, host, rpUUID)
+	if err == nil && ok {
+		var last sql.NullString
+		err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+			WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`), host, rpUUID).Scan(&last)
+		if err == nil && last.Valid {
+			var cleaned time.Time
+			if cleaned, err = parseTS(last.String); err == nil && !t.Since.After(cleaned) {
+				return Tenant{}, false, nil
+			}
+		}
+	}
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
 	}

@@ -119,6 +119,36 @@ func TestSettleReturns(t *testing.T) {
 	})
 }
 
+// A consumer known only from before the device's last clean is not its
+// previous tenant any more: that clean erased its data, and whoever held
+// the device since went unseen (a stale return's re-clean). The record
+// says unknown; a consumer seen after the clean is named again.
+func TestPreviousTenantNotFromBeforeTheLastClean(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-a"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-a" {
+			t.Fatalf("before any clean: %+v %v %v; want inst-a", p, ok, err)
+		}
+		cleanedRun(t, s, "rp-nvme-0")
+		clock.Advance(time.Minute)
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || ok {
+			t.Fatalf("after a clean, nobody seen since: %+v %v %v; want none (unknown)", p, ok, err)
+		}
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-b"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-b" {
+			t.Fatalf("a consumer seen after the clean: %+v %v %v; want inst-b", p, ok, err)
+		}
+	})
+}
+
 // The previous tenant is the last consumer known to hold the device: the
 // newer of the last one Placement showed (scans, burns) and the newest
 // claim; a consumer seen that also has a claim gets the claim's project.

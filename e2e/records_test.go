@@ -123,6 +123,11 @@ func TestKillAfterUnreserveLandedThenAnotherTenantCleansAgain(t *testing.T) {
 	if nested(recs[0], "run_id") == run || nested(recs[0], "result", "state") != "returned" {
 		t.Errorf("new run's record: run %s, %s; want a new run, returned", nested(recs[0], "run_id"), nested(recs[0], "result", "state"))
 	}
+	// The old run erased inst's data; whoever used the device since was
+	// never seen: the new record must not name inst.
+	if got := nested(recs[0], "previous_tenant", "instance_uuid"); got != "unknown" {
+		t.Errorf("new run's record names previous tenant %q, want unknown (%s's data was erased by run %s)", got, inst, run)
+	}
 }
 
 // Regression (issue 16, repro 2): a device allocated with no notification
