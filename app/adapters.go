@@ -66,6 +66,10 @@ func gateErr(err error) error {
 		return fmt.Errorf("%w: %w", handlers.ErrUnreservedElsewhere, err)
 	case errors.Is(err, placement.ErrStaleReturn):
 		return fmt.Errorf("%w: %w", handlers.ErrStaleReturn, err)
+	case errors.Is(err, claims.ErrNotCleaned):
+		// The PUT journal refused: the run is no longer waiting for its
+		// return, and nothing was sent.
+		return fmt.Errorf("%w: %w", handlers.ErrRunClosed, err)
 	case placement.IsRecoverable(err):
 		return err
 	}

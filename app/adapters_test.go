@@ -36,6 +36,7 @@ func TestGateErrNamesRefusals(t *testing.T) {
 		{placement.ErrQuarantined, handlers.ErrQuarantined},
 		{placement.ErrUnreservedElsewhere, handlers.ErrUnreservedElsewhere},
 		{placement.ErrStaleReturn, handlers.ErrStaleReturn},
+		{claims.ErrNotCleaned, handlers.ErrRunClosed},
 	}
 	for _, tt := range tests {
 		err := gateErr(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"}, Err: fmt.Errorf("x: %w", tt.err)})

@@ -159,6 +159,11 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
 		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
 		return
+	case errors.Is(err, ErrRunClosed):
+		// Closed meanwhile (retired: its release cleans it again; or
+		// settled): nothing was sent, nothing to retry or page about.
+		log.Info("cleaned device not un-reserved: its run's record was closed meanwhile (retired by an operator, or settled at start); nothing was sent", "error", err)
+		return ""
 	case errors.Is(err, ErrStaleReturn):
 		// scourd stopped between this run's un-reserve PUT and its record,
 		// and the device moved on since: it may have been returned, used

@@ -41,6 +41,11 @@ var (
 	// the run's clean no longer counts. The device stays reserved and a
 	// new run cleans it again.
 	ErrStaleReturn = errors.New("device may have been in the pool since an earlier un-reserve of this run")
+	// ErrRunClosed is what a Placement adapter wraps when Unreserve sent
+	// nothing because the run's record was closed meanwhile (an operator
+	// retired the device, or the start-up settle closed it): no PUT may
+	// be sent for a closed run, and the device stays as it is.
+	ErrRunClosed = errors.New("the cleaning run's record was closed before its un-reserve")
 	// ErrGone is what a Placement adapter wraps when ReadDevice found no
 	// such resource provider: the device left this host's tree.
 	ErrGone = errors.New("device is not in this host's tree")

@@ -240,3 +240,26 @@ func TestNoProfileDeviceStaysNoProfileAcrossScans(t *testing.T) {
 	e.reconcile()
 	want("after a profile matched", "available")
 }
+
+// An un-reserve that sent nothing because the run's record was closed
+// meanwhile (a retirement racing it) is no Placement failure: no error
+// count, no backoff, and the record is left as the closer wrote it.
+func TestUnreserveOfAClosedRunIsNoFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) { c.BackoffBase, c.BackoffMax = time.Hour, time.Hour })
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		return fmt.Errorf("placement unreserve: %w", handlers.ErrRunClosed)
+	}
+	e.reconcile()
+	if got := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "error"); got != 0 {
+		t.Errorf("unreserves_total{result=error} = %v, want 0", got)
+	}
+	if got := e.cl.NotReturned(); len(got) != 0 {
+		t.Errorf("records told %q, want nothing (the closer wrote the record)", got)
+	}
+	e.reconcile() // not backing off: scanned and run again at once
+	if got := e.cl.CallsFor(rp(1)); got != 2 {
+		t.Errorf("runs = %d, want 2 (no backoff)", got)
+	}
+}
