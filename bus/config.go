@@ -227,8 +227,9 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Mode == ModeDirect && !hasHost && c.NotificationsQueue != DefaultNotificationsQueue:
 		bad("notifications_queue", "%q in direct mode would be one queue for every host: each scourd would take, ack and ignore "+
-			"the other hosts' notifications. Name one queue per host with %s, e.g. %q (or remove the key: the default is %s.<host>)",
-			c.NotificationsQueue, HostPlaceholder, c.NotificationsQueue+"."+HostPlaceholder, DefaultNotificationsQueue)
+			"the other hosts' notifications. Name one queue per host with %s, e.g. %q (or remove the key: the default is %s.<host>); "+
+			"once every host runs the new name, delete the old queue %q if it exists (rabbitmqctl delete_queue): still bound to Nova's exchange, it fills up",
+			c.NotificationsQueue, HostPlaceholder, c.NotificationsQueue+"."+HostPlaceholder, DefaultNotificationsQueue, c.NotificationsQueue)
 	case c.Mode != ModeDirect && hasHost:
 		bad("notifications_queue", "%q: %s is for direct mode only; in dispatch mode every scourd shares one queue "+
 			"(a queue per host would dispatch every notification once per host)", c.NotificationsQueue, HostPlaceholder)
