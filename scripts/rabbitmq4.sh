@@ -7,7 +7,8 @@
 # tagged by its recipe's hash (this script and e2e/images/rabbitmq.conf):
 # it is built once (about a minute), then only a container starts.
 #
-# Usage: rabbitmq4.sh [image|test]   (default test)
+# Usage: rabbitmq4.sh [image|test|e2e]   (default test; e2e runs the whole
+# e2e suite with this broker as its RabbitMQ container, a few minutes)
 # Environment: SCOUR_RABBITMQ4_PACKAGES (Go packages to test, default
 # "./bus/... ./cmd/scourctl/..."), SCOUR_E2E_DEBIAN_MIRROR.
 set -euo pipefail
@@ -66,6 +67,10 @@ build() {
 
 build
 [ "$what" = image ] && exit 0
+if [ "$what" = e2e ]; then
+	SCOUR_E2E_RABBITMQ_IMAGE="$image" ${GO:-go} test -count=1 -timeout 30m ./e2e/
+	exit
+fi
 
 name="scour-rabbitmq4-$$"
 podman run -d --rm --name "$name" -p 127.0.0.1::5672 "$image" >/dev/null
