@@ -10,14 +10,18 @@ import (
 
 // SawHolder records that Placement showed consumer holding the device (a
 // scan or a burn). Only a change of consumer is written, so the stored
-// time is when the consumer was first seen.
+// time is when the consumer was first seen; and the same consumer seen
+// again after the device's last clean (it got the device back) is dated
+// anew, since a clean ends what a holder held before it (PreviousTenant).
 func (s *Store) SawHolder(ctx context.Context, host, rpUUID, consumer string) error {
 	if consumer == "" {
 		return nil
 	}
 	_, err := s.exec(ctx, `INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at
-		WHERE device_holders.consumer <> excluded.consumer`, host, rpUUID, consumer, s.stamp())
+		WHERE device_holders.consumer <> excluded.consumer
+		OR device_holders.seen_at <= COALESCE((SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+			WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')), '')`, host, rpUUID, consumer, s.stamp(), host, rpUUID)
 	if err != nil {
 		return fmt.Errorf("claims: record consumer %s holding device %s on host %s: %w", consumer, rpUUID, host, err)
 	}
@@ -41,25 +45,33 @@ type Tenant struct {
 // and went while scourd was down, behind a stale return). A record then
 // says "unknown" rather than name a tenant whose data it did not erase.
 func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
-	t, ok, err := s.previousTenant(ctx, s.r, host, rpUUID)
-	if err == nil && ok {
-		var last sql.NullString
-		err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
-			WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`), host, rpUUID).Scan(&last)
-		if err == nil && last.Valid {
-			var cleaned time.Time
-			if cleaned, err = parseTS(last.String); err == nil && !t.Since.After(cleaned) {
-				return Tenant{}, false, nil
-			}
-		}
+	cleaned, err := s.lastClean(ctx, s.r, host, rpUUID)
+	if err != nil {
+		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
 	}
+	t, ok, err := s.previousTenant(ctx, s.r, host, rpUUID, cleaned)
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
 	}
 	return t, ok, nil
 }
 
-func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID string) (Tenant, bool, error) {
+// lastClean is when the device's last clean verdict was stored (its
+// newest cleaned or returned run); zero when it has none.
+func (s *Store) lastClean(ctx context.Context, q querier, host, rpUUID string) (time.Time, error) {
+	var last sql.NullString
+	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+		WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`), host, rpUUID).Scan(&last)
+	if err != nil || !last.Valid {
+		return time.Time{}, err
+	}
+	return parseTS(last.String)
+}
+
+// previousTenant is the last consumer known to hold the device since
+// after (zero: ever). A consumer seen or claimed only at or before after
+// is not known to hold it since.
+func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID string, after time.Time) (Tenant, bool, error) {
 	var held Tenant
 	var seen string
 	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT consumer, seen_at FROM device_holders WHERE host = ? AND device_rp = ?`),
@@ -93,6 +105,12 @@ func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID stri
 		if fromClaim.Project == "" {
 			fromClaim.Project = UnknownTenant
 		}
+	}
+	if held.Instance != "" && !held.Since.After(after) {
+		held = Tenant{}
+	}
+	if claimed && !fromClaim.Since.After(after) {
+		claimed = false
 	}
 	switch {
 	case held.Instance == "" && !claimed:

@@ -95,8 +95,8 @@ func (s *Store) usedSinceCleaned(ctx context.Context, q querier, run Run) (strin
 	if !run.AwaitingReturn() || run.CleanedAt == nil {
 		return "", nil
 	}
-	t, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP)
-	if err != nil || !ok || !t.Since.After(*run.CleanedAt) {
+	t, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, *run.CleanedAt)
+	if err != nil || !ok {
 		return "", err
 	}
 	return fmt.Sprintf("Placement showed consumer %s holding the device at %s, after the clean; a new run cleans it again",

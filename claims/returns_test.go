@@ -140,11 +140,47 @@ func TestPreviousTenantNotFromBeforeTheLastClean(t *testing.T) {
 		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || ok {
 			t.Fatalf("after a clean, nobody seen since: %+v %v %v; want none (unknown)", p, ok, err)
 		}
+		// The same consumer holding the device again after the clean (it
+		// got the device back) is its previous tenant again, dated anew.
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-a"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-a" || !p.Since.Equal(clock.Now().Truncate(time.Microsecond)) {
+			t.Fatalf("the first consumer seen again after the clean: %+v %v %v; want inst-a since now", p, ok, err)
+		}
+		clock.Advance(time.Minute)
 		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-b"); err != nil {
 			t.Fatal(err)
 		}
 		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-b" {
 			t.Fatalf("a consumer seen after the clean: %+v %v %v; want inst-b", p, ok, err)
+		}
+		// A claim of an instance that held the device before the clean and
+		// got it back later (unshelve) names it from its reactivation,
+		// not from the older holder row.
+		c := gpuClaim("inst-b", "rp-nvme-1")
+		if _, err := s.RecordClaim(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-1", "inst-b"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		cleanedRun(t, s, "rp-nvme-1")
+		clock.Advance(time.Minute)
+		if _, ok, _ := s.PreviousTenant(ctx, "compute-1", "rp-nvme-1"); ok {
+			t.Fatal("claim and holder from before the clean still named")
+		}
+		if _, err := s.MarkDormant(ctx, "compute-1", "inst-b", "shelve"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if _, err := s.Reactivate(ctx, "compute-1", "inst-b", "unshelve"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-1"); err != nil || !ok || p.Instance != "inst-b" {
+			t.Fatalf("claim reactivated after the clean: %+v %v %v; want inst-b", p, ok, err)
 		}
 	})
 }
