@@ -11,5 +11,5 @@ test-rabbitmq4:
 	GO=$(GO) bash scripts/rabbitmq4.sh test
 
 ## test-e2e-rabbitmq4: the whole e2e suite with RabbitMQ 4 as its broker (a few minutes; not in make test).
-test-e2e-rabbitmq4: e2e-images
+test-e2e-rabbitmq4: e2e-env
 	GO=$(GO) bash scripts/rabbitmq4.sh e2e

@@ -36,12 +36,11 @@ notification/testdata/versioned/instance-delete-end.json.`,
 				if err != nil {
 					return err
 				}
+				// scourd's bus.tls belongs to its bus.url: a broker named
+				// with --url gets none (system CAs for amqps://).
 				var tls broker.TLSConfig
-				if cfg != nil {
-					tls = cfg.Bus.TLS
-					if !cmd.Flags().Changed("url") {
-						url = cfg.Bus.URL
-					}
+				if cfg != nil && !cmd.Flags().Changed("url") {
+					url, tls = cfg.Bus.URL, cfg.Bus.TLS
 				}
 				if key == "" {
 					key = sampleKey
@@ -54,7 +53,7 @@ notification/testdata/versioned/instance-delete-end.json.`,
 			},
 		}
 		fs := cmd.Flags()
-		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://; default scourd's bus.url where its configuration exists (bus.tls always applies from there)")
+		fs.StringVar(&url, "url", envOr("SCOUR_BUS_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env SCOUR_BUS_URL); rabbit://, amqp:// or amqps://; default scourd's bus.url, with its bus.tls, where its configuration exists")
 		fs.StringVar(&exchange, "exchange", "nova", "Nova's exchange")
 		fs.StringVar(&key, "routing-key", "", "routing key (default as oslo routes the sample: <topic>.<priority lower-case>, topic versioned_notifications, or notifications for a legacy payload; e.g. versioned_notifications.error for instance.create.error)")
 		fs.StringVar(&host, "host", "", "set the payload host and the publisher (nova-compute:HOST / compute.HOST)")
