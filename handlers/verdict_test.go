@@ -234,9 +234,9 @@ func TestNoProfileDeviceStaysNoProfileAcrossScans(t *testing.T) {
 		}
 		want(fmt.Sprintf("scan at the end of backoff %d", i+1), "no-profile")
 	}
-	profile = true // the operator adds a profile
+	profile = true                    // the operator adds a profile
 	e.clock.Advance(10 * time.Minute) // past backoff 4 (8m ±20%)
-	e.reconcile() // cleaned and returned
+	e.reconcile()                     // cleaned and returned
 	e.reconcile()
 	want("after a profile matched", "available")
 }
