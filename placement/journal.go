@@ -95,7 +95,7 @@ func (p *putState) reread(gen int) error {
 		p.pending = false
 		return nil
 	case p.gen == UnknownPutGeneration:
-		return fmt.Errorf("%w: an un-reserve PUT of this run was sent at an unrecorded generation (a run older than scour's PUT journal), and Placement now shows the device reserved at generation %d",
+		return fmt.Errorf("%w: an un-reserve PUT of this run may have been sent at an unrecorded generation (the run was cleaned by a scour without the PUT journal), and Placement now shows the device reserved at generation %d",
 			ErrStaleReturn, gen)
 	}
 	return fmt.Errorf("%w: an un-reserve PUT of this run at generation %d may have landed, and Placement now shows the device reserved at generation %d",
