@@ -254,29 +254,43 @@ func (s *Store) Record(ctx context.Context, runID string) (Record, error) {
 // export verifies whatever version of scour reads it), else built from the
 // run's rows.
 func (s *Store) ExportJSON(ctx context.Context, runID string) (json.RawMessage, error) {
+	doc, _, err := s.ExportRecord(ctx, runID)
+	return doc, err
+}
+
+// ExportRecord is ExportJSON, and says whether the document is the run's
+// final, sealed record (closed: returned, quarantined, aborted, failed).
+// Only a final document may be marked exported (MarkExported): a record
+// exported while its run was open is not the one retention would delete.
+func (s *Store) ExportRecord(ctx context.Context, runID string) (doc json.RawMessage, final bool, err error) {
 	versions, err := s.SchemaVersions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claims: record of run %s: %w", runID, err)
+		return nil, false, fmt.Errorf("claims: record of run %s: %w", runID, err)
 	}
 	generated := s.now().UTC().Truncate(time.Microsecond)
-	seal, err := s.seal(ctx, s.r, runID)
-	if err != nil {
-		return nil, fmt.Errorf("claims: record of run %s: %w", runID, err)
-	}
-	if seal.Signed != "" {
-		return seal.document(versions, generated)
-	}
+	// The run before its seal: closing sets ended_at and the signature in
+	// one UPDATE, so a run read closed shows its signature here, and a run
+	// that closes after it was read is exported as it was read (not final).
 	run, err := s.GetRun(ctx, runID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	seal, err := s.seal(ctx, s.r, runID)
+	if err != nil {
+		return nil, false, fmt.Errorf("claims: record of run %s: %w", runID, err)
+	}
+	if seal.Signed != "" {
+		doc, err := seal.document(versions, generated)
+		return doc, err == nil, err
 	}
 	steps, err := s.Steps(ctx, runID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rec := buildRecord(run, steps)
 	rec.SchemaVersions, rec.GeneratedAt = versions, generated
-	return json.Marshal(rec)
+	doc, err = json.Marshal(rec)
+	return doc, err == nil && run.Closed(), err
 }
 
 // buildRecord makes the record of a run from its rows.

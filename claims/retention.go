@@ -81,14 +81,16 @@ func (s *Store) purgeClaims(ctx context.Context, tx *sql.Tx, host, cutoff string
 	return int(n), err
 }
 
-// MarkExported records that the runs' records left the store, so that
-// retention may purge them.
+// MarkExported records that the runs' final records left the store, so
+// that retention may purge them. A run that is not closed is skipped: what
+// was exported of it is not its final record (ExportRecord says which).
 func (s *Store) MarkExported(ctx context.Context, runIDs ...string) error {
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		now := s.stamp()
 		for _, id := range runIDs {
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO record_exports (run_id, exported_at) VALUES (?, ?)
-				ON CONFLICT (run_id) DO NOTHING`), id, now); err != nil {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO record_exports (run_id, exported_at)
+				SELECT id, ? FROM cleaning_runs WHERE id = ? AND ended_at IS NOT NULL
+				ON CONFLICT (run_id) DO NOTHING`), now, id); err != nil {
 				return err
 			}
 		}

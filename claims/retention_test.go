@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,6 +128,55 @@ func TestPurgeKeepsSignedChainUnbroken(t *testing.T) {
 		purge([]int{5}) // 4, no longer the newest, goes; 5 is young
 		if seal, _ := s.seal(ctx, s.r, ids[4]); seal.Seq != 5 {
 			t.Fatalf("record after a purge numbered %d, want 5", seal.Seq)
+		}
+	})
+}
+
+// TestExportOfOpenRunIsNotFinal: a record exported while its run is open
+// (running, or cleaned and waiting for its un-reserve) is not the final
+// record; MarkExported skips such a run, so retention keeps the sealed
+// record it closes with, which never left the store.
+func TestExportOfOpenRunIsNotFinal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		cfg.RecordRetention = time.Hour
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		run := cleanedRun(t, s, "rp-nvme-0")
+		doc, final, err := s.ExportRecord(ctx, run.ID)
+		if err != nil || final || !strings.Contains(string(doc), `"cleaned"`) {
+			t.Fatalf("ExportRecord of a cleaned run = final %v, %v; want a record that is not final", final, err)
+		}
+		if err := s.MarkExported(ctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReturned(ctx, run.ID, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		// A later record, so that the returned one is not the chain's newest.
+		next, _, err := s.OpenRun(ctx, nvmeRun())
+		if err == nil {
+			err = s.FinishRun(ctx, next.ID, RunQuarantined, "bad")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(48 * time.Hour)
+		if n, _, err := s.Purge(ctx, "compute-1"); err != nil || n != 0 {
+			t.Fatalf("Purge = %d runs, %v; want the returned record kept: only its open state was exported", n, err)
+		}
+		doc, final, err = s.ExportRecord(ctx, run.ID)
+		if err != nil || !final {
+			t.Fatalf("ExportRecord of the returned run = final %v, %v; want final", final, err)
+		}
+		if rec, err := ParseRecord(doc); err != nil || rec.Signature == nil || rec.Result.State != "returned" {
+			t.Fatalf("final export = %+v, %v; want the signed returned record", rec, err)
+		}
+		if err := s.MarkExported(ctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
+		if n, _, err := s.Purge(ctx, "compute-1"); err != nil || n != 1 {
+			t.Fatalf("Purge after the final export = %d runs, %v; want 1", n, err)
 		}
 	})
 }

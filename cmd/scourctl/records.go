@@ -67,7 +67,7 @@ func init() {
 device, or with --all a JSON array of all of them.`,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				return recordsExport(cmd.Context(), &sf, ef, c.stdout)
+				return recordsExport(cmd.Context(), &sf, ef, c.stdout, c.stderr)
 			},
 		}
 		export.Flags().StringVar(&ef.runID, "run", "", "export this run")
@@ -215,7 +215,7 @@ type recordsExportFlags struct {
 	format              string
 }
 
-func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFlags, stdout io.Writer) error {
+func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFlags, stdout, stderr io.Writer) error {
 	runID, device, host, all := f.runID, f.device, f.host, f.all
 	if (runID == "") == (device == "") {
 		return usagef("export needs exactly one of --run or --device")
@@ -235,18 +235,27 @@ func recordsExport(ctx context.Context, sf *recordsStoreFlags, f recordsExportFl
 		return err
 	}
 	docs := make([]json.RawMessage, 0, len(ids))
+	var final []string
 	for _, id := range ids {
-		doc, err := s.ExportJSON(ctx, id)
+		doc, done, err := s.ExportRecord(ctx, id)
 		if err != nil {
 			return err
 		}
 		docs = append(docs, doc)
+		if done {
+			final = append(final, id)
+		} else {
+			// Retention must keep the final record this is not.
+			fmt.Fprintf(stderr, "run %s is not finished (a cleaned run waits for its un-reserve): this record is not final and not signed, "+
+				"and is not marked exported; export it again once the run is closed (scourctl records show %s)\n", id, id)
+		}
 	}
 	if err := writeExport(stdout, f.format, docs, all); err != nil {
 		return err
 	}
-	// Only now may retention purge them (unless purge_unexported).
-	if err := s.MarkExported(ctx, ids...); err != nil {
+	// Only now may retention purge them (unless purge_unexported): only
+	// the final records, exactly as written above.
+	if err := s.MarkExported(ctx, final...); err != nil {
 		return fmt.Errorf("records written, but not marked exported (retention keeps them): %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -232,5 +233,63 @@ func TestRecordsBackupWhileOpen(t *testing.T) {
 	code, out, errs := recordsCLI("records", "list", "--state-path", backup, "--db", "claims-copy.sqlite", "-o", "value", "-c", "run")
 	if code != 0 || !strings.Contains(out, newest) || !strings.Contains(out, run.ID) || strings.Count(out, "\n") != 4 {
 		t.Fatalf("records list on the copy: exit %d, stderr %q\n%s", code, errs, out)
+	}
+}
+
+// A run exported while it is open (here: cleaned, waiting for its
+// un-reserve) is not marked exported: retention keeps the final record it
+// closes with, which never left the store.
+func TestRecordsExportOpenRunNotMarked(t *testing.T) {
+	ctx := context.Background()
+	dir, _ := seedRecordsStore(t)
+	clock := time.Now()
+	s, err := claims.Open(ctx, claims.Config{StatePath: dir, RecordRetention: time.Hour},
+		claims.WithLogger(slog.New(slog.DiscardHandler)), claims.WithClock(func() time.Time { return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runs, err := s.ListRuns(ctx, claims.RunFilter{Device: "rp-nvme-1"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("open run of rp-nvme-1: %+v, %v", runs, err)
+	}
+	open := runs[0].ID
+	st, err := s.StepStarted(ctx, claims.StepStart{RunID: open, Name: "sanitize"})
+	if err == nil {
+		err = s.StepFinished(ctx, open, st.Seq, claims.StepResult{Outcome: claims.StepOK})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, open, claims.RunCleaned, "clean"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := recordsCLI("records", "export", "--state-path", dir, "--run", open)
+	rec, err := claims.ParseRecord([]byte(out))
+	if code != 0 || err != nil || rec.Result.State != "cleaned" {
+		t.Fatalf("export of the open run: exit %d, %v, %s", code, err, errs)
+	}
+	if !strings.Contains(errs, "run "+open+" is not finished") || !strings.Contains(errs, "not marked exported") {
+		t.Fatalf("export of the open run: stderr %q; want it to say the record is not final and not marked exported", errs)
+	}
+	if err := s.MarkReturned(ctx, open, "clean"); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(48 * time.Hour)
+	if _, _, err := s.Purge(ctx, "compute-1"); err != nil {
+		t.Fatal(err)
+	}
+	if run, err := s.GetRun(ctx, open); err != nil || run.State != claims.RunReturned {
+		t.Fatalf("final record of a run exported while open: %+v, %v; want it kept (never exported)", run, err)
+	}
+	// Exported once closed, it is marked, and retention may purge it.
+	if code, _, errs := recordsCLI("records", "export", "--state-path", dir, "--run", open); code != 0 || errs != "" {
+		t.Fatalf("export of the closed run: exit %d, %s", code, errs)
+	}
+	if _, _, err := s.Purge(ctx, "compute-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetRun(ctx, open); !errors.Is(err, claims.ErrNoRun) {
+		t.Fatalf("exported closed record not purged: %v", err)
 	}
 }
