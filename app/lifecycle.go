@@ -53,14 +53,11 @@ type lifecycle struct {
 func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*lifecycle, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	signer, created, err := claims.LoadOrCreateKey(cfg.Claims.SigningKeyPath())
+	signer, kf, err := claims.LoadOrCreateKey(cfg.Claims.SigningKeyPath())
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims store: %w (claims.signing_key)", err)
 	}
-	if created {
-		log.Info("record signing key created; keep it private and back it up with the records", "path", cfg.Claims.SigningKeyPath(),
-			"public_key", cfg.Claims.SigningKeyPath()+".pub", "key_id", claims.KeyID(signer.PublicKey()))
-	}
+	logKeyFiles(log, cfg.Claims.SigningKeyPath(), signer, kf)
 	// The host lock: a second scourd for this host (a container beside the
 	// systemd unit, a second machine with the same host) fails here
 	// instead of cleaning this host's devices at the same time.
@@ -391,4 +388,26 @@ func (l *lifecycle) operatorDevice(ctx context.Context, device string) (placemen
 		return placement.Device{}, fmt.Errorf("scanning this host in Placement: %w", err)
 	}
 	return admin.FindDevice(res.Devices, device)
+}
+
+// logKeyFiles says what became of the record-signing key files: a created
+// key, and a public key file rewritten for it (the operator archives that
+// file; a stale one would reject every new record).
+func logKeyFiles(log *slog.Logger, path string, signer *claims.Signer, kf claims.KeyFiles) {
+	keyID := claims.KeyID(signer.PublicKey())
+	if kf.Created {
+		log.Info("record signing key created; keep it private and back it up with the records", "path", path,
+			"public_key", kf.PubPath, "key_id", keyID)
+	}
+	switch {
+	case kf.OldKeyID != "":
+		log.Warn("record signing key changed: its public key file held another key and was rewritten; archive the new public key outside the host, "+
+			"and keep the old one to verify the records it signed", "public_key", kf.PubPath, "key_id", keyID,
+			"old_public_key", kf.OldPub, "old_key_id", kf.OldKeyID)
+	case kf.OldPub != "":
+		log.Warn("record signing public key file did not parse and was rewritten; archive the new public key outside the host",
+			"public_key", kf.PubPath, "key_id", keyID, "old_content", kf.OldPub)
+	case kf.PubWritten && !kf.Created:
+		log.Info("record signing public key file was missing and was written", "public_key", kf.PubPath, "key_id", keyID)
+	}
 }

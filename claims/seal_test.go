@@ -24,17 +24,17 @@ func testSigner(t *testing.T) *Signer {
 
 func TestSigningKeyCreatedOnceWithMode0600(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state", "record-signing.key")
-	a, created, err := LoadOrCreateKey(path)
-	if err != nil || !created {
-		t.Fatalf("first start: created %v, %v", created, err)
+	a, kf, err := LoadOrCreateKey(path)
+	if err != nil || !kf.Created || !kf.PubWritten || kf.OldPub != "" {
+		t.Fatalf("first start: %+v, %v", kf, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
 	}
-	b, created, err := LoadOrCreateKey(path)
-	if err != nil || created || !a.PublicKey().Equal(b.PublicKey()) {
-		t.Fatalf("second start: created %v, %v; want the same key loaded", created, err)
+	b, kf, err := LoadOrCreateKey(path)
+	if err != nil || kf.Created || kf.PubWritten || !a.PublicKey().Equal(b.PublicKey()) {
+		t.Fatalf("second start: %+v, %v; want the same key loaded, its public key file left alone", kf, err)
 	}
 	pubPEM, err := os.ReadFile(path + ".pub")
 	if err != nil {
@@ -48,6 +48,56 @@ func TestSigningKeyCreatedOnceWithMode0600(t *testing.T) {
 	if _, _, err := LoadOrCreateKey(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("world-readable key accepted: %v", err)
 	}
+}
+
+// A recreated key (removed, or refused for its mode and replaced) gets its
+// own public key file: operators archive <key>.pub and verify with it, so a
+// stale one would reject every new record. The old file is kept beside it.
+func TestSigningKeyRecreatedRewritesPublicKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "record-signing.key")
+	old, _, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPEM, _ := os.ReadFile(path + ".pub")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	cur, kf, err := LoadOrCreateKey(path)
+	if err != nil || !kf.Created || !kf.PubWritten || kf.OldKeyID != KeyID(old.PublicKey()) {
+		t.Fatalf("recreated key: %+v, %v; want the public key file rewritten, naming the old key", kf, err)
+	}
+	if pubs, err := readPubKeys(path + ".pub"); err != nil || len(pubs) != 1 || !pubs[0].Equal(cur.PublicKey()) {
+		t.Fatalf("%s.pub after the key was recreated = %v, %v; want the new key", path, pubs, err)
+	}
+	wantOld := path + ".pub." + strings.TrimPrefix(KeyID(old.PublicKey()), "sha256:")
+	if kept, err := os.ReadFile(wantOld); kf.OldPub != wantOld || err != nil || !bytes.Equal(kept, oldPEM) {
+		t.Fatalf("old public key kept at %q (%v); want %s with the old key", kf.OldPub, err, wantOld)
+	}
+	if fi, err := os.Stat(path + ".pub"); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("rewritten public key file: %v, %v; want mode 0644", fi, err)
+	}
+	// A public key file that does not parse is rewritten too, kept aside.
+	if err := os.WriteFile(path+".pub", []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, kf, err := LoadOrCreateKey(path); err != nil || kf.Created || kf.OldPub != path+".pub.invalid" || kf.OldKeyID != "" {
+		t.Fatalf("unparsable public key file: %+v, %v", kf, err)
+	}
+	if pubs, err := readPubKeys(path + ".pub"); err != nil || len(pubs) != 1 || !pubs[0].Equal(cur.PublicKey()) {
+		t.Fatalf("%s.pub after it did not parse = %v, %v; want the key's", path, pubs, err)
+	}
+	if dir, _ := os.ReadDir(filepath.Dir(path)); len(dir) != 4 {
+		t.Fatalf("state directory holds %d entries; want key, .pub, the old .pub and .pub.invalid (no temporary files)", len(dir))
+	}
+}
+
+func readPubKeys(path string) ([]ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePublicKeyPEM(data)
 }
 
 // closeThree closes three records of compute-1: quarantined, returned, and

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Signer is a host's record-signing key (Ed25519). Every record scourd
@@ -32,31 +33,109 @@ func KeyID(pub ed25519.PublicKey) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// KeyFiles says what LoadOrCreateKey did with the key files, for the log.
+type KeyFiles struct {
+	Created bool   // the key was created (first start, or after it was removed)
+	PubPath string // path+".pub", the public key operators archive
+	// PubWritten: PubPath was (re)written because it was missing, did not
+	// parse, or held another key than the loaded one.
+	PubWritten bool
+	// OldPub is where PubPath's previous content was kept, when it held
+	// another key (path+".pub.<hex of its key id>") or did not parse
+	// (path+".pub.invalid"); OldKeyID is that other key's id.
+	OldPub, OldKeyID string
+}
+
 // LoadOrCreateKey reads the host's signing key from path (PEM, PKCS #8),
-// creating it (mode 0600, directory 0700) on first start; created says
-// so. It also writes the public key to path+".pub" (mode 0644) when that
-// file is missing. A key file readable by group or others is refused.
-func LoadOrCreateKey(path string) (s *Signer, created bool, err error) {
+// creating it (mode 0600, directory 0700) on first start. It keeps the
+// public key in path+".pub" (mode 0644) true to the loaded key: when that
+// file is missing, does not parse, or holds another key (the key was
+// recreated), it is rewritten atomically, and the old one is kept beside
+// it (KeyFiles says where). A key file readable by group or others is
+// refused.
+func LoadOrCreateKey(path string) (*Signer, KeyFiles, error) {
+	kf := KeyFiles{PubPath: path + ".pub"}
 	data, err := os.ReadFile(path)
+	var s *Signer
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		s, err = createKey(path)
-		created = true
+		kf.Created = true
 	case err != nil:
-		return nil, false, fmt.Errorf("record signing key %s: %w", path, err)
+		return nil, KeyFiles{}, fmt.Errorf("record signing key %s: %w", path, err)
 	default:
 		s, err = loadKey(path, data)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, KeyFiles{}, err
 	}
-	pubPath := path + ".pub"
-	if _, err := os.Stat(pubPath); errors.Is(err, fs.ErrNotExist) {
-		if err := os.WriteFile(pubPath, PublicKeyPEM(s.pub), 0o644); err != nil {
-			return nil, false, fmt.Errorf("record signing key: writing public key %s: %w", pubPath, err)
+	if err := kf.syncPub(s.pub); err != nil {
+		return nil, KeyFiles{}, fmt.Errorf("record signing key %s: public key %s: %w; fix the file (or its directory's permissions) and restart", path, kf.PubPath, err)
+	}
+	return s, kf, nil
+}
+
+// syncPub makes kf.PubPath hold pub, and only pub.
+func (kf *KeyFiles) syncPub(pub ed25519.PublicKey) error {
+	old, err := os.ReadFile(kf.PubPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err == nil {
+		keys, perr := ParsePublicKeyPEM(old)
+		switch {
+		case perr == nil && len(keys) == 1 && keys[0].Equal(pub):
+			return nil
+		case perr != nil:
+			kf.OldPub = kf.PubPath + ".invalid"
+		default:
+			for _, k := range keys {
+				if !k.Equal(pub) {
+					kf.OldKeyID = KeyID(k)
+					break
+				}
+			}
+			if kf.OldKeyID != "" {
+				kf.OldPub = kf.PubPath + "." + strings.TrimPrefix(kf.OldKeyID, "sha256:")
+			}
+		}
+		if kf.OldPub != "" {
+			if err := writeFileAtomic(kf.OldPub, old, 0o644); err != nil {
+				return fmt.Errorf("keeping the old public key as %s: %w", kf.OldPub, err)
+			}
 		}
 	}
-	return s, created, nil
+	kf.PubWritten = true
+	return writeFileAtomic(kf.PubPath, PublicKeyPEM(pub), 0o644)
+}
+
+// writeFileAtomic replaces path with data: a temporary file beside it,
+// synced and renamed over it, so a reader sees the old or the new file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
 }
 
 func createKey(path string) (*Signer, error) {
