@@ -257,3 +257,21 @@ func TestRetentionPurgesUnexportedOnlyWhenTold(t *testing.T) {
 		}
 	})
 }
+
+// TestCanonicalRecordEncoding pins the canonical JSON docs/claims.md
+// documents for independent verifiers: Go's encoding/json, HTML
+// characters and U+2028/U+2029 escaped, keys sorted by UTF-8 bytes,
+// numbers as written, invalid UTF-8 as U+FFFD (its UTF-8 bytes, not an
+// escape), no whitespace.
+func TestCanonicalRecordEncoding(t *testing.T) {
+	in := "{ \"signature\": {}, \"generated_at\": \"x\", \"schema_versions\": {},\n" +
+		" \"z\": 1.0, \"é\": 1e3, \"a\": [true, null, {\"y\": \"\", \"b\": -0}],\n" +
+		" \"out\": \"a<b & \\\"c\\\"\u2028\u2029\\u00e9/\\b\\f\\n\\r\\t\\u001b\x7f\\ud800\xff\\\\\", \"dup\": 1, \"dup\": 2 }"
+	want := `{"a":[true,null,{"b":-0,"y":""}],"dup":2,` +
+		`"out":"a\u003cb \u0026 \"c\"\u2028\u2029é/\b\f\n\r\t\u001b` + "\x7f\ufffd\ufffd" + `\\",` +
+		`"z":1.0,"é":1e3}`
+	got, err := CanonicalRecord([]byte(in))
+	if err != nil || string(got) != want {
+		t.Fatalf("CanonicalRecord = %s, %v\nwant             %s", got, err, want)
+	}
+}
