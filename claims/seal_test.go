@@ -275,3 +275,50 @@ func TestCanonicalRecordEncoding(t *testing.T) {
 		t.Fatalf("CanonicalRecord = %s, %v\nwant             %s", got, err, want)
 	}
 }
+
+// TestReplacedRowIsTampering: the seal triggers stop an UPDATE of a closed
+// run, not a DELETE and an INSERT of an altered copy that keeps the
+// signature columns. The signature still verifies, so verify must compare
+// the row's columns with the signed record: records list, export selection
+// and scourd read the columns.
+func TestReplacedRowIsTampering(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg, WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		ids := closeThree(t, s) // ids[0] is quarantined
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`CREATE TEMP TABLE forged AS SELECT * FROM cleaning_runs WHERE id = ?`,
+			`UPDATE forged SET state = 'returned', summary = 'all good'`,
+			`DELETE FROM cleaning_steps WHERE run_id = ?`,
+			`DELETE FROM cleaning_runs WHERE id = ?`,
+			`INSERT INTO cleaning_runs SELECT * FROM forged`,
+			`DROP TABLE forged`,
+		} {
+			var args []any
+			if strings.Contains(q, "?") {
+				args = append(args, ids[0])
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+				tx.Rollback()
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if run, err := s.GetRun(ctx, ids[0]); err != nil || run.State != RunReturned {
+			t.Fatalf("forged row reads %+v, %v; want it to say returned", run, err)
+		}
+		_, err = s.VerifyHost(ctx, "compute-1", nil)
+		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "run "+ids[0]) ||
+			!strings.Contains(err.Error(), "state is returned in its row but quarantined in its signed record") ||
+			!strings.Contains(err.Error(), `summary is "all good"`) || !strings.Contains(err.Error(), "steps is 0 in its row but 1") {
+			t.Fatalf("replaced row: %v", err)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -189,6 +190,9 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 		if v.RunID != r.ID || v.Seq != seal.Seq {
 			return rep, fmt.Errorf("%w: run %s of host %s holds the signed record of run %s, number %d (stored as %d)", ErrTampered, r.ID, host, v.RunID, v.Seq, seal.Seq)
 		}
+		if err := s.rowMatchesSigned(ctx, r, v.Seq, seal.Signed); err != nil {
+			return rep, err
+		}
 		vs = append(vs, v)
 	}
 	for _, r := range unsigned {
@@ -201,6 +205,55 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 		return rep, err
 	}
 	return summarize(rep, vs), nil
+}
+
+// rowMatchesSigned checks that the run's own columns (and its step rows)
+// say what its signed record says. The seal triggers stop an UPDATE of a
+// closed run, not a DELETE and an INSERT of an altered copy that keeps the
+// signature columns: the signature still verifies, while records list,
+// export selection and scourd itself read the columns.
+func (s *Store) rowMatchesSigned(ctx context.Context, r Run, seq int, signed string) error {
+	var rec Record
+	if err := json.Unmarshal([]byte(signed), &rec); err != nil {
+		return fmt.Errorf("%w: record %d of host %s (run %s): signed record unreadable: %v", ErrTampered, seq, r.Host, r.ID, err)
+	}
+	steps, err := s.steps(ctx, s.r, r.ID)
+	if err != nil {
+		return fmt.Errorf("claims: verify steps of run %s: %w", r.ID, err)
+	}
+	row := buildRecord(r, steps)
+	sameTime := func(a, b *time.Time) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
+	var diff []string
+	check := func(field string, ok bool, got, want any) {
+		if !ok {
+			diff = append(diff, fmt.Sprintf("%s is %v in its row but %v in its signed record", field, got, want))
+		}
+	}
+	check("host", row.Host == rec.Host, row.Host, rec.Host)
+	check("device_rp", row.Device.ResourceProvider == rec.Device.ResourceProvider, row.Device.ResourceProvider, rec.Device.ResourceProvider)
+	check("address", row.Device.PCIAddress == rec.Device.PCIAddress, row.Device.PCIAddress, rec.Device.PCIAddress)
+	check("state", row.Result.State == rec.Result.State, row.Result.State, rec.Result.State)
+	check("summary", row.Result.Summary == rec.Result.Summary, fmt.Sprintf("%q", row.Result.Summary), fmt.Sprintf("%q", rec.Result.Summary))
+	check("started_at", row.StartedAt.Equal(rec.StartedAt), row.StartedAt.Format(time.RFC3339Nano), rec.StartedAt.Format(time.RFC3339Nano))
+	check("ended_at", sameTime(row.EndedAt, rec.EndedAt), fmtTime(row.EndedAt), fmtTime(rec.EndedAt))
+	check("steps", len(row.Method.Steps) == len(rec.Method.Steps), len(row.Method.Steps), len(rec.Method.Steps))
+	for i := 0; i < len(row.Method.Steps) && i < len(rec.Method.Steps); i++ {
+		a, b := row.Method.Steps[i], rec.Method.Steps[i]
+		check(fmt.Sprintf("step %d", i+1), a.Seq == b.Seq && a.Name == b.Name && a.Attempt == b.Attempt && a.Outcome == b.Outcome,
+			fmt.Sprintf("%s attempt %d %s", a.Name, a.Attempt, a.Outcome), fmt.Sprintf("%s attempt %d %s", b.Name, b.Attempt, b.Outcome))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("%w: run %s of host %s (record %d, device %s) was altered after it was signed: %s; its signed record is what happened (scourctl records show %s), and the row was replaced behind scour's back",
+			ErrTampered, r.ID, r.Host, seq, rec.Device.PCIAddress, strings.Join(diff, "; "), r.ID)
+	}
+	return nil
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "none"
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // VerifyDevice verifies the chains of every host that holds a record of
