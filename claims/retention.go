@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -52,6 +53,9 @@ func (s *Store) purgeRuns(ctx context.Context, tx *sql.Tx, host, cutoff string) 
 		FROM cleaning_runs WHERE host = ? AND record_seq IS NOT NULL`), cutoff, host).Scan(&keepFrom); err != nil {
 		return 0, err
 	}
+	if err := s.anchorPurge(ctx, tx, host, keepFrom); err != nil {
+		return 0, err
+	}
 	old := `host = ? AND ended_at IS NOT NULL AND ` + due + ` AND (record_seq IS NULL OR record_seq < ?)`
 	// Steps first: the foreign key's ON DELETE CASCADE would do it, but
 	// only where foreign keys are enforced.
@@ -65,6 +69,27 @@ func (s *Store) purgeRuns(ctx context.Context, tx *sql.Tx, host, cutoff string) 
 	}
 	n, err := res.RowsAffected()
 	return int(n), err
+}
+
+// anchorPurge records, in the purge's transaction, the newest signed
+// record that goes (every one numbered below keepFrom goes): verify then
+// requires the chain left to start right after it, so deleting the oldest
+// records outside retention is still caught.
+func (s *Store) anchorPurge(ctx context.Context, tx *sql.Tx, host string, keepFrom int64) error {
+	var seq int64
+	var hash string
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT record_seq, record_hash FROM cleaning_runs
+		WHERE host = ? AND record_seq IS NOT NULL AND record_seq < ? ORDER BY record_seq DESC LIMIT 1`), host, keepFrom).Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO record_purges (host, last_seq, last_hash, purged_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (host) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash, purged_at = excluded.purged_at`),
+		host, seq, hash, s.stamp())
+	return err
 }
 
 func (s *Store) purgeClaims(ctx context.Context, tx *sql.Tx, host, cutoff string) (int, error) {

@@ -264,6 +264,32 @@ var migrations = []migration{
 		`ALTER TABLE cleaning_runs ADD COLUMN unreserve_journaled INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE cleaning_runs ADD COLUMN unreserve_put_gen INTEGER`,
 	}},
+	// v1 of record_purges: where retention cut each host's signed chain
+	// (the last purged record's number and hash), written with the purge,
+	// so verify can tell a purged oldest record from a deleted one. A host
+	// whose chain already starts above 1 at this upgrade (purged by an
+	// older scour) is anchored where it starts, purged_at '' (unknown).
+	{table: "record_purges", version: 1, stmts: []string{
+		`CREATE TABLE record_purges (
+			host TEXT PRIMARY KEY,
+			last_seq INTEGER NOT NULL,
+			last_hash TEXT NOT NULL,
+			purged_at TEXT NOT NULL
+		)`,
+	}, byDriver: map[string][]string{
+		DriverSQLite:   {anchorPurgedChains("json_extract(c.signed_record, '$.chain.prev_record_sha256')")},
+		DriverPostgres: {anchorPurgedChains("(c.signed_record::jsonb)->'chain'->>'prev_record_sha256'")},
+	}},
+}
+
+// anchorPurgedChains is the statement that anchors every host whose signed
+// chain starts above record 1, prevHash being the backend's expression for
+// the first record's link (on cleaning_runs c).
+func anchorPurgedChains(prevHash string) string {
+	return `INSERT INTO record_purges (host, last_seq, last_hash, purged_at)
+		SELECT c.host, c.record_seq - 1, COALESCE(` + prevHash + `, ''), '' FROM cleaning_runs c
+		WHERE c.record_seq > 1 AND c.record_seq = (SELECT MIN(x.record_seq) FROM cleaning_runs x
+			WHERE x.host = c.host AND x.record_seq IS NOT NULL)`
 }
 
 // indexClaimDevices is, per backend, the statement that adds to

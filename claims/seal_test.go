@@ -322,3 +322,83 @@ func TestReplacedRowIsTampering(t *testing.T) {
 		}
 	})
 }
+
+// TestDeletedEndsOfChainAreNamed: deleting a host's oldest or newest
+// records leaves no gap between the records left. The oldest left must be
+// record 1 or follow the last one retention purged (record_purges); the
+// newest is reported for comparison with an outside high-water mark.
+func TestDeletedEndsOfChainAreNamed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		cfg.RecordRetention, cfg.PurgeUnexported = time.Hour, true
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		clock.Advance(time.Minute)
+		ids := closeThree(t, s)
+		last, _ := s.GetRun(ctx, ids[2])
+		rep, err := s.VerifyHost(ctx, "compute-1", nil)
+		if err != nil || rep.LastSeq["compute-1"] != 3 || !rep.LastEnded["compute-1"].Equal(*last.EndedAt) {
+			t.Fatalf("VerifyHost = %+v, %v; want newest record 3 closed at %v", rep, err, last.EndedAt)
+		}
+		del := func(id string) {
+			t.Helper()
+			for _, q := range []string{`DELETE FROM cleaning_steps WHERE run_id = ?`, `DELETE FROM cleaning_runs WHERE id = ?`} {
+				if _, err := s.w.ExecContext(ctx, s.d.rebind(q), id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+
+		// Retention purges records 1 and 2 and anchors the chain at 2.
+		clock.Advance(2 * time.Hour)
+		if n, _, err := s.Purge(ctx, "compute-1"); err != nil || n != 2 {
+			t.Fatalf("Purge = %d, %v", n, err)
+		}
+		rep, err = s.VerifyHost(ctx, "compute-1", nil)
+		if err != nil || rep.FirstSeq["compute-1"] != 3 || rep.PurgedThrough["compute-1"] != 2 || rep.LastSeq["compute-1"] != 3 {
+			t.Fatalf("verify after purge = %+v, %v", rep, err)
+		}
+		ids = append(ids, closeThree(t, s)...) // records 4, 5, 6
+		third, _ := s.seal(ctx, s.r, ids[2])
+		// Deleting the oldest left (3) is caught against the anchor.
+		del(ids[2])
+		_, err = s.VerifyHost(ctx, "compute-1", nil)
+		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "starts at record 4") || !strings.Contains(err.Error(), "purged up to record 2") {
+			t.Fatalf("oldest record after a purge deleted: %v", err)
+		}
+		// Without the anchor, a chain not starting at record 1 fails.
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM record_purges`); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.VerifyHost(ctx, "compute-1", nil)
+		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "starts at record 4") || !strings.Contains(err.Error(), "records 1..3 were deleted") {
+			t.Fatalf("oldest records deleted, no purge: %v", err)
+		}
+		// As if retention had purged 3: verifies again.
+		if _, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO record_purges (host, last_seq, last_hash, purged_at) VALUES (?, 3, ?, '')`), "compute-1", third.Hash); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); err != nil {
+			t.Fatalf("chain from record 4 after record 3 purged: %v", err)
+		}
+		// Deleting the newest (6) leaves no gap: the report says 5.
+		del(ids[5])
+		if rep, err := s.VerifyHost(ctx, "compute-1", nil); err != nil || rep.LastSeq["compute-1"] != 5 {
+			t.Fatalf("newest record deleted: %+v, %v; want it to report 5 as the newest", rep, err)
+		}
+
+		// A forged unsigned row dated before the first signed record but
+		// after the host registered its key.
+		unsigned := mustOpen(t, cfg, WithClock(func() time.Time { return clock.Now().Add(-30 * time.Minute) }))
+		rs := nvmeRun()
+		rs.DeviceRP = "rp-forged"
+		run, _, _ := unsigned.OpenRun(ctx, rs)
+		if err := unsigned.FinishRun(ctx, run.ID, RunAborted, "forged"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "after the host registered its signing key") {
+			t.Fatalf("unsigned row after the key's registration: %v", err)
+		}
+	})
+}

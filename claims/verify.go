@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -105,13 +107,27 @@ type VerifyReport struct {
 	// FirstSeq of each host: earlier records were purged by retention
 	// (exported first) or predate signing.
 	FirstSeq map[string]int
+	// LastSeq of each host: its newest record. Compare it (and LastEnded)
+	// with a high-water mark kept outside the store: deleting the newest
+	// records leaves no gap.
+	LastSeq map[string]int
+	// LastEnded of each host (store verification only): when its newest
+	// record closed.
+	LastEnded map[string]time.Time
+	// PurgedThrough of each host (store verification only): retention
+	// purged its records up to this number; the chain starts right after.
+	PurgedThrough map[string]int
+}
+
+func newVerifyReport() VerifyReport {
+	return VerifyReport{FirstSeq: map[string]int{}, LastSeq: map[string]int{}, LastEnded: map[string]time.Time{}, PurgedThrough: map[string]int{}}
 }
 
 // VerifyDocuments checks records read from an export (a file): each one's
 // signature against trusted(host), and the links between consecutive
 // records of a host that the file holds.
 func VerifyDocuments(docs []json.RawMessage, trusted func(host string) ([]ed25519.PublicKey, error)) (VerifyReport, error) {
-	rep := VerifyReport{FirstSeq: map[string]int{}}
+	rep := newVerifyReport()
 	var vs []Verified
 	for _, d := range docs {
 		var h struct {
@@ -140,6 +156,9 @@ func summarize(rep VerifyReport, vs []Verified) VerifyReport {
 		if first, ok := rep.FirstSeq[v.Host]; !ok || v.Seq < first {
 			rep.FirstSeq[v.Host] = v.Seq
 		}
+		if v.Seq > rep.LastSeq[v.Host] {
+			rep.LastSeq[v.Host] = v.Seq
+		}
 		if !slices.Contains(rep.Hosts, v.Host) {
 			rep.Hosts = append(rep.Hosts, v.Host)
 		}
@@ -152,7 +171,7 @@ func summarize(rep VerifyReport, vs []Verified) VerifyReport {
 // keys when trusted is nil), the chain without gaps from its first
 // record, and that no record closed unsigned after signing began.
 func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.PublicKey) (VerifyReport, error) {
-	rep := VerifyReport{FirstSeq: map[string]int{}}
+	rep := newVerifyReport()
 	if trusted == nil {
 		keys, err := s.HostKeys(ctx, host)
 		if err != nil {
@@ -165,7 +184,8 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 		return rep, fmt.Errorf("claims: verify records of host %s: %w", host, err)
 	}
 	var vs []Verified
-	var firstSigned *time.Time
+	var firstSigned, lastEnded *time.Time
+	var lastSeq int
 	var unsigned []Run
 	for _, r := range runs {
 		seal, err := s.seal(ctx, s.r, r.ID)
@@ -193,18 +213,104 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 		if err := s.rowMatchesSigned(ctx, r, v.Seq, seal.Signed); err != nil {
 			return rep, err
 		}
+		if lastEnded == nil || v.Seq > lastSeq {
+			lastSeq, lastEnded = v.Seq, r.EndedAt
+		}
 		vs = append(vs, v)
+	}
+	keyed, err := s.signingSince(ctx, host)
+	if err != nil {
+		return rep, err
 	}
 	for _, r := range unsigned {
 		if firstSigned != nil && r.EndedAt.After(*firstSigned) {
 			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after signing began", ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339))
+		}
+		if keyed != nil && r.EndedAt.After(*keyed) {
+			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after the host registered its signing key (%s): scourd signs every record it closes from then on",
+				ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339), keyed.Format(time.RFC3339))
 		}
 		rep.Unsigned++
 	}
 	if err := checkLinks(vs, true); err != nil {
 		return rep, err
 	}
-	return summarize(rep, vs), nil
+	anchor, err := s.purgeAnchor(ctx, host)
+	if err != nil {
+		return rep, err
+	}
+	if err := checkChainStart(host, vs, anchor); err != nil {
+		return rep, err
+	}
+	rep = summarize(rep, vs)
+	if lastEnded != nil {
+		rep.LastEnded[host] = *lastEnded
+	}
+	if anchor != nil {
+		rep.PurgedThrough[host] = anchor.seq
+	}
+	return rep, nil
+}
+
+// chainAnchor is where retention last cut a host's chain (record_purges).
+type chainAnchor struct {
+	seq  int
+	hash string
+}
+
+func (s *Store) purgeAnchor(ctx context.Context, host string) (*chainAnchor, error) {
+	var a chainAnchor
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT last_seq, last_hash FROM record_purges WHERE host = ?`), host).Scan(&a.seq, &a.hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claims: verify records of host %s: retention anchor: %w", host, err)
+	}
+	return &a, nil
+}
+
+// signingSince is when host registered its first record-signing key (nil
+// when it has none): every record it closed after that is signed.
+func (s *Store) signingSince(ctx context.Context, host string) (*time.Time, error) {
+	var created sql.NullString
+	if err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT MIN(created_at) FROM record_keys WHERE host = ?`), host).Scan(&created); err != nil {
+		return nil, fmt.Errorf("claims: verify records of host %s: record keys: %w", host, err)
+	}
+	if !created.Valid {
+		return nil, nil
+	}
+	t, err := parseTS(created.String)
+	if err != nil {
+		return nil, fmt.Errorf("claims: verify records of host %s: record key created_at %q: %w", host, created.String, err)
+	}
+	return &t, nil
+}
+
+// checkChainStart requires the host's first remaining signed record (vs
+// sorted by seq) to be record 1, or to follow the last one retention
+// purged: deleting the oldest records leaves no gap between those left.
+func checkChainStart(host string, vs []Verified, anchor *chainAnchor) error {
+	if len(vs) == 0 {
+		if anchor != nil {
+			return fmt.Errorf("%w: host %s has no signed record left, but retention purged only up to record %d and always keeps the newest: records from %d on were deleted",
+				ErrTampered, host, anchor.seq, anchor.seq+1)
+		}
+		return nil
+	}
+	first := vs[0]
+	if anchor == nil {
+		if first.Seq != 1 || first.Prev != "" {
+			return fmt.Errorf("%w: chain of host %s starts at record %d (run %s), and retention purged none: records 1..%d were deleted",
+				ErrTampered, host, first.Seq, first.RunID, first.Seq-1)
+		}
+		return nil
+	}
+	if first.Seq != anchor.seq+1 || first.Prev != anchor.hash {
+		return fmt.Errorf("%w: chain of host %s starts at record %d (run %s, linked to %q), but retention purged up to record %d (hash %s): the records after it were deleted or replaced",
+			ErrTampered, host, first.Seq, first.RunID, first.Prev, anchor.seq, anchor.hash)
+	}
+	return nil
 }
 
 // rowMatchesSigned checks that the run's own columns (and its step rows)
@@ -263,7 +369,7 @@ func (s *Store) VerifyDevice(ctx context.Context, device string, trusted []ed255
 	if err != nil {
 		return VerifyReport{}, err
 	}
-	total := VerifyReport{FirstSeq: map[string]int{}}
+	total := newVerifyReport()
 	seen := map[string]bool{}
 	for _, r := range runs {
 		if seen[r.Host] {
@@ -277,9 +383,10 @@ func (s *Store) VerifyDevice(ctx context.Context, device string, trusted []ed255
 		total.Records += rep.Records
 		total.Unsigned += rep.Unsigned
 		total.Hosts = append(total.Hosts, r.Host)
-		for h, n := range rep.FirstSeq {
-			total.FirstSeq[h] = n
-		}
+		maps.Copy(total.FirstSeq, rep.FirstSeq)
+		maps.Copy(total.LastSeq, rep.LastSeq)
+		maps.Copy(total.LastEnded, rep.LastEnded)
+		maps.Copy(total.PurgedThrough, rep.PurgedThrough)
 	}
 	if len(seen) == 0 {
 		return total, fmt.Errorf("claims: no cleaning record of device %s", device)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -144,6 +145,16 @@ func writeVerifyReport(w io.Writer, rep claims.VerifyReport) {
 		fmt.Fprintf(w, "; %d older records predate signing", rep.Unsigned)
 	}
 	fmt.Fprintln(w)
+	for _, h := range rep.Hosts {
+		fmt.Fprintf(w, "%s: newest record %d", h, rep.LastSeq[h])
+		if t, ok := rep.LastEnded[h]; ok {
+			fmt.Fprintf(w, ", closed %s", t.UTC().Format(time.RFC3339))
+		}
+		if n, ok := rep.PurgedThrough[h]; ok {
+			fmt.Fprintf(w, "; records 1..%d purged by retention", n)
+		}
+		fmt.Fprintln(w, " (compare with the newest record you hold outside the store: deleting the newest records leaves no gap)")
+	}
 }
 
 func newRecordsPubkey(sf *recordsStoreFlags, stdout io.Writer) *cobra.Command {
