@@ -402,3 +402,37 @@ func TestDeletedEndsOfChainAreNamed(t *testing.T) {
 		}
 	})
 }
+
+// A store whose older scour already purged the oldest records (no anchor
+// then) still verifies after the upgrade to record_purges: the migration
+// anchors each host's chain where it starts.
+func TestUpgradeAnchorsChainsPurgedBefore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		clock.Advance(time.Minute)
+		ids := closeThree(t, s)
+		// An older scour's retention: records 1 and 2 gone, no anchor,
+		// and a store from before record_purges.
+		for _, id := range ids[:2] {
+			for _, q := range []string{`DELETE FROM cleaning_steps WHERE run_id = ?`, `DELETE FROM cleaning_runs WHERE id = ?`} {
+				if _, err := s.w.ExecContext(ctx, s.d.rebind(q), id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, q := range []string{`DROP TABLE record_purges`, `DELETE FROM scour_schema WHERE table_name = 'record_purges'`} {
+			if _, err := s.w.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		s = mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		rep, err := s.VerifyHost(ctx, "compute-1", nil)
+		if err != nil || rep.FirstSeq["compute-1"] != 3 || rep.PurgedThrough["compute-1"] != 2 {
+			t.Fatalf("verify after the upgrade = %+v, %v; want the chain anchored at record 2", rep, err)
+		}
+	})
+}
