@@ -400,6 +400,9 @@ func logKeyFiles(log *slog.Logger, path string, signer *claims.Signer, kf claims
 			"public_key", kf.PubPath, "key_id", keyID)
 	}
 	switch {
+	case kf.PubErr != nil:
+		log.Warn("record signing public key file is missing or holds another key, and could not be rewritten (a read-only directory?): records are signed and verify with the key below, but the file operators archive is wrong; "+
+			"get the public key with `scourctl records pubkey` and archive it, or make the directory writable", "public_key", kf.PubPath, "key_id", keyID, "error", kf.PubErr)
 	case kf.OldKeyID != "":
 		log.Warn("record signing key changed: its public key file held another key and was rewritten; archive the new public key outside the host, "+
 			"and keep the old one to verify the records it signed", "public_key", kf.PubPath, "key_id", keyID,

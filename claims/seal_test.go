@@ -436,3 +436,42 @@ func TestUpgradeAnchorsChainsPurgedBefore(t *testing.T) {
 		}
 	})
 }
+
+// The public key file is kept as the operator left it when it holds the
+// loaded key (alone or in a bundle with older keys); one that cannot be
+// rewritten (a read-only directory, a Secret mount) does not stop signing:
+// KeyFiles.PubErr says so for the log.
+func TestPublicKeyFileBundleAndReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "record-signing.key")
+	s, _, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := append(PublicKeyPEM(other.PublicKey()), PublicKeyPEM(s.PublicKey())...)
+	if err := os.WriteFile(path+".pub", bundle, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, kf, err := LoadOrCreateKey(path); err != nil || kf.PubWritten || kf.PubErr != nil {
+		t.Fatalf("bundle holding the key: %+v, %v; want it left alone", kf, err)
+	}
+	if got, _ := os.ReadFile(path + ".pub"); string(got) != string(bundle) {
+		t.Error("the operator's bundle was rewritten")
+	}
+	// A .pub scourd cannot replace (here a directory in its place, which
+	// even root cannot overwrite with a file; a read-only mount alike).
+	if err := os.Remove(path + ".pub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path+".pub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	signer, kf, err := LoadOrCreateKey(path)
+	if err != nil || signer == nil || !signer.PublicKey().Equal(s.PublicKey()) || kf.PubErr == nil {
+		t.Fatalf("public key file that cannot be written: %+v, %v; want the signer and PubErr", kf, err)
+	}
+}

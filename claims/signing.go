@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +45,10 @@ type KeyFiles struct {
 	// another key (path+".pub.<hex of its key id>") or did not parse
 	// (path+".pub.invalid"); OldKeyID is that other key's id.
 	OldPub, OldKeyID string
+	// PubErr: PubPath should have been rewritten but could not be (a
+	// read-only directory, a Secret mount): signing works, and the
+	// caller warns that the public key file is missing or stale.
+	PubErr error
 }
 
 // LoadOrCreateKey reads the host's signing key from path (PEM, PKCS #8),
@@ -70,12 +75,15 @@ func LoadOrCreateKey(path string) (*Signer, KeyFiles, error) {
 		return nil, KeyFiles{}, err
 	}
 	if err := kf.syncPub(s.pub); err != nil {
-		return nil, KeyFiles{}, fmt.Errorf("record signing key %s: public key %s: %w; fix the file (or its directory's permissions) and restart", path, kf.PubPath, err)
+		// Not fatal: the key signs; only the copy operators archive is off.
+		kf.PubErr = fmt.Errorf("public key %s: %w", kf.PubPath, err)
 	}
 	return s, kf, nil
 }
 
-// syncPub makes kf.PubPath hold pub, and only pub.
+// syncPub makes kf.PubPath hold pub: a file that holds it already (alone,
+// or in a bundle with older keys an operator keeps there) is left as it
+// is; any other is rewritten to hold pub alone.
 func (kf *KeyFiles) syncPub(pub ed25519.PublicKey) error {
 	old, err := os.ReadFile(kf.PubPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -84,7 +92,7 @@ func (kf *KeyFiles) syncPub(pub ed25519.PublicKey) error {
 	if err == nil {
 		keys, perr := ParsePublicKeyPEM(old)
 		switch {
-		case perr == nil && len(keys) == 1 && keys[0].Equal(pub):
+		case perr == nil && slices.ContainsFunc(keys, func(k ed25519.PublicKey) bool { return k.Equal(pub) }):
 			return nil
 		case perr != nil:
 			kf.OldPub = kf.PubPath + ".invalid"
