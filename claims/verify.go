@@ -224,10 +224,10 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 	}
 	for _, r := range unsigned {
 		if firstSigned != nil && r.EndedAt.After(*firstSigned) {
-			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after signing began", ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339))
+			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after signing began (tampering, or a scour from before signing was run on this store again)", ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339))
 		}
 		if keyed != nil && r.EndedAt.After(*keyed) {
-			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after the host registered its signing key (%s): scourd signs every record it closes from then on",
+			return rep, fmt.Errorf("%w: run %s of host %s (device %s) closed at %s without a signature, after the host registered its signing key (%s): scourd signs every record it closes from then on (tampering, or a scour from before signing was run on this store again)",
 				ErrTampered, r.ID, host, r.Address, r.EndedAt.Format(time.RFC3339), keyed.Format(time.RFC3339))
 		}
 		rep.Unsigned++
