@@ -364,7 +364,10 @@ func fmtTime(t *time.Time) string {
 
 // VerifyDevice verifies the chains of every host that holds a record of
 // the device (resource provider uuid or PCI address).
-func (s *Store) VerifyDevice(ctx context.Context, device string, trusted []ed25519.PublicKey) (VerifyReport, error) {
+//
+// trusted gives the keys to trust for each host (nil, or nil for a host:
+// the keys that host registered in the store).
+func (s *Store) VerifyDevice(ctx context.Context, device string, trusted func(host string) []ed25519.PublicKey) (VerifyReport, error) {
 	runs, err := s.ListRuns(ctx, RunFilter{Device: device})
 	if err != nil {
 		return VerifyReport{}, err
@@ -376,7 +379,11 @@ func (s *Store) VerifyDevice(ctx context.Context, device string, trusted []ed255
 			continue
 		}
 		seen[r.Host] = true
-		rep, err := s.VerifyHost(ctx, r.Host, trusted)
+		var keys []ed25519.PublicKey
+		if trusted != nil {
+			keys = trusted(r.Host)
+		}
+		rep, err := s.VerifyHost(ctx, r.Host, keys)
 		if err != nil {
 			return total, err
 		}

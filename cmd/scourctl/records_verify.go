@@ -35,8 +35,11 @@ holding a record of the device), from the first record on; --file checks
 exported records (one, an array, or several documents) and the links
 between consecutive records it holds. Trusted keys: each --pubkey file (PEM,
 as scourd writes it next to its key, or scourctl records pubkey prints),
-else the keys the hosts registered in the store. Exit status 1 and the
-first break on failure.`,
+else the keys the hosts registered in the store. --pubkey HOST=FILE trusts
+FILE's keys for HOST's records only; a plain --pubkey FILE is trusted for
+every host's records, so when records of several hosts are verified
+together, bind each key to its host (a key of host A must not vouch for a
+record that says host B). Exit status 1 and the first break on failure.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return recordsVerify(cmd.Context(), sf, f, stdout)
@@ -45,7 +48,7 @@ first break on failure.`,
 	cmd.Flags().StringVar(&f.host, "host", "", "verify this host's chain in the store")
 	cmd.Flags().StringVar(&f.device, "device", "", "verify the chains holding this device's records")
 	cmd.Flags().StringVar(&f.file, "file", "", "verify exported records in this file (- for stdin)")
-	cmd.Flags().StringArrayVar(&f.pubkeys, "pubkey", nil, "trust only this public key file (PEM; repeatable)")
+	cmd.Flags().StringArrayVar(&f.pubkeys, "pubkey", nil, "trust only this public key file (PEM; repeatable); HOST=FILE trusts it for HOST's records only")
 	return cmd
 }
 
@@ -73,9 +76,9 @@ func recordsVerify(ctx context.Context, sf *recordsStoreFlags, f recordsVerifyFl
 		}
 		defer s.Close()
 		if f.host != "" {
-			rep, err = s.VerifyHost(ctx, f.host, trusted)
+			rep, err = s.VerifyHost(ctx, f.host, trusted.of(f.host))
 		} else {
-			rep, err = s.VerifyDevice(ctx, f.device, trusted)
+			rep, err = s.VerifyDevice(ctx, f.device, trusted.of)
 		}
 	}
 	if err != nil {
@@ -85,25 +88,53 @@ func recordsVerify(ctx context.Context, sf *recordsStoreFlags, f recordsVerifyFl
 	return nil
 }
 
-func readPubkeys(paths []string) ([]ed25519.PublicKey, error) {
-	var out []ed25519.PublicKey
-	for _, p := range paths {
+// pubkeys are the keys --pubkey gave: given is false without any (the
+// store's registered keys are trusted then); all are trusted for every
+// host, byHost for their host only (HOST=FILE).
+type pubkeys struct {
+	given  bool
+	all    []ed25519.PublicKey
+	byHost map[string][]ed25519.PublicKey
+}
+
+// of is the keys to trust for host's records: nil (the store's) when no
+// --pubkey was given; else the unbound keys and host's own, which may be
+// none (every record of host then fails as signed by an untrusted key).
+func (k pubkeys) of(host string) []ed25519.PublicKey {
+	if !k.given {
+		return nil
+	}
+	keys := make([]ed25519.PublicKey, 0, len(k.all)+len(k.byHost[host])) // not nil: nil means the store's
+	return append(append(keys, k.all...), k.byHost[host]...)
+}
+
+func readPubkeys(args []string) (pubkeys, error) {
+	out := pubkeys{given: len(args) > 0, byHost: map[string][]ed25519.PublicKey{}}
+	for _, a := range args {
+		host, p, bound := strings.Cut(a, "=")
+		if !bound || host == "" || strings.ContainsRune(host, '/') {
+			host, p, bound = "", a, false
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		keys, err := claims.ParsePublicKeyPEM(data)
 		if err != nil {
-			return nil, fmt.Errorf("--pubkey %s: %w", p, err)
+			return out, fmt.Errorf("--pubkey %s: %w", a, err)
 		}
-		out = append(out, keys...)
+		if bound {
+			out.byHost[host] = append(out.byHost[host], keys...)
+		} else {
+			out.all = append(out.all, keys...)
+		}
 	}
 	return out, nil
 }
 
 // verifyFile checks exported records; without --pubkey it trusts the keys
 // the store holds for each record's host.
-func verifyFile(ctx context.Context, sf *recordsStoreFlags, path string, trusted []ed25519.PublicKey) (claims.VerifyReport, error) {
+func verifyFile(ctx context.Context, sf *recordsStoreFlags, path string, trusted pubkeys) (claims.VerifyReport, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -118,8 +149,8 @@ func verifyFile(ctx context.Context, sf *recordsStoreFlags, path string, trusted
 	if err != nil {
 		return claims.VerifyReport{}, fmt.Errorf("%s: %w", path, err)
 	}
-	keysOf := func(string) ([]ed25519.PublicKey, error) { return trusted, nil }
-	if trusted == nil {
+	keysOf := func(host string) ([]ed25519.PublicKey, error) { return trusted.of(host), nil }
+	if !trusted.given {
 		s, err := sf.open(ctx)
 		if err != nil {
 			return claims.VerifyReport{}, fmt.Errorf("no --pubkey given and the store with the hosts' keys cannot be opened: %w", err)

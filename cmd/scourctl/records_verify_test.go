@@ -85,6 +85,19 @@ func TestRecordsVerify(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "not a trusted key of host compute-1") {
 		t.Fatalf("foreign key: exit %d, %q", code, errs)
 	}
+	// A key bound to its host (HOST=FILE) vouches for that host's records
+	// only: the same key bound to another host does not.
+	if code, out, errs := recordsCLI("records", "verify", "--state-path", dir, "--file", file, "--pubkey", "compute-1="+pub); code != 0 || !strings.Contains(out, "OK: 1 signed records") {
+		t.Fatalf("key bound to its host: exit %d, %q %q", code, out, errs)
+	}
+	code, _, errs = recordsCLI("records", "verify", "--state-path", dir, "--file", file, "--pubkey", "compute-2="+pub)
+	if code != 1 || !strings.Contains(errs, "not a trusted key of host compute-1") {
+		t.Fatalf("key bound to another host: exit %d, %q", code, errs)
+	}
+	code, _, errs = recordsCLI("records", "verify", "--state-path", dir, "--host", "compute-1", "--pubkey", "compute-2="+pub)
+	if code != 1 || !strings.Contains(errs, "not a trusted key of host compute-1") {
+		t.Fatalf("store verify with a key bound to another host: exit %d, %q", code, errs)
+	}
 	code, out, _ = recordsCLI("records", "pubkey", "--state-path", dir)
 	if keys, err := claims.ParsePublicKeyPEM([]byte(out)); code != 0 || err != nil || len(keys) != 1 {
 		t.Fatalf("pubkey: exit %d, %v\n%s", code, err, out)
