@@ -20,8 +20,7 @@ func (s *Store) SawHolder(ctx context.Context, host, rpUUID, consumer string) er
 	_, err := s.exec(ctx, `INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at
 		WHERE device_holders.consumer <> excluded.consumer
-		OR device_holders.seen_at <= COALESCE((SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
-			WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')), '')`, host, rpUUID, consumer, s.stamp(), host, rpUUID)
+		OR device_holders.seen_at <= COALESCE((`+lastCleanQuery+`), '')`, host, rpUUID, consumer, s.stamp(), host, rpUUID)
 	if err != nil {
 		return fmt.Errorf("claims: record consumer %s holding device %s on host %s: %w", consumer, rpUUID, host, err)
 	}
@@ -56,12 +55,17 @@ func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant
 	return t, ok, nil
 }
 
+// lastCleanQuery selects, for a host and device (two parameters), when
+// the device's last clean verdict was stored: the newest cleaned or
+// returned run's cleaned_at (ended_at for runs from before schema v3).
+const lastCleanQuery = `SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`
+
 // lastClean is when the device's last clean verdict was stored (its
 // newest cleaned or returned run); zero when it has none.
 func (s *Store) lastClean(ctx context.Context, q querier, host, rpUUID string) (time.Time, error) {
 	var last sql.NullString
-	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
-		WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`), host, rpUUID).Scan(&last)
+	err := q.QueryRowContext(ctx, s.d.rebind(lastCleanQuery), host, rpUUID).Scan(&last)
 	if err != nil || !last.Valid {
 		return time.Time{}, err
 	}
