@@ -23,6 +23,7 @@ const (
 	KindNVMe    DeviceKind = "nvme"
 	KindGPU     DeviceKind = "gpu"
 	KindNIC     DeviceKind = "nic"
+	KindFPGA    DeviceKind = "fpga"
 	KindGeneric DeviceKind = "generic"
 )
 
@@ -57,6 +58,7 @@ type Device struct {
 	NVMe *NVMeInfo
 	GPU  *GPUInfo
 	NIC  *NICInfo
+	FPGA *FPGAInfo
 
 	Capabilities Capabilities
 	Absent       map[string]string // capability name -> why it is absent

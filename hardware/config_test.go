@@ -95,10 +95,10 @@ func TestConfigValidateListsEveryProblem(t *testing.T) {
 	}
 
 	sim := Config{Backend: BackendSimulated, Simulator: SimConfig{Devices: []SimDevice{
-		{Address: "0000:01:00.0"}, {Address: "01:00.0"}, {Address: "0000:02:00.0", Kind: "fpga", Faults: map[string]string{"sanitize": "explode"}},
+		{Address: "0000:01:00.0"}, {Address: "01:00.0"}, {Address: "0000:02:00.0", Kind: "tpu", Faults: map[string]string{"sanitize": "explode"}},
 	}}}
 	err = sim.Validate()
-	for _, part := range []string{"state_dir", "listed twice", `kind "fpga"`, "explode"} {
+	for _, part := range []string{"state_dir", "listed twice", `kind "tpu"`, "explode"} {
 		if err == nil || !strings.Contains(err.Error(), part) {
 			t.Errorf("simulator config error does not mention %q: %v", part, err)
 		}

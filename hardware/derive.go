@@ -6,7 +6,9 @@ import (
 )
 
 // KindFromClass maps a PCI class code ("0x010802") to a device kind:
-// 0x0108 NVM controller, 0x03 display, 0x02 network, else generic.
+// 0x0108 NVM controller, 0x03 display, 0x02 network, 0x12 processing
+// accelerator (FPGA cards: Intel PAC/N3000 and Xilinx Alveo report it),
+// else generic.
 func KindFromClass(class string) DeviceKind {
 	c := strings.TrimPrefix(strings.ToLower(class), "0x")
 	switch {
@@ -16,6 +18,8 @@ func KindFromClass(class string) DeviceKind {
 		return KindGPU
 	case strings.HasPrefix(c, "02"):
 		return KindNIC
+	case strings.HasPrefix(c, "12"):
+		return KindFPGA
 	}
 	return KindGeneric
 }
@@ -59,6 +63,9 @@ func DeriveCapabilities(dev *Device) Capabilities {
 		for comp, v := range nic.Firmware {
 			c[NICFirmwarePrefix+comp] = Ordered(v)
 		}
+	}
+	if f := dev.FPGA; f != nil {
+		deriveFPGA(c, f)
 	}
 	// A capability with a reason in Absent is unknown, not false: an
 	// id-ctrl that failed must not read as "format not supported".

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Capability names are "<family>.<facet>": family is pci, nvme, gpu or nic
+// Capability names are "<family>.<facet>": family is pci, nvme, gpu, nic or fpga
 // (plus the bare name "kind"), facet names the fact. Operator-declared
 // capabilities that scour does not discover use the CustomPrefix.
 // docs/hardware.md lists every name; KnownCapabilities is its source.
@@ -41,7 +41,7 @@ type CapabilitySpec struct {
 var flag = TraitRule{Shape: TraitFlag}
 
 var knownCapabilities = []CapabilitySpec{
-	{Name: "kind", Kind: KindSet, Source: "PCI class code: nvme, gpu, nic or generic", Trait: TraitRule{Shape: TraitMembers, Members: DeviceKinds}},
+	{Name: "kind", Kind: KindSet, Source: "PCI class code: nvme, gpu, nic, fpga (0x12 processing accelerator) or generic", Trait: TraitRule{Shape: TraitMembers, Members: DeviceKinds}},
 	{Name: "pci.vendor", Kind: KindSet, Source: "sysfs vendor (\"0x144d\")"},
 	{Name: "pci.device", Kind: KindSet, Source: "sysfs device (\"0xa80a\")"},
 	{Name: "pci.class", Kind: KindSet, Source: "sysfs class (\"0x010802\")"},
@@ -65,6 +65,11 @@ var knownCapabilities = []CapabilitySpec{
 	{Name: "gpu.ecc", Kind: KindBool, Source: "nvidia-smi ecc.mode.current == Enabled", Trait: flag},
 	{Name: "gpu.reset", Kind: KindBool, Source: "sysfs reset file present on a GPU", Trait: flag},
 	{Name: "gpu.scrub", Kind: KindBool, Source: "NVIDIA GPU and libcuda.so.1 loads (built-in scrubber), or hardware.gpu_scrub_tool is configured, or simulated", Trait: flag},
+	{Name: "fpga.regions", Kind: KindOrdered, Source: "number of fpga_region class devices under the PCI function (sysfs; compare numerically)"},
+	{Name: "fpga.manager", Kind: KindBool, Source: "an fpga_manager class device under the PCI function (sysfs)", Trait: flag},
+	{Name: "fpga.dfl", Kind: KindBool, Source: "a DFL FPGA Management Engine (dfl-fme.N) under the PCI function (sysfs)", Trait: flag},
+	{Name: "fpga.bitstream_id", Kind: KindSet, Source: "DFL FME bitstream_id: the static region's loaded bitstream (sysfs)"},
+	{Name: "fpga.compat_id", Kind: KindSet, Source: "fpga_region compat_id of each region that has one: the interface a partial bitstream must match (sysfs)"},
 	{Name: NICFirmwarePrefix, Kind: KindOrdered, Prefix: true, Source: "devlink dev info -j, versions.running.<component>"},
 	{Name: CustomPrefix, Kind: KindSet, Prefix: true, Source: "operator-declared only: bool, list (set) or string (ordered, version compare)", Trait: TraitRule{Shape: TraitOperator}},
 }

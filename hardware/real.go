@@ -81,6 +81,8 @@ func (r *Real) Discover(ctx context.Context, addr Address) (*Device, error) {
 		r.discoverGPU(ctx, dev)
 	case KindNIC:
 		r.discoverNIC(ctx, dev)
+	case KindFPGA:
+		r.discoverFPGA(dev)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("discover %s: %w", addr, err)

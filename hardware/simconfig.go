@@ -51,6 +51,12 @@ type SimDevice struct {
 	// NIC: devlink component -> running version
 	NICFirmware map[string]string `yaml:"nic_firmware"`
 
+	// FPGA: fpga_region count (default 1) and the id the card holds at
+	// first start (the tenant's bitstream; default "0xtenant"). The
+	// card's memory is memory_bytes.
+	FPGARegions int    `yaml:"fpga_regions"`
+	BitstreamID string `yaml:"bitstream_id"`
+
 	// Faults: operation -> "fail", "hang" or "slow" (see FaultOps).
 	Faults map[string]string `yaml:"faults"`
 }
@@ -59,7 +65,7 @@ type SimDevice struct {
 // <state_dir>/<address>/<kind>-<op> (e.g. fail-sanitize) injects the
 // fault into a running process; removing it clears the fault.
 var (
-	FaultOps   = []string{"discover", "smart-log", "sanitize", "format", "media", "scrub-gpu", "flash-firmware", "activate-firmware", "firmware-versions", "reset", "bind"}
+	FaultOps   = []string{"discover", "smart-log", "sanitize", "format", "media", "scrub-gpu", "flash-firmware", "activate-firmware", "firmware-versions", "reset", "bind", "program-fpga", "fpga-readback", "clear-fpga-memory"}
 	FaultKinds = []string{"fail", "hang", "slow"}
 )
 
@@ -73,10 +79,16 @@ func (c *SimConfig) setDefaults() {
 			d.Kind = KindNVMe
 		}
 		if d.Driver == "" {
-			d.Driver = map[DeviceKind]string{KindNVMe: "nvme", KindGPU: "nvidia", KindNIC: "mlx5_core"}[d.Kind]
+			d.Driver = map[DeviceKind]string{KindNVMe: "nvme", KindGPU: "nvidia", KindNIC: "mlx5_core", KindFPGA: "dfl-pci"}[d.Kind]
 		}
 		if d.Kind == KindNVMe && d.Namespaces == 0 {
 			d.Namespaces = 1
+		}
+		if d.Kind == KindFPGA && d.FPGARegions == 0 {
+			d.FPGARegions = 1
+		}
+		if d.Kind == KindFPGA && d.BitstreamID == "" {
+			d.BitstreamID = "0xtenant"
 		}
 		if d.MediaBytes == 0 {
 			d.MediaBytes = 1 << 20
@@ -110,12 +122,12 @@ func (c *SimConfig) validate() error {
 		}
 		seen[addr] = true
 		switch d.Kind {
-		case KindNVMe, KindGPU, KindNIC, KindGeneric:
+		case KindNVMe, KindGPU, KindNIC, KindFPGA, KindGeneric:
 		default:
-			errs = append(errs, fmt.Errorf("%s: kind %q: want nvme, gpu, nic or generic", where, d.Kind))
+			errs = append(errs, fmt.Errorf("%s: kind %q: want nvme, gpu, nic, fpga or generic", where, d.Kind))
 		}
-		if d.MediaBytes < 0 || d.MemoryBytes < 0 || d.Namespaces < 0 || d.PercentUsed < 0 {
-			errs = append(errs, fmt.Errorf("%s: sizes, namespaces and percent_used must not be negative", where))
+		if d.MediaBytes < 0 || d.MemoryBytes < 0 || d.Namespaces < 0 || d.PercentUsed < 0 || d.FPGARegions < 0 {
+			errs = append(errs, fmt.Errorf("%s: sizes, namespaces, fpga_regions and percent_used must not be negative", where))
 		}
 		for op, kind := range d.Faults {
 			if indexOf(FaultOps, op) < 0 || indexOf(FaultKinds, kind) < 0 {

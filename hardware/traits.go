@@ -47,7 +47,7 @@ type TraitRule struct {
 var PercentUsedBounds = []int{10, 25, 50, 75, 90, 100}
 
 // DeviceKinds is the fixed set of "kind" values.
-var DeviceKinds = []string{string(KindNVMe), string(KindGPU), string(KindNIC), string(KindGeneric)}
+var DeviceKinds = []string{string(KindNVMe), string(KindGPU), string(KindNIC), string(KindFPGA), string(KindGeneric)}
 
 // Traits renders capabilities as trait names under prefix
 // ("CUSTOM_SCOUR_CAP_") by each capability's TraitRule: upper case,

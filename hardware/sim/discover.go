@@ -43,6 +43,11 @@ func (s *Simulator) Discover(ctx context.Context, addr hardware.Address) (*hardw
 			fw[k] = v
 		}
 		dev.NIC = &hardware.NICInfo{DevlinkHandle: "pci/" + string(addr), Firmware: fw}
+	case hardware.KindFPGA:
+		// The simulated sysfs copies the DFL layout: the real parser reads it.
+		if dev.FPGA, err = s.fs.FPGA(addr); err != nil {
+			return nil, err
+		}
 	}
 	dev.Capabilities = hardware.DeriveCapabilities(dev)
 	if d.cfg.Kind == hardware.KindGPU {

@@ -13,6 +13,7 @@ var kindDefaults = map[hardware.DeviceKind]struct{ vendor, device, class string 
 	hardware.KindNVMe:    {"0x144d", "0xa80a", "0x010802"},
 	hardware.KindGPU:     {"0x10de", "0x20b0", "0x030200"},
 	hardware.KindNIC:     {"0x15b3", "0x101d", "0x020000"},
+	hardware.KindFPGA:    {"0x8086", "0x0b30", "0x120000"}, // Intel PAC N3000
 	hardware.KindGeneric: {"0x1af4", "0x1000", "0xff0000"},
 }
 
@@ -58,6 +59,15 @@ func (s *Simulator) writeSysfs(d *simDev, driver string) error {
 	}
 	if err := relink(fmt.Sprintf("../../../kernel/iommu_groups/%d", group), filepath.Join(dir, "iommu_group")); err != nil {
 		return err
+	}
+	if d.cfg.Kind == hardware.KindFPGA {
+		st, err := s.load(d)
+		if err != nil {
+			return err
+		}
+		if err := s.writeFPGASysfs(d, st); err != nil {
+			return err
+		}
 	}
 	return s.setDriver(d, driver)
 }

@@ -8,6 +8,7 @@
 //	                              and iommu_group symlinks) read with hardware.FS
 //	<state>/<addr>/nvme0n1.img    one file per NVMe namespace ("media")
 //	<state>/<addr>/gpu-memory.img GPU memory
+//	<state>/<addr>/fpga-memory.img an FPGA card's memory
 //	<state>/<addr>/state.json     wear, firmware, driver: survives restarts
 //	<state>/<addr>/<kind>-<op>    fault files: fail-sanitize, hang-format,
 //	                              slow-scrub-gpu ... (see hardware.FaultOps)
@@ -68,6 +69,8 @@ type state struct {
 	Pending    string            `json:"pending,omitempty"`
 	PendingNIC map[string]string `json:"pending_nic,omitempty"`
 	Resets     int               `json:"resets"`
+	// FPGA is the bitstream id each region of a simulated FPGA holds.
+	FPGA map[string]string `json:"fpga,omitempty"`
 }
 
 // New builds the simulator from cfg (validated here), creating the state
@@ -137,6 +140,8 @@ func (d *simDev) mediaFiles() []hardware.Media {
 		return out
 	case hardware.KindGPU:
 		return []hardware.Media{{Path: d.gpuMemory(), Size: d.cfg.MemoryBytes}}
+	case hardware.KindFPGA:
+		return []hardware.Media{{Path: filepath.Join(d.dir, "fpga-memory.img"), Size: d.cfg.MemoryBytes}}
 	}
 	return nil
 }
@@ -155,6 +160,12 @@ func (s *Simulator) loadLocked(d *simDev) (*state, error) {
 		st := &state{Driver: d.cfg.Driver, PercentUsed: d.cfg.PercentUsed, Firmware: d.cfg.Firmware, NICFirmware: map[string]string{}}
 		for k, v := range d.cfg.NICFirmware {
 			st.NICFirmware[k] = v
+		}
+		if d.cfg.Kind == hardware.KindFPGA {
+			st.FPGA = map[string]string{}
+			for _, r := range d.fpgaRegions() {
+				st.FPGA[r] = d.cfg.BitstreamID
+			}
 		}
 		return st, s.saveLocked(d, st)
 	}
