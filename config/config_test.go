@@ -164,7 +164,7 @@ func TestExampleConfigSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Placement.Node != "cmp9" || c.Lifecycle.Host != "cmp9" || len(c.Pipelines.Profiles) != 2 ||
+	if c.Placement.Node != "cmp9" || c.Lifecycle.Host != "cmp9" || len(c.Pipelines.Profiles) != 3 ||
 		c.Claims.ClaimExpiry != 300*time.Second || c.Lifecycle.ReconcileInterval != 5*time.Minute {
 		t.Errorf("example sections: placement node %q, lifecycle %+v, %d profiles, claims %+v",
 			c.Placement.Node, c.Lifecycle, len(c.Pipelines.Profiles), c.Claims)

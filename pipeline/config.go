@@ -122,6 +122,22 @@ type Step struct {
 	Verifies bool `yaml:"verifies"`
 }
 
+// pluginPaths are the executables the step runs: a plugin step's path,
+// or the plugins a built-in names in its PluginArgs (a vendor tool).
+func (s *Step) pluginPaths() []string {
+	if s.Type == TypePlugin {
+		return []string{s.Path}
+	}
+	spec, _ := lookupBuiltin(s.Type)
+	var out []string
+	for _, a := range spec.PluginArgs {
+		if p, ok := s.Args[a].(string); ok && p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // verifies reports whether the step checks the cleaning's result.
 func (s *Step) verifies() bool { return s.Type == "verify" || (s.Type == TypePlugin && s.Verifies) }
 
@@ -308,6 +324,11 @@ func (s *Step) validate(where string, pluginDirs []string) []error {
 		if spec.CheckArgs != nil {
 			if err := spec.CheckArgs(s.Args); err != nil {
 				add("%s: args: %v", where, err)
+			}
+		}
+		for _, a := range spec.PluginArgs {
+			if p, ok := s.Args[a].(string); ok && p != "" && !inDirs(p, pluginDirs) {
+				add("%s: args.%s: plugin %q is not directly inside a plugin_dirs directory %v", where, a, p, pluginDirs)
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
+	"github.com/scour-project/scour/plugins/builtin"
 	"github.com/scour-project/scour/plugins/runner"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	Allocations AllocationChecker
 	// Plugins defaults to a runner.Runner limited to Config.PluginDirs.
 	Plugins PluginRunner
+	// Images resolves Glance image references of steps that put a golden
+	// image on a device (fpga-program); nil: only local files.
+	Images builtin.ImageResolver
 	// Registerer receives the engine's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -70,6 +74,7 @@ type Engine struct {
 	cp      Checkpoints
 	alloc   AllocationChecker
 	plugins PluginRunner
+	images  builtin.ImageResolver
 	m       *metrics
 	log     *slog.Logger
 
@@ -121,7 +126,7 @@ func New(cfg Config, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins,
+	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins, images: o.Images,
 		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
 		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery,
 		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
@@ -276,16 +281,15 @@ func preflight(cfg Config, pr PluginRunner) error {
 	seen := map[string]error{}
 	for _, p := range cfg.Profiles {
 		for _, s := range p.Pipeline.Steps {
-			if s.Type != TypePlugin {
-				continue
-			}
-			err, done := seen[s.Path]
-			if !done {
-				err = pf.Preflight(ctx, s.Path)
-				seen[s.Path] = err
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("profile %s, pipeline %s, step %s: %v", p.Name, p.Pipeline.Name, s.Name, plugins.AsError(err).Msg))
+			for _, path := range s.pluginPaths() {
+				err, done := seen[path]
+				if !done {
+					err = pf.Preflight(ctx, path)
+					seen[path] = err
+				}
+				if err != nil {
+					errs = append(errs, fmt.Errorf("profile %s, pipeline %s, step %s: %v", p.Name, p.Pipeline.Name, s.Name, plugins.AsError(err).Msg))
+				}
 			}
 		}
 	}

@@ -37,7 +37,21 @@ func (builtinImpl) check(context.Context, *run, *Step, *hardware.Device) (string
 }
 
 func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
-	t := &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure()}
+	t := &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure(),
+		Earlier: succeededDetails(r.recs), Images: r.e.images}
+	if pr := r.e.plugins; pr != nil {
+		t.RunPlugin = func(ctx context.Context, path string, args map[string]any, progress func(float64)) (*plugins.Result, error) {
+			v, err := pr.Version(ctx, path)
+			if err != nil {
+				return nil, err
+			}
+			req, err := NewRequest(ctx, r.e.be, r.t, s.Name, args, dev)
+			if err != nil {
+				return nil, err
+			}
+			return pr.Clean(ctx, path, v, req, progress)
+		}
+	}
 	if *s.InDevice { // a host-bound step holds its slot already
 		t.HostSlot = func(ctx context.Context) (func(), error) { return r.hostSlot(ctx, s) }
 	}
@@ -127,6 +141,18 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 		req.Previous = &plugins.Previous{Instance: t.PreviousInstance, Project: t.PreviousProject}
 	}
 	return req, nil
+}
+
+// succeededDetails are the details of the run's succeeded steps, oldest
+// first.
+func succeededDetails(recs []StepRecord) []map[string]any {
+	var out []map[string]any
+	for _, rec := range recs {
+		if rec.State == StepSucceeded {
+			out = append(out, rec.Details)
+		}
+	}
+	return out
 }
 
 // lastErasure is what the run's last succeeded erasing step reported.

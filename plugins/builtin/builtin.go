@@ -28,6 +28,16 @@ type Target struct {
 	// in-device step, which takes none, calls it before host-bound work of
 	// its own (nvme-erase's overwrite fallback). nil: none to take.
 	HostSlot func(ctx context.Context) (release func(), err error)
+	// Earlier are the details of the run's steps that succeeded before
+	// this one, oldest first (fpga-readback finds fpga-program's there).
+	Earlier []map[string]any
+	// Images resolves Glance image references (nil: none configured;
+	// local files need none).
+	Images ImageResolver
+	// RunPlugin runs the executable plugin at path (one of the step's
+	// PluginArgs, checked against plugin_dirs) with a CLEAN request for
+	// this device carrying args; nil where the engine runs no plugins.
+	RunPlugin func(ctx context.Context, path string, args map[string]any, progress func(float64)) (*plugins.Result, error)
 }
 
 func (t *Target) progress(f float64) {
@@ -62,6 +72,10 @@ type Spec struct {
 	// nvme); a device living on vfio-pci gets it from the step's driver:
 	// option. Dry runs warn when neither provides it.
 	Needs map[hardware.DeviceKind]string
+	// PluginArgs name the args that hold a plugin path (a vendor tool the
+	// step runs over the plugin protocol): config validation requires
+	// each to lie directly in a plugin_dirs directory.
+	PluginArgs []string
 	// Skip, when set, says why the step is pointless after the run's last
 	// erasure ("" to run it), with details to record: verify after a
 	// crypto erase.

@@ -1,0 +1,152 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/sim"
+	"github.com/scour-project/scour/plugins"
+)
+
+// simBitstream writes a simulated bitstream carrying id; it returns its
+// path and sha256.
+func simBitstream(t *testing.T, id string) (string, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "golden.gbs")
+	b := []byte(sim.BitstreamHeader + id + "\n")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return p, hex.EncodeToString(sum[:])
+}
+
+// fpgaEngine is an engine over the simulator whose Placement shows
+// nothing allocated.
+func fpgaEngine(t *testing.T, cfg Config, s *sim.Simulator, pr PluginRunner) *Engine {
+	t.Helper()
+	e, err := New(cfg, Options{Backend: s, Checkpoints: NewMemCheckpoints(), Registerer: prometheus.NewRegistry(), Plugins: pr,
+		Logger:      slog.New(slog.DiscardHandler),
+		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// The FPGA pipeline the shipped config carries, on the simulator: program
+// the golden image, reset, read back, clear the memory.
+func TestFPGAPipelineOnSimulator(t *testing.T) {
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+		StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{
+			{Address: "0000:5e:00.0", Kind: hardware.KindFPGA, FPGARegions: 2},
+		}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, goodSum := simBitstream(t, "0xgolden")
+	pipeline := func(path, sum string) Config {
+		cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+profiles:
+  - name: fpga
+    match: {kinds: [fpga]}
+    pipeline:
+      name: fpga-golden
+      steps:
+        - {name: program, type: fpga-program, args: {image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
+        - {name: reset, type: pci-reset}
+        - {name: readback, type: fpga-readback}
+        - {name: clear-memory, type: fpga-clear-memory, on_unsupported: skip}
+`, path, sum)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	engine := func(cfg Config) *Engine { return fpgaEngine(t, cfg, s, nil) }
+	ctx := context.Background()
+	tgt := Target{Address: "0000:5e:00.0", RPUUID: "rp-fpga"}
+	res, err := engine(pipeline(good, goodSum)).Clean(ctx, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictClean || states(res.Steps) != "program=succeeded reset=succeeded readback=succeeded clear-memory=succeeded" {
+		t.Fatalf("%s: steps %s", res, states(res.Steps))
+	}
+	for _, r := range []string{"region0", "region1"} {
+		if id, _ := s.FPGALoadedID(ctx, tgt.Address, r); id != "0xgolden" {
+			t.Errorf("%s holds %q after the run", r, id)
+		}
+	}
+	// An image that does not hold what it declares: quarantined at once.
+	bad, badSum := simBitstream(t, "0xsomething-else")
+	res, err = engine(pipeline(bad, badSum)).Clean(ctx, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictQuarantine || !strings.HasPrefix(states(res.Steps), "program=failed") {
+		t.Errorf("wrong bitstream: %s, steps %s; want quarantine after program", res, states(res.Steps))
+	}
+}
+
+// A programmer plugin named in a built-in's args must lie in plugin_dirs,
+// and the engine runs it with the device's request and the step's args.
+func TestFPGAProgrammerPluginRunsThroughTheEngine(t *testing.T) {
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+		StateDir: t.TempDir(), Devices: []hardware.SimDevice{{Address: "0000:5e:00.0", Kind: hardware.KindFPGA}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, sum := simBitstream(t, "0xgolden")
+	text := func(programmer string) string {
+		return fmt.Sprintf(`
+plugin_dirs: [%s]
+profiles:
+  - name: fpga
+    match: {kinds: [fpga]}
+    pipeline:
+      name: fpga-golden
+      steps:
+        - {name: program, type: fpga-program, args: {programmer: %s, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
+`, pluginDir, programmer, good, sum)
+	}
+	if _, err := ParseConfig([]byte(text("/usr/local/bin/xbmgmt-wrapper"))); err == nil || !strings.Contains(err.Error(), "args.programmer") {
+		t.Errorf("programmer outside plugin_dirs: %v, want an error naming args.programmer", err)
+	}
+	cfg, err := ParseConfig([]byte(text(pluginDir + "/fpga-tool")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := newFakeRunner()
+	var got *plugins.Request
+	fr.clean["fpga-tool"] = func(ctx context.Context, req *plugins.Request) (*plugins.Result, error) {
+		got = req
+		// The tool programs (the simulator stands in for the card) and reads back.
+		img := hardware.FPGAImage{Path: req.Args["image_file"].(string)}
+		if err := s.ProgramFPGA(ctx, "0000:5e:00.0", req.Args["region"].(string), img, nil); err != nil {
+			return nil, err
+		}
+		return plugins.OK(map[string]any{"readback_id": "0xgolden"}), nil
+	}
+	res, err := fpgaEngine(t, cfg, s, fr).Clean(context.Background(), Target{Address: "0000:5e:00.0", RPUUID: "rp-fpga"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictClean {
+		t.Fatalf("%s: steps %s", res, states(res.Steps))
+	}
+	if got == nil || got.Device.Kind != "fpga" || got.Args["action"] != "program" || got.Args["region"] != "region0" || got.Args["bitstream_id"] != "0xgolden" {
+		t.Errorf("the programmer got %+v", got)
+	}
+}

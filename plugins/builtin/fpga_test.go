@@ -1,0 +1,223 @@
+package builtin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/sim"
+	"github.com/scour-project/scour/plugins"
+)
+
+const fpgaAddr = hardware.Address("0000:5e:00.0")
+
+// golden writes a simulated bitstream carrying id and returns the
+// image reference for args.image, declaring declared.
+func golden(t *testing.T, id, declared string) map[string]any {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "golden.gbs")
+	b := []byte(sim.BitstreamHeader + id + "\nbits")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return map[string]any{"file": p, "sha256": hex.EncodeToString(sum[:]), "bitstream_id": declared, "name": "n3000-golden"}
+}
+
+func fpgaSim(t *testing.T) *sim.Simulator {
+	return newSim(t, hardware.SimDevice{Address: string(fpgaAddr), Kind: hardware.KindFPGA, FPGARegions: 2, BitstreamID: "0xtenant"})
+}
+
+// fpgaStep runs a step on the simulated FPGA with a fake plugin runner.
+func fpgaStep(t *testing.T, be hardware.Backend, name string, args map[string]any, tool func(ctx context.Context, path string, args map[string]any) (*plugins.Result, error), earlier ...map[string]any) (*plugins.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	dev, err := be.Discover(ctx, fpgaAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &Target{Device: dev, Step: name, Args: args, Earlier: earlier}
+	if tool != nil {
+		tg.RunPlugin = func(ctx context.Context, path string, args map[string]any, _ func(float64)) (*plugins.Result, error) {
+			return tool(ctx, path, args)
+		}
+	}
+	spec, _ := Lookup(name)
+	if err := spec.CheckArgs(args); err != nil {
+		t.Fatalf("args: %v", err)
+	}
+	return spec.Run(ctx, be, tg)
+}
+
+func loaded(t *testing.T, s *sim.Simulator, region string) string {
+	t.Helper()
+	id, err := s.FPGALoadedID(context.Background(), fpgaAddr, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestFPGAProgramPutsGoldenIntoEveryRegionAndReadsBack(t *testing.T) {
+	s := fpgaSim(t)
+	res, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xgolden", "0xGOLDEN")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"region0", "region1"} {
+		if id := loaded(t, s, r); id != "0xgolden" {
+			t.Errorf("%s holds %q after fpga-program", r, id)
+		}
+	}
+	img := res.Details[ImageKey].(map[string]any)
+	if img["name"] != "n3000-golden" || img["hash_algo"] != "sha256" || img["size"] != int64(len(sim.BitstreamHeader)+len("0xgolden\nbits")) {
+		t.Errorf("image in details: %v", img)
+	}
+	rb := res.Details[ReadbackKey].(map[string]any)
+	if rb["result"] != "passed" || rb["expected"] != "0xGOLDEN" || len(rb["regions"].([]regionResult)) != 2 {
+		t.Errorf("readback in details: %v", rb)
+	}
+	// What fpga-readback finds in the stored (JSON) details of the step.
+	var stored map[string]any
+	b, _ := json.Marshal(res.Details)
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fpgaStep(t, s, "fpga-readback", nil, nil, stored); err != nil {
+		t.Errorf("fpga-readback after fpga-program: %v", err)
+	}
+	// A tenant's bitstream loaded behind the run's back fails the read-back.
+	if err := s.ProgramFPGA(context.Background(), fpgaAddr, "region1", hardware.FPGAImage{Path: golden(t, "0xtenant2", "")["file"].(string)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fpgaStep(t, s, "fpga-readback", nil, nil, stored)
+	if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), `region "region1" reports "0xtenant2"`) {
+		t.Errorf("fpga-readback with region1 changed: %v, want permanent naming region1", err)
+	}
+	if _, err := fpgaStep(t, s, "fpga-readback", nil, nil); plugins.CodeOf(err) != plugins.CodeInvalidConfig {
+		t.Errorf("fpga-readback without an earlier fpga-program: %v, want invalid config", err)
+	}
+}
+
+func TestFPGAProgramReadbackDiffersQuarantines(t *testing.T) {
+	s := fpgaSim(t)
+	// The image declares 0xgolden but carries another bitstream.
+	_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xwrong", "0xgolden")}, nil)
+	var pe *plugins.Error
+	if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
+		t.Fatalf("err %v, want permanent (quarantine)", err)
+	}
+	rb, _ := pe.Details[ReadbackKey].(map[string]any)
+	if rb["result"] != "failed" || pe.Details[ImageKey] == nil || !strings.Contains(pe.Msg, `reports "0xwrong"`) {
+		t.Errorf("details %v, msg %q: want the failed read-back, the image and the id reported", pe.Details, pe.Msg)
+	}
+}
+
+func TestFPGAProgramRefusesImageThatDoesNotMatchItsHash(t *testing.T) {
+	s := fpgaSim(t)
+	ref := golden(t, "0xgolden", "0xgolden")
+	ref["sha256"] = strings.Repeat("0", 64)
+	_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": ref}, nil)
+	if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "refusing to program") {
+		t.Errorf("err %v, want invalid config refusing to program", err)
+	}
+	if id := loaded(t, s, "region0"); id != "0xtenant" {
+		t.Errorf("region0 holds %q: a mismatching image was programmed", id)
+	}
+	ref = golden(t, "0xgolden", "0xgolden")
+	delete(ref, "bitstream_id")
+	if _, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": ref}, nil); plugins.CodeOf(err) != plugins.CodeInvalidConfig || loaded(t, s, "region0") != "0xtenant" {
+		t.Errorf("an image declaring no id: %v, want invalid config and nothing programmed", err)
+	}
+}
+
+// hideProgrammer is a backend that cannot program or read back FPGAs
+// (the real one on a card sysfs says nothing about): only the tool can.
+type hideProgrammer struct{ hardware.Backend }
+
+func TestFPGAProgrammerTool(t *testing.T) {
+	const tool = "/usr/lib/scour/plugins/fpga-xrt"
+	ok := func(id string) func(context.Context, string, map[string]any) (*plugins.Result, error) {
+		return func(_ context.Context, path string, args map[string]any) (*plugins.Result, error) {
+			if path != tool || args["action"] != "program" || args["bitstream_id"] != "0xgolden" || args["image_file"] == "" {
+				return nil, plugins.Errorf(plugins.CodeInvalidRequest, "unexpected call %s %v", path, args)
+			}
+			return &plugins.Result{Status: plugins.StatusOK, Details: map[string]any{"readback_id": id}, SHA256: "abc"}, nil
+		}
+	}
+	args := func(t *testing.T) map[string]any {
+		return map[string]any{"image": golden(t, "0xgolden", "0xgolden"), "programmer": tool, "timeout": "100ms"}
+	}
+	t.Run("tool reads back the id", func(t *testing.T) {
+		res, err := fpgaStep(t, hideProgrammer{fpgaSim(t)}, "fpga-program", args(t), ok("0xgolden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := res.Details[ReadbackKey].(map[string]any)["regions"].([]regionResult)
+		if len(rs) != 2 || rs[0].Source != "tool" || rs[0].Result != "passed" {
+			t.Errorf("read-back %v, want both regions passed by the tool's id", rs)
+		}
+	})
+	t.Run("tool says ok but the id differs", func(t *testing.T) {
+		_, err := fpgaStep(t, hideProgrammer{fpgaSim(t)}, "fpga-program", args(t), ok("0xother"))
+		if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), `"0xother" (tool)`) {
+			t.Errorf("err %v, want permanent naming the tool's id", err)
+		}
+	})
+	t.Run("tool says ok but sysfs shows the tenant's bitstream", func(t *testing.T) {
+		s := fpgaSim(t) // reads back itself: the tool's word does not count
+		_, err := fpgaStep(t, s, "fpga-program", args(t), ok("0xgolden"))
+		if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), `"0xtenant" (sysfs)`) {
+			t.Errorf("err %v, want permanent naming the id sysfs reports", err)
+		}
+	})
+	t.Run("tool reports no id and sysfs has none", func(t *testing.T) {
+		_, err := fpgaStep(t, hideProgrammer{fpgaSim(t)}, "fpga-program", args(t), func(context.Context, string, map[string]any) (*plugins.Result, error) {
+			return plugins.OK(nil), nil
+		})
+		if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "neither sysfs nor the tool") {
+			t.Errorf("err %v, want permanent: nothing read back", err)
+		}
+	})
+	t.Run("tool exits non-zero", func(t *testing.T) {
+		_, err := fpgaStep(t, fpgaSim(t), "fpga-program", args(t), func(context.Context, string, map[string]any) (*plugins.Result, error) {
+			return nil, &plugins.Error{Code: 101, Msg: "xbmgmt program exited 1", Stderr: "ERROR: Failed to flash base: device busy"}
+		})
+		var pe *plugins.Error
+		if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent || !strings.Contains(pe.Msg, "xbmgmt program exited 1") ||
+			pe.Details["tool_stderr"] != "ERROR: Failed to flash base: device busy" || pe.Stderr == "" {
+			t.Errorf("err %#v, want permanent with the tool's words and stderr", err)
+		}
+	})
+	t.Run("tool hangs", func(t *testing.T) {
+		_, err := fpgaStep(t, fpgaSim(t), "fpga-program", args(t), func(ctx context.Context, _ string, _ map[string]any) (*plugins.Result, error) {
+			<-ctx.Done() // as the runner: the process group is killed at the deadline
+			return nil, &plugins.Error{Code: plugins.CodeTimeout, Msg: "plugin fpga-xrt CLEAN: ran past its deadline; its process group was killed", Stderr: "Programming... 40%"}
+		})
+		var pe *plugins.Error
+		if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent || !strings.Contains(pe.Msg, "hung") || pe.Details["tool_stderr"] != "Programming... 40%" {
+			t.Errorf("err %#v, want permanent (quarantine) saying it hung, with the tool's output", err)
+		}
+	})
+}
+
+func TestFPGAClearMemory(t *testing.T) {
+	s := fpgaSim(t)
+	if _, err := fpgaStep(t, s, "fpga-clear-memory", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(s.StateDir(fpgaAddr), "fpga-memory.img"))
+	if err != nil || !zeros([][]byte{b}) {
+		t.Errorf("FPGA memory not zero after fpga-clear-memory (%v)", err)
+	}
+	if _, err := fpgaStep(t, hideProgrammer{s}, "fpga-clear-memory", nil, nil); plugins.CodeOf(err) != plugins.CodeUnsupported {
+		t.Errorf("no tool, no backend support: %v, want unsupported", err)
+	}
+}
