@@ -34,10 +34,13 @@ type Record struct {
 	Method         RecordMethod         `json:"method"`
 	Sanitization   RecordSanitization   `json:"sanitization"`
 	Verification   []RecordVerification `json:"verification"`
-	Result         RecordResult         `json:"result"`
-	TriggeredBy    string               `json:"triggered_by"`
-	StartedAt      time.Time            `json:"started_at"`
-	EndedAt        *time.Time           `json:"ended_at"`
+	// Images are the golden images steps put on the device (an FPGA's
+	// bitstream), each with its read-back; absent when none did.
+	Images      []RecordImage `json:"images,omitempty"`
+	Result      RecordResult  `json:"result"`
+	TriggeredBy string        `json:"triggered_by"`
+	StartedAt   time.Time     `json:"started_at"`
+	EndedAt     *time.Time    `json:"ended_at"`
 	// Chain links a closed, signed record to the host's previous one.
 	Chain *RecordChain `json:"chain,omitempty"`
 	// Signature, GeneratedAt and SchemaVersions are not signed: the first
@@ -228,6 +231,66 @@ func verificationOf(st Step, outcome string) RecordVerification {
 	return v
 }
 
+// RecordImage is a golden image one step attempt put on the device: what
+// the image is (id and name where it came from, the hash its bytes were
+// verified against, size) and the read-back: the id the device had to
+// report, and what each region reported. The step's details "image" and
+// "readback" (fpga-program; fpga-readback reports a read-back only).
+type RecordImage struct {
+	Seq       int            `json:"seq"`
+	Step      string         `json:"step"`
+	Outcome   string         `json:"outcome"`
+	ID        string         `json:"id,omitempty"`
+	Name      string         `json:"name,omitempty"`
+	HashAlgo  string         `json:"hash_algo,omitempty"`
+	HashValue string         `json:"hash_value,omitempty"`
+	Size      int64          `json:"size,omitempty"`
+	Source    string         `json:"source,omitempty"`
+	Readback  RecordReadback `json:"readback"`
+}
+
+// RecordReadback is what the device reported after programming.
+type RecordReadback struct {
+	Expected string                 `json:"expected,omitempty"`
+	Regions  []RecordRegionReadback `json:"regions,omitempty"`
+	// Result is "passed", "failed" (a region reported another id, or
+	// none), or "not reported" (the step failed before reading back).
+	Result string `json:"result"`
+}
+
+// RecordRegionReadback is one region's read-back.
+type RecordRegionReadback struct {
+	Region   string `json:"region"`
+	Reported string `json:"reported"`
+	Source   string `json:"source"`
+	Result   string `json:"result"`
+}
+
+// imageOf reads a step's golden image and read-back (false when the step
+// reports neither).
+func imageOf(st Step, outcome string) (RecordImage, bool) {
+	img, hasImage := st.Details["image"]
+	rb, hasReadback := st.Details["readback"]
+	if !hasImage && !hasReadback {
+		return RecordImage{}, false
+	}
+	ri := RecordImage{Seq: st.Seq, Step: st.Name, Outcome: outcome}
+	if raw, err := json.Marshal(img); err == nil {
+		_ = json.Unmarshal(raw, &ri)
+	}
+	ri.Seq, ri.Step, ri.Outcome = st.Seq, st.Name, outcome // the image's own "id" must not shadow them
+	if raw, err := json.Marshal(rb); err == nil && hasReadback {
+		_ = json.Unmarshal(raw, &ri.Readback)
+	}
+	switch {
+	case ri.Readback.Result == "":
+		ri.Readback.Result = "not reported"
+	case outcome != string(StepOK) && ri.Readback.Result == "passed":
+		ri.Readback.Result = "failed" // the step's outcome decides, not its own word
+	}
+	return ri, true
+}
+
 // RecordResult is the verdict.
 type RecordResult struct {
 	State   string `json:"state"`
@@ -323,6 +386,9 @@ func buildRecord(run Run, steps []Step) Record {
 		rec.Sanitization.add(st, rs.Outcome)
 		if st.Verification {
 			rec.Verification = append(rec.Verification, verificationOf(st, rs.Outcome))
+		}
+		if img, ok := imageOf(st, rs.Outcome); ok {
+			rec.Images = append(rec.Images, img)
 		}
 	}
 	return rec

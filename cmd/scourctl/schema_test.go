@@ -99,5 +99,26 @@ func seedVerifications(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// An FPGA run: the golden image programmed and read back (as the
+	// fpga-program step stores its details, JSON-decoded).
+	run, _, err := s.OpenRun(ctx, claims.RunStart{Host: "compute-1", DeviceRP: "rp-v", Address: "0000:5e:00.0", Pipeline: "fpga-golden", ScourVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.StepStarted(ctx, claims.StepStart{RunID: run.ID, Name: "program"})
+	if err == nil {
+		err = s.StepFinished(ctx, run.ID, st.Seq, claims.StepResult{Outcome: claims.StepFailed, Code: 12, Details: map[string]any{
+			"image": map[string]any{"id": "8f1c6b2e-5d1a-4c43-9c35-0f6b1f7b8d21", "name": "n3000-golden", "hash_algo": "sha512",
+				"hash_value": strings.Repeat("cd", 64), "size": 4096, "source": "glance"},
+			"readback": map[string]any{"expected": "0x23000410010310", "result": "failed", "regions": []any{
+				map[string]any{"region": "region0", "reported": "0x23000410010310", "source": "sysfs", "result": "passed"},
+				map[string]any{"region": "region1", "reported": "", "source": "sysfs", "result": "not-reported"}}}}})
+	}
+	if err == nil {
+		err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "read-back differs")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }

@@ -1,0 +1,38 @@
+package claims
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The record names the golden image a step put on the device and its
+// read-back; a failed step's "passed" never reads as passed.
+func TestRecordNamesGoldenImageAndReadback(t *testing.T) {
+	image := map[string]any{"id": "8f1c", "name": "n3000-golden", "hash_algo": "sha512", "hash_value": "cd", "size": float64(4096), "source": "glance"}
+	readback := func(result string) map[string]any {
+		return map[string]any{"expected": "0x23", "result": result, "regions": []any{
+			map[string]any{"region": "region0", "reported": "0x23", "source": "sysfs", "result": "passed"}}}
+	}
+	steps := []Step{
+		{Seq: 1, Name: "program", Outcome: StepOK, Details: map[string]any{"image": image, "readback": readback("passed")}},
+		{Seq: 2, Name: "reset", Outcome: StepOK},
+		{Seq: 3, Name: "readback", Outcome: StepFailed, Details: map[string]any{"readback": readback("passed")}},
+		{Seq: 4, Name: "program", Outcome: StepFailed, Details: map[string]any{"image": image}},
+	}
+	rec := buildRecord(Run{ID: "r1"}, steps)
+	region := []RecordRegionReadback{{Region: "region0", Reported: "0x23", Source: "sysfs", Result: "passed"}}
+	want := []RecordImage{
+		{Seq: 1, Step: "program", Outcome: "ok", ID: "8f1c", Name: "n3000-golden", HashAlgo: "sha512", HashValue: "cd", Size: 4096, Source: "glance",
+			Readback: RecordReadback{Expected: "0x23", Regions: region, Result: "passed"}},
+		{Seq: 3, Step: "readback", Outcome: "failed", Readback: RecordReadback{Expected: "0x23", Regions: region, Result: "failed"}},
+		{Seq: 4, Step: "program", Outcome: "failed", ID: "8f1c", Name: "n3000-golden", HashAlgo: "sha512", HashValue: "cd", Size: 4096, Source: "glance",
+			Readback: RecordReadback{Result: "not reported"}},
+	}
+	if d := cmp.Diff(want, rec.Images); d != "" {
+		t.Errorf("images (-want +got):\n%s", d)
+	}
+	if rec := buildRecord(Run{ID: "r2"}, steps[1:2]); rec.Images != nil {
+		t.Errorf("a run without images lists %v", rec.Images)
+	}
+}
