@@ -203,6 +203,23 @@ func (p presence) Present(ctx context.Context, addr hardware.Address) (bool, err
 	return slices.Contains(addrs, addr), nil
 }
 
+// recordTrigger is a cleaning record's triggered_by for what made the
+// reconciler queue the device (handlers.CleanRequest.Trigger): the
+// notification, release, operator command or scan, never a fixed text.
+func recordTrigger(reason string) string {
+	switch reason {
+	case "":
+		return "scourd reconciler"
+	case "start":
+		return "scourd reconciler: scan at scourd start"
+	case "interval":
+		return "scourd reconciler: periodic scan"
+	case "follow-up":
+		return "scourd reconciler: follow-up scan after a triggered one"
+	}
+	return "scourd reconciler: " + reason
+}
+
 // records is what the cleaner needs of the claims store besides the
 // engine's checkpoints: quarantines, and closing cleaned records.
 type records interface {
@@ -254,6 +271,7 @@ func (c cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers
 		Address: req.Device.Address, RPUUID: req.Device.RPUUID, RPName: req.Device.RPName,
 		ResourceClass:    req.Device.ResourceClass,
 		PreviousInstance: req.PreviousInstance, PreviousProject: req.PreviousProject,
+		Trigger: recordTrigger(req.Trigger),
 	})
 	if err != nil {
 		return handlers.CleanResult{}, err

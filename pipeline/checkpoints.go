@@ -58,6 +58,10 @@ type RunStart struct {
 	CapacityBytes int64  `json:"capacity_bytes,omitempty"`
 	// Category is the pipeline's claimed sanitization category.
 	Category string `json:"category,omitempty"`
+	// Trigger is what made scour clean the device (Target.Trigger): a run
+	// opened now records it as its triggered_by; a resumed run keeps the
+	// trigger it opened with.
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // Run is a persisted run. Its RunStart is what was stored when it opened,

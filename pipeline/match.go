@@ -20,6 +20,9 @@ type Target struct {
 	// PreviousInstance and PreviousProject are passed to plugins when known.
 	PreviousInstance string
 	PreviousProject  string
+	// Trigger is what made scour clean the device (the record's
+	// triggered_by); "" leaves it to the checkpoint store.
+	Trigger string
 }
 
 // match returns the first profile that matches, and why each profile before

@@ -57,7 +57,7 @@ func (r *run) start() RunStart {
 		names[i] = s.Name
 	}
 	rs := RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
-		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category}
+		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category, Trigger: r.t.Trigger}
 	if r.dev != nil {
 		rs.Serial, rs.Model, rs.Vendor, rs.Firmware, rs.Kind = r.dev.Serial, r.dev.Model, r.dev.VendorID, r.dev.Firmware, string(r.dev.Kind)
 		rs.SerialSource = r.dev.SerialSource

@@ -20,7 +20,8 @@ import (
 type Checkpoints struct {
 	Store *claims.Store
 	Host  string
-	// Trigger is recorded as the runs' triggered_by (default "pipeline engine").
+	// Trigger is recorded as the triggered_by of a run whose RunStart
+	// names no trigger of its own (default "pipeline engine").
 	Trigger string
 	// Optional tells which steps of a run's pipeline may fail without
 	// blocking a clean verdict (the pipeline config's required: false).
@@ -49,9 +50,12 @@ var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 // device, and the caller retries the un-reserve on the same record.
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
-		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: c.Trigger,
+		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: start.Trigger,
 		Serial: start.Serial, SerialSource: start.SerialSource, Model: start.Model, Category: start.Category, ScourVersion: version.Version,
 		Media: claims.Media{Make: start.Vendor, Firmware: start.Firmware, Type: start.Kind, CapacityBytes: start.CapacityBytes}}
+	if rs.Trigger == "" {
+		rs.Trigger = c.Trigger
+	}
 	if rs.Trigger == "" {
 		rs.Trigger = "pipeline engine"
 	}
@@ -159,7 +163,7 @@ func (c *Checkpoints) stepStart(ctx context.Context, runID string, rec pipeline.
 func runStart(run claims.Run) pipeline.RunStart {
 	version, _ := strconv.Atoi(run.PipelineVersion)
 	return pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile, Pipeline: run.Pipeline,
-		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, SerialSource: run.SerialSource, Model: run.Model, Firmware: run.Media.Firmware}
+		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, SerialSource: run.SerialSource, Model: run.Model, Firmware: run.Media.Firmware, Trigger: run.Trigger}
 }
 
 // remember keeps the run's start for its steps, forgetting any earlier
