@@ -113,6 +113,17 @@ func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID stri
 	if held.Instance != "" && !held.Since.After(after) {
 		held = Tenant{}
 	}
+	if held.Instance != "" && (!claimed || held.Instance != fromClaim.Instance) {
+		// Placement names only a consumer: an instance the store holds a
+		// claim of on this host is named with that claim's project.
+		project, known, err := s.instanceProject(ctx, q, host, held.Instance)
+		if err != nil {
+			return Tenant{}, false, err
+		}
+		if known {
+			held.Project = project
+		}
+	}
 	if claimed && !fromClaim.Since.After(after) {
 		claimed = false
 	}
@@ -130,6 +141,23 @@ func (s *Store) previousTenant(ctx context.Context, q querier, host, rpUUID stri
 		return held, true, nil
 	}
 	return fromClaim, true, nil
+}
+
+// instanceProject is the project of instance's newest claim on host;
+// known is false when no claim there names the instance (a migration
+// consumer, or a tenant scour never saw claim the device).
+func (s *Store) instanceProject(ctx context.Context, q querier, host, instance string) (project string, known bool, err error) {
+	err = q.QueryRowContext(ctx, s.d.rebind(`SELECT project_id FROM claims WHERE host = ? AND instance_uuid = ?
+		ORDER BY created_at DESC, id LIMIT 1`), host, instance).Scan(&project)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	case project == "":
+		project = UnknownTenant
+	}
+	return project, true, nil
 }
 
 // deviceAddedAt is when the device joined the claim, from claim_devices.

@@ -285,3 +285,38 @@ func TestDeviceAttachedToOlderClaim(t *testing.T) {
 		}
 	})
 }
+
+// A consumer Placement showed holding the device that the store holds a
+// claim of (of another device) is named with that claim's project; one no
+// claim names, with project unknown.
+func TestPreviousTenantTakesTheProjectOfTheHoldersClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		c := gpuClaim("inst-r", "rp-src")
+		c.ProjectID = "proj-r"
+		if _, err := s.RecordClaim(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		o := gpuClaim("inst-o", "rp-other")
+		o.ProjectID = "proj-o"
+		if _, err := s.RecordClaim(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-src", "inst-o"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-src"); err != nil || !ok || p.Instance != "inst-o" || p.Project != "proj-o" {
+			t.Fatalf("a claimed instance seen holding the device: %+v %v %v; want inst-o of proj-o", p, ok, err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-src", "stranger"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-src"); err != nil || !ok || p.Instance != "stranger" || p.Project != UnknownTenant {
+			t.Fatalf("a consumer no claim names: %+v %v %v; want stranger, project unknown", p, ok, err)
+		}
+	})
+}

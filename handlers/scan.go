@@ -251,6 +251,7 @@ func (r *Reconciler) reportStuck(now time.Time) {
 // devices whose consumer this process had not seen holding them before
 // (every allocated device at start).
 func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) (fresh []Device) {
+	var live []Claim // read once, when a consumer no claim names is seen
 	for _, d := range devs {
 		if len(d.Consumers) != 1 {
 			continue // none, or several (a move in flight): no single tenant to name
@@ -262,7 +263,8 @@ func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) (fresh []Dev
 		if known {
 			continue
 		}
-		if err := r.c.SawHolder(ctx, d.RPUUID, consumer); err != nil {
+		holder := r.moveHolder(ctx, d, consumer, &live)
+		if err := r.c.SawHolder(ctx, d.RPUUID, holder); err != nil {
 			r.log.Warn("could not record the consumer holding a device; its next cleaning record may name an older tenant", "device", d.RPName, "consumer", consumer, "error", err)
 			continue
 		}
@@ -272,4 +274,50 @@ func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) (fresh []Dev
 		fresh = append(fresh, d)
 	}
 	return fresh
+}
+
+// moveHolder is who holds the device's data when Placement shows consumer
+// holding it: the consumer itself, except for a move's migration. Nova
+// moves a resized or migrated instance's source allocation to the
+// migration's uuid until the move is confirmed or reverted; the data is
+// still the instance's, so the holder recorded is the instance of the
+// device's live claim. The identity comes from the store's claim, and only
+// when Placement types the consumer MIGRATION (1.38+; an older Placement
+// cannot tell, and the consumer is recorded as seen). live caches the live
+// claims for one scan.
+func (r *Reconciler) moveHolder(ctx context.Context, d Device, consumer string, live *[]Claim) string {
+	if *live == nil {
+		cs, err := r.c.LiveClaims(ctx)
+		if err != nil {
+			r.log.Warn("could not read the live claims; the consumer holding a device is recorded as seen (a move's migration is named instead of its instance)", "device", d.RPName, "consumer", consumer, "error", err)
+			return consumer
+		}
+		*live = append(cs, Claim{}) // non-nil even when empty
+	}
+	var owner string
+	for _, c := range *live {
+		if !c.HasDevice(d.RPUUID) {
+			continue
+		}
+		if c.InstanceUUID == consumer {
+			return consumer
+		}
+		if owner != "" && owner != c.InstanceUUID {
+			return consumer // two instances claim it: no single owner to name
+		}
+		owner = c.InstanceUUID
+	}
+	if owner == "" {
+		return consumer
+	}
+	alloc, err := r.p.InstanceAllocations(ctx, consumer)
+	if err != nil {
+		r.log.Warn("could not read the allocations of the consumer holding a claimed device; recorded as seen", "device", d.RPName, "consumer", consumer, "claimed_by", owner, "error", err)
+		return consumer
+	}
+	if alloc.ConsumerType != "MIGRATION" {
+		return consumer
+	}
+	r.log.Info("a move's migration holds the device; its data is the instance's, which the record names", "device", d.RPName, "migration", consumer, "instance", owner)
+	return owner
 }

@@ -121,3 +121,50 @@ func TestUnreservedElsewhereIsToldTruthfully(t *testing.T) {
 		t.Errorf("unreserves{elsewhere} = %v, {ok} = %v; want 1, 0", got, ok)
 	}
 }
+
+// Issue 31 item 11: during a resize, Nova moves the source allocation to
+// the migration's uuid, and a scan then sees the migration holding the
+// source device. Its cleaning after the confirm names the instance of the
+// store's claim, with its project, not the migration consumer (project
+// unknown): Placement says the consumer is a MIGRATION, the store's live
+// claim on the device says whose.
+func TestMoveSourceRecordNamesTheInstanceNotTheMigration(t *testing.T) {
+	t.Parallel()
+	const inst = "00000000-0000-4000-8000-000000000001"
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(inst, true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	e.reconcile()
+	e.w.Move(inst, "mig-1", rp(1))
+	e.reconcile() // sees the migration holding the device
+	e.w.Free("mig-1")
+	cf := cmd(command.KindMoveSource, "instance.resize_confirm.end", inst)
+	cf.Scope, cf.Host = command.ScopeBroadcast, ""
+	e.handle(cf)
+	e.reconcile()
+	calls := e.cl.Calls()
+	if len(calls) != 1 || calls[0].PreviousInstance != inst || calls[0].PreviousProject != "project-a" {
+		t.Fatalf("clean requests = %+v; want one naming instance %s of project-a", calls, inst)
+	}
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+}
+
+// A consumer Placement does not call a migration, seen while another
+// instance's claim is live, is named as itself (repro 2 of issue 16 stays).
+func TestNonMigrationConsumerIsNotMappedToTheClaim(t *testing.T) {
+	t.Parallel()
+	const inst, other = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-00000000000c"
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(inst, true, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.create.end", inst))
+	e.reconcile()
+	e.w.Free(inst)
+	e.w.Allocate(other, false, rp(1))
+	e.reconcile()
+	e.w.Free(other)
+	e.reconcile()
+	calls := e.cl.Calls()
+	if len(calls) != 1 || calls[0].PreviousInstance != other {
+		t.Fatalf("clean requests = %+v; want one naming %s", calls, other)
+	}
+}
