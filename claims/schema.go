@@ -280,6 +280,25 @@ var migrations = []migration{
 		DriverSQLite:   {anchorPurgedChains("json_extract(c.signed_record, '$.chain.prev_record_sha256')")},
 		DriverPostgres: {anchorPurgedChains("(c.signed_record::jsonb)->'chain'->>'prev_record_sha256'")},
 	}},
+	// v1 of record_heads: each host's chain head (its newest record's
+	// number and hash), advanced in the transaction that closes a record
+	// and never lowered, kept apart from cleaning_runs: deleting the
+	// newest records does not lower the next number (it is never reused),
+	// and verify compares the chain's newest record with it. Filled from
+	// each host's newest signed record.
+	{table: "record_heads", version: 1, stmts: []string{
+		`CREATE TABLE record_heads (
+			host TEXT PRIMARY KEY,
+			last_seq INTEGER NOT NULL,
+			last_hash TEXT NOT NULL,
+			run_id TEXT NOT NULL,
+			advanced_at TEXT NOT NULL
+		)`,
+		`INSERT INTO record_heads (host, last_seq, last_hash, run_id, advanced_at)
+			SELECT c.host, c.record_seq, c.record_hash, c.id, COALESCE(c.ended_at, '') FROM cleaning_runs c
+			WHERE c.record_seq IS NOT NULL AND c.record_seq = (SELECT MAX(x.record_seq) FROM cleaning_runs x
+				WHERE x.host = c.host AND x.record_seq IS NOT NULL)`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed

@@ -108,6 +108,17 @@ func (s *Store) closeRun(ctx context.Context, tx *sql.Tx, run Run, state RunStat
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
+	// The chain head (record_heads) is never lowered: when the newest
+	// records were deleted behind the store's back, the next record still
+	// takes the number after the head's and links to its hash, so numbers
+	// are never reused and verify sees the deleted ones as a gap.
+	head, headOK, err := s.readHead(ctx, tx, run.Host, s.d.forUpdate)
+	if err != nil {
+		return err
+	}
+	if headOK && head.seq >= int(prevSeq.Int64) {
+		prevSeq, prevHash = sql.NullInt64{Int64: int64(head.seq), Valid: true}, head.hash
+	}
 	rec := buildRecord(run, steps)
 	rec.Chain = &RecordChain{HostSeq: int(prevSeq.Int64) + 1, PrevRecordSHA256: prevHash}
 	raw, err := json.Marshal(rec)
@@ -119,11 +130,22 @@ func (s *Store) closeRun(ctx context.Context, tx *sql.Tx, run Run, state RunStat
 		return err
 	}
 	sig := ed25519.Sign(s.signer.priv, canon)
+	hash := sha256Hex(canon)
 	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET state = ?, summary = ?, ended_at = ?,
 		record_seq = ?, record_hash = ?, signed_record = ?, signature = ?, key_id = ?, public_key = ? WHERE id = ?`),
-		string(state), summary, now, rec.Chain.HostSeq, sha256Hex(canon), string(canon),
+		string(state), summary, now, rec.Chain.HostSeq, hash, string(canon),
 		base64.StdEncoding.EncodeToString(sig), KeyID(s.signer.pub), base64.StdEncoding.EncodeToString(s.signer.pub), run.ID)
-	return err
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO record_heads (host, last_seq, last_hash, run_id, advanced_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (host) DO UPDATE SET last_seq = excluded.last_seq, last_hash = excluded.last_hash, run_id = excluded.run_id, advanced_at = excluded.advanced_at`),
+		run.Host, rec.Chain.HostSeq, hash, run.ID, now); err != nil {
+		return fmt.Errorf("advance the record chain head of host %s: %w", run.Host, err)
+	}
+	s.afterCommit(tx, ChainHead{Format: ChainHeadFormat, Host: run.Host, HostSeq: rec.Chain.HostSeq, RecordSHA256: hash, RunID: run.ID, At: ended,
+		NewChain: rec.Chain.HostSeq == 1 && !headOK})
+	return nil
 }
 
 // RegisterKey records the signer's public key as a key of host, so

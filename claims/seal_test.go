@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -293,7 +294,7 @@ func TestReplacedRowIsTampering(t *testing.T) {
 		}
 		for _, q := range []string{
 			`CREATE TEMP TABLE forged AS SELECT * FROM cleaning_runs WHERE id = ?`,
-			`UPDATE forged SET state = 'returned', summary = 'all good'`,
+			`UPDATE forged SET state = 'returned', summary = 'all good', prev_project = 'someone-else', pipeline = 'other-pipeline'`,
 			`DELETE FROM cleaning_steps WHERE run_id = ?`,
 			`DELETE FROM cleaning_runs WHERE id = ?`,
 			`INSERT INTO cleaning_runs SELECT * FROM forged`,
@@ -317,7 +318,8 @@ func TestReplacedRowIsTampering(t *testing.T) {
 		_, err = s.VerifyHost(ctx, "compute-1", nil)
 		if !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "run "+ids[0]) ||
 			!strings.Contains(err.Error(), "state is returned in its row but quarantined in its signed record") ||
-			!strings.Contains(err.Error(), `summary is "all good"`) || !strings.Contains(err.Error(), "steps is 0 in its row but 1") {
+			!strings.Contains(err.Error(), `summary is "all good"`) || !strings.Contains(err.Error(), "steps is 0 in its row but 1") ||
+			!strings.Contains(err.Error(), "prev_project is someone-else in its row") || !strings.Contains(err.Error(), "pipeline is other-pipeline in its row") {
 			t.Fatalf("replaced row: %v", err)
 		}
 	})
@@ -375,10 +377,34 @@ func TestDeletedEndsOfChainAreNamed(t *testing.T) {
 		if _, err := s.VerifyHost(ctx, "compute-1", nil); err != nil {
 			t.Fatalf("chain from record 4 after record 3 purged: %v", err)
 		}
-		// Deleting the newest (6) leaves no gap: the report says 5.
+		// Deleting the newest (6) leaves no gap, but leaves the chain head
+		// (record_heads) above the chain (issue 31 item 10).
 		del(ids[5])
-		if rep, err := s.VerifyHost(ctx, "compute-1", nil); err != nil || rep.LastSeq["compute-1"] != 5 {
-			t.Fatalf("newest record deleted: %+v, %v; want it to report 5 as the newest", rep, err)
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "the newest records 6..6 were deleted") {
+			t.Fatalf("newest record deleted: %v; want it named against the chain head", err)
+		}
+		// The next record does not reuse number 6: it is 7 and links to
+		// 6's hash, so the deleted record stays a gap.
+		seventh := closeThree(t, s)[0]
+		if got, _ := s.seal(ctx, s.r, seventh); got.Seq != 7 {
+			t.Fatalf("record closed after the newest was deleted is number %d; want 7 (a deleted number is never reused)", got.Seq)
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "records 6..6 were deleted") {
+			t.Fatalf("after the next records: %v; want the gap named", err)
+		}
+		// Lowering the head as well is caught against the chain...
+		if _, err := s.w.ExecContext(ctx, s.d.rebind(`UPDATE record_heads SET last_seq = 5 WHERE host = ?`), "compute-1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) {
+			t.Fatalf("head lowered: %v", err)
+		}
+		// ...and deleting the head row too.
+		if _, err := s.w.ExecContext(ctx, `DELETE FROM record_heads`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) {
+			t.Fatalf("head deleted: %v", err)
 		}
 
 		// A forged unsigned row dated before the first signed record but
@@ -412,16 +438,43 @@ func TestUpgradeAnchorsChainsPurgedBefore(t *testing.T) {
 		for _, id := range ids[:2] {
 			deleteRun(t, s, id)
 		}
-		for _, q := range []string{`DROP TABLE record_purges`, `DELETE FROM scour_schema WHERE table_name = 'record_purges'`} {
-			if _, err := s.w.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+		dropTable(t, s, "record_purges")
 		s.Close()
 		s = mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
 		rep, err := s.VerifyHost(ctx, "compute-1", nil)
 		if err != nil || rep.FirstSeq["compute-1"] != 3 || rep.PurgedThrough["compute-1"] != 2 {
 			t.Fatalf("verify after the upgrade = %+v, %v; want the chain anchored at record 2", rep, err)
+		}
+	})
+}
+
+// A store from before record_heads gets each host's head from its newest
+// signed record at the upgrade (sqlite and PostgreSQL): it verifies, and
+// a newest record deleted after the upgrade is caught.
+func TestUpgradeSetsChainHeads(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		s.RegisterKey(ctx, "compute-1")
+		clock.Advance(time.Minute)
+		ids := closeThree(t, s)
+		dropTable(t, s, "record_heads")
+		s.Close()
+		s = mustOpen(t, cfg, WithClock(clock.Now), WithSigner(testSigner(t)))
+		if v, _ := s.SchemaVersions(ctx); v["record_heads"] != 1 {
+			t.Fatalf("record_heads version after the upgrade: %v", v)
+		}
+		head, ok, err := s.ChainHead(ctx, "compute-1")
+		if err != nil || !ok || head.HostSeq != 3 || head.RunID != ids[2] {
+			t.Fatalf("head after the upgrade = %+v, %v, %v; want record 3 (run %s)", head, ok, err, ids[2])
+		}
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); err != nil {
+			t.Fatalf("verify after the upgrade: %v", err)
+		}
+		deleteRun(t, s, ids[2])
+		if _, err := s.VerifyHost(ctx, "compute-1", nil); !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), "the newest records 3..3 were deleted") {
+			t.Fatalf("newest record deleted after the upgrade: %v", err)
 		}
 	})
 }
@@ -465,6 +518,17 @@ func TestPublicKeyFileBundleAndReadOnly(t *testing.T) {
 	}
 }
 
+// dropTable removes a table and its schema version, making the store one
+// from before that table.
+func dropTable(t *testing.T, s *Store, table string) {
+	t.Helper()
+	for _, q := range []string{`DROP TABLE ` + table, `DELETE FROM scour_schema WHERE table_name = '` + table + `'`} {
+		if _, err := s.w.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // deleteRun deletes a run and its steps behind the store's back, as
 // someone with database access could (the seal triggers allow DELETE).
 func deleteRun(t *testing.T, s *Store, id string) {
@@ -474,4 +538,37 @@ func deleteRun(t *testing.T, s *Store, id string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Each closed record's chain head is told after its commit, signed so an
+// operator's log store can hold it (VerifyHead checks it); the first
+// record of a host says it started a new chain.
+func TestChainHeadIsToldSigned(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		sg := testSigner(t)
+		var mu sync.Mutex
+		var heads []ChainHead
+		s := mustOpen(t, cfg, WithSigner(sg), WithChainHead(func(h ChainHead) { mu.Lock(); heads = append(heads, h); mu.Unlock() }))
+		s.RegisterKey(ctx, "compute-1")
+		ids := closeThree(t, s)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(heads) != 3 || !heads[0].NewChain || heads[1].NewChain || heads[2].HostSeq != 3 || heads[2].RunID != ids[2] {
+			t.Fatalf("heads told = %+v; want records 1 (a new chain), 2, 3", heads)
+		}
+		doc, _ := json.Marshal(heads[2])
+		h, err := VerifyHead(doc, []ed25519.PublicKey{sg.PublicKey()})
+		if err != nil || h.HostSeq != 3 {
+			t.Fatalf("VerifyHead = %+v, %v", h, err)
+		}
+		rec, _ := s.seal(ctx, s.r, ids[2])
+		if h.RecordSHA256 != rec.Hash {
+			t.Fatalf("head hash %s, record 3 hashes to %s", h.RecordSHA256, rec.Hash)
+		}
+		forged := strings.Replace(string(doc), `"host_seq":3`, `"host_seq":2`, 1)
+		if _, err := VerifyHead([]byte(forged), []ed25519.PublicKey{sg.PublicKey()}); !errors.Is(err, ErrTampered) {
+			t.Fatalf("altered head verifies: %v", err)
+		}
+	})
 }

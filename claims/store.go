@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Store struct {
 	upgrade bool
 	target  map[string]int // schema versions to create or upgrade to
 	signer  *Signer        // signs closed records (scourd); nil: unsigned
+
+	onHead func(ChainHead) // WithChainHead's callback
+	headMu sync.Mutex
+	heads  map[*sql.Tx][]ChainHead // chain heads a transaction advanced, told after its commit
 
 	lockHost string        // WithHostLock's host; "": no lock
 	lockIdle time.Duration // PostgreSQL: an idle lock session ends after this (0: hostLockIdle)
@@ -165,9 +170,17 @@ func (s *Store) tryTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		s.takeHeads(tx)
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	heads := s.takeHeads(tx)
+	if err == nil && s.onHead != nil {
+		for _, h := range heads {
+			s.onHead(s.SignHead(h))
+		}
+	}
+	return err
 }
 
 // Timestamps are stored as fixed-width UTC text so that they sort and

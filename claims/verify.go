@@ -55,21 +55,28 @@ func VerifyDocument(doc []byte, trusted []ed25519.PublicKey) (Verified, error) {
 		return v, fmt.Errorf("%w: %s: %v", ErrTampered, where, err)
 	}
 	v.Hash = sha256Hex(canon)
-	if v.Hash != sig.RecordSHA256 {
-		return v, fmt.Errorf("%w: %s was changed after it was signed: its content hashes to %s, the signature covers %s", ErrTampered, where, v.Hash, sig.RecordSHA256)
+	return v, checkSignature(where, v.Host, canon, *sig, trusted)
+}
+
+// checkSignature checks a signed document's canonical form (canon)
+// against its signature: the hash it covers, its embedded key, that key
+// being one of trusted, and the Ed25519 signature.
+func checkSignature(where, host string, canon []byte, sig RecordSignature, trusted []ed25519.PublicKey) error {
+	if hash := sha256Hex(canon); hash != sig.RecordSHA256 {
+		return fmt.Errorf("%w: %s was changed after it was signed: its content hashes to %s, the signature covers %s", ErrTampered, where, hash, sig.RecordSHA256)
 	}
 	pub, _ := base64.StdEncoding.DecodeString(sig.PublicKey)
 	if len(pub) != ed25519.PublicKeySize || KeyID(pub) != sig.KeyID {
-		return v, fmt.Errorf("%w: %s: its public key does not match key id %s", ErrTampered, where, sig.KeyID)
+		return fmt.Errorf("%w: %s: its public key does not match key id %s", ErrTampered, where, sig.KeyID)
 	}
 	if !slices.ContainsFunc(trusted, func(k ed25519.PublicKey) bool { return k.Equal(ed25519.PublicKey(pub)) }) {
-		return v, fmt.Errorf("%w: %s is signed by key %s, which is not a trusted key of host %s (give its key with --pubkey, or check who signed it)", ErrTampered, where, sig.KeyID, v.Host)
+		return fmt.Errorf("%w: %s is signed by key %s, which is not a trusted key of host %s (give its key with --pubkey, or check who signed it)", ErrTampered, where, sig.KeyID, host)
 	}
 	value, err := base64.StdEncoding.DecodeString(sig.Value)
 	if err != nil || !ed25519.Verify(pub, canon, value) {
-		return v, fmt.Errorf("%w: %s: the signature does not verify", ErrTampered, where)
+		return fmt.Errorf("%w: %s: the signature does not verify", ErrTampered, where)
 	}
-	return v, nil
+	return nil
 }
 
 // checkLinks checks that each record links to the one before it in its
@@ -242,6 +249,13 @@ func (s *Store) VerifyHost(ctx context.Context, host string, trusted []ed25519.P
 	if err := checkChainStart(host, vs, anchor); err != nil {
 		return rep, err
 	}
+	head, headOK, err := s.readHead(ctx, s.r, host, "")
+	if err != nil {
+		return rep, err
+	}
+	if err := checkChainEnd(host, vs, head, headOK); err != nil {
+		return rep, err
+	}
 	rep = summarize(rep, vs)
 	if lastEnded != nil {
 		rep.LastEnded[host] = *lastEnded
@@ -313,6 +327,37 @@ func checkChainStart(host string, vs []Verified, anchor *chainAnchor) error {
 	return nil
 }
 
+// checkChainEnd requires the host's newest signed record (vs sorted by
+// seq) to be its chain head (record_heads), which closing a record
+// advances in the same transaction and nothing lowers: deleting the
+// newest records leaves no gap, but leaves the head above them.
+func checkChainEnd(host string, vs []Verified, head headRow, headOK bool) error {
+	switch {
+	case !headOK && len(vs) == 0:
+		return nil
+	case !headOK:
+		last := vs[len(vs)-1]
+		return fmt.Errorf("%w: host %s has signed records up to %d (run %s) but no chain head in record_heads: the head was deleted (or a scour from before record_heads closed them after this store was upgraded); compare with the chain heads scourd logged",
+			ErrTampered, host, last.Seq, last.RunID)
+	case len(vs) == 0:
+		return fmt.Errorf("%w: host %s's chain head is record %d (run %s), but no signed record of the host is left: records up to %d were deleted",
+			ErrTampered, host, head.seq, head.runID, head.seq)
+	}
+	last := vs[len(vs)-1]
+	switch {
+	case last.Seq < head.seq:
+		return fmt.Errorf("%w: chain of host %s ends at record %d (run %s), but its head is record %d (run %s, closed %s): the newest records %d..%d were deleted",
+			ErrTampered, host, last.Seq, last.RunID, head.seq, head.runID, head.at, last.Seq+1, head.seq)
+	case last.Seq > head.seq:
+		return fmt.Errorf("%w: chain of host %s ends at record %d (run %s), above its head, record %d (run %s): the head was lowered (or a scour from before record_heads closed records after this store was upgraded); compare with the chain heads scourd logged",
+			ErrTampered, host, last.Seq, last.RunID, head.seq, head.runID)
+	case last.Hash != head.hash:
+		return fmt.Errorf("%w: host %s's newest record %d (run %s) hashes to %s, but its chain head holds %s (run %s): the record or the head was replaced",
+			ErrTampered, host, last.Seq, last.RunID, last.Hash, head.hash, head.runID)
+	}
+	return nil
+}
+
 // rowMatchesSigned checks that the run's own columns (and its step rows)
 // say what its signed record says. The seal triggers stop an UPDATE of a
 // closed run, not a DELETE and an INSERT of an altered copy that keeps the
@@ -342,6 +387,15 @@ func (s *Store) rowMatchesSigned(ctx context.Context, r Run, seq int, signed str
 	check("summary", row.Result.Summary == rec.Result.Summary, fmt.Sprintf("%q", row.Result.Summary), fmt.Sprintf("%q", rec.Result.Summary))
 	check("started_at", row.StartedAt.Equal(rec.StartedAt), row.StartedAt.Format(time.RFC3339Nano), rec.StartedAt.Format(time.RFC3339Nano))
 	check("ended_at", sameTime(row.EndedAt, rec.EndedAt), fmtTime(row.EndedAt), fmtTime(rec.EndedAt))
+	check("prev_instance", row.PreviousTenant.InstanceUUID == rec.PreviousTenant.InstanceUUID, row.PreviousTenant.InstanceUUID, rec.PreviousTenant.InstanceUUID)
+	check("prev_project", row.PreviousTenant.ProjectID == rec.PreviousTenant.ProjectID, row.PreviousTenant.ProjectID, rec.PreviousTenant.ProjectID)
+	check("serial", row.Device.Serial == rec.Device.Serial, row.Device.Serial, rec.Device.Serial)
+	check("model", row.Device.Model == rec.Device.Model, row.Device.Model, rec.Device.Model)
+	check("profile", row.Method.Profile == rec.Method.Profile, row.Method.Profile, rec.Method.Profile)
+	check("pipeline", row.Method.Pipeline == rec.Method.Pipeline, row.Method.Pipeline, rec.Method.Pipeline)
+	check("pipeline_version", row.Method.PipelineVersion == rec.Method.PipelineVersion, row.Method.PipelineVersion, rec.Method.PipelineVersion)
+	check("planned_steps", slices.Equal(row.Method.PlannedSteps, rec.Method.PlannedSteps), row.Method.PlannedSteps, rec.Method.PlannedSteps)
+	check("triggered_by", row.TriggeredBy == rec.TriggeredBy, fmt.Sprintf("%q", row.TriggeredBy), fmt.Sprintf("%q", rec.TriggeredBy))
 	check("steps", len(row.Method.Steps) == len(rec.Method.Steps), len(row.Method.Steps), len(rec.Method.Steps))
 	for i := 0; i < len(row.Method.Steps) && i < len(rec.Method.Steps); i++ {
 		a, b := row.Method.Steps[i], rec.Method.Steps[i]
