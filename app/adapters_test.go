@@ -59,7 +59,9 @@ func TestGateErrNamesRefusals(t *testing.T) {
 // okPlugins is a pipeline.PluginRunner whose every plugin succeeds.
 type okPlugins struct{}
 
-func (okPlugins) Version(context.Context, string) (string, error) { return plugins.ProtocolVersion, nil }
+func (okPlugins) Version(context.Context, string) (string, error) {
+	return plugins.ProtocolVersion, nil
+}
 func (okPlugins) Check(context.Context, string, string, *plugins.Request) (*plugins.Result, error) {
 	return plugins.OK(nil), nil
 }
@@ -72,24 +74,7 @@ func (okPlugins) Clean(context.Context, string, string, *plugins.Request, func(f
 func TestRecordNamesItsTrigger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, err := claims.Open(ctx, claims.Config{StatePath: t.TempDir()}, claims.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	cfg := pipeline.Config{PluginDirs: []string{"/plugins"}, Profiles: []pipeline.Profile{{
-		Name: "nvme", Match: pipeline.Match{ResourceClasses: []string{"CUSTOM_NVME"}},
-		Pipeline: pipeline.Pipeline{Name: "wipe", Version: 1, Steps: []pipeline.Step{{Name: "a", Type: pipeline.TypePlugin, Path: "/plugins/a"}}}}}}
-	be := &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
-		return &hardware.Device{Address: a, Kind: hardware.KindNVMe, Driver: "vfio-pci"}, nil
-	}}
-	eng, err := pipeline.New(cfg, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: okPlugins{},
-		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: "compute-1", Trigger: "scourd reconciler"},
-		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cleaner{e: eng, q: store, host: "compute-1"}
+	c, store := testCleaner(t)
 	for _, tt := range []struct{ dev, rp, trigger, want string }{
 		{"0000:81:00.0", "rp-1", "release of instance inst-1", "scourd reconciler: release of instance inst-1"},
 		{"0000:82:00.0", "rp-2", "interval", "scourd reconciler: periodic scan"},
@@ -107,4 +92,28 @@ func TestRecordNamesItsTrigger(t *testing.T) {
 			t.Errorf("record of a run triggered by %q says triggered_by %q; want %q", tt.trigger, rec.TriggeredBy, tt.want)
 		}
 	}
+}
+
+// testCleaner is the cleaner over a real engine (one plugin step that
+// succeeds) and a sqlite claims store opened with opts.
+func testCleaner(t *testing.T, opts ...claims.Option) (cleaner, *claims.Store) {
+	t.Helper()
+	store, err := claims.Open(context.Background(), claims.Config{StatePath: t.TempDir()}, append([]claims.Option{claims.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := pipeline.Config{PluginDirs: []string{"/plugins"}, Profiles: []pipeline.Profile{{
+		Name: "nvme", Match: pipeline.Match{ResourceClasses: []string{"CUSTOM_NVME"}},
+		Pipeline: pipeline.Pipeline{Name: "wipe", Version: 1, Steps: []pipeline.Step{{Name: "a", Type: pipeline.TypePlugin, Path: "/plugins/a"}}}}}}
+	be := &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+		return &hardware.Device{Address: a, Kind: hardware.KindNVMe, Driver: "vfio-pci"}, nil
+	}}
+	eng, err := pipeline.New(cfg, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: okPlugins{},
+		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: "compute-1", Trigger: "scourd reconciler"},
+		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cleaner{e: eng, q: store, host: "compute-1"}, store
 }

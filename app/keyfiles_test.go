@@ -29,7 +29,7 @@ func TestLogKeyFilesRecreatedKey(t *testing.T) {
 	var buf bytes.Buffer
 	logKeyFiles(slog.New(slog.NewTextHandler(&buf, nil)), path, signer, kf)
 	out := buf.String()
-	for _, want := range []string{"record signing key created", "record signing key changed", "public_key=" + path + ".pub",
+	for _, want := range []string{`level=WARN msg="record signing key created`, "record signing key changed", "public_key=" + path + ".pub",
 		"key_id=" + claims.KeyID(signer.PublicKey()), "old_key_id=" + claims.KeyID(old.PublicKey()), "old_public_key=" + kf.OldPub} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)

@@ -57,11 +57,16 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims store: %w (claims.signing_key)", err)
 	}
+	heads := newChainHeads(log, reg)
 	logKeyFiles(log, cfg.Claims.SigningKeyPath(), signer, kf)
+	if kf.Created {
+		heads.events.WithLabelValues("key_created").Inc()
+	}
 	// The host lock: a second scourd for this host (a container beside the
 	// systemd unit, a second machine with the same host) fails here
 	// instead of cleaning this host's devices at the same time.
-	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer), claims.WithHostLock(cfg.Host))
+	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer), claims.WithHostLock(cfg.Host),
+		claims.WithChainHead(heads.advanced))
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims store: %w", err)
 	}
@@ -72,6 +77,9 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(err)
 	}
 	if err := store.RegisterKey(ctx, cfg.Host); err != nil {
+		return fail(err)
+	}
+	if err := heads.started(ctx, store, cfg.Host); err != nil {
 		return fail(err)
 	}
 	if n, err := store.IndexClaimDevices(ctx, cfg.Host); err != nil {
@@ -396,8 +404,8 @@ func (l *lifecycle) operatorDevice(ctx context.Context, device string) (placemen
 func logKeyFiles(log *slog.Logger, path string, signer *claims.Signer, kf claims.KeyFiles) {
 	keyID := claims.KeyID(signer.PublicKey())
 	if kf.Created {
-		log.Info("record signing key created; keep it private and back it up with the records", "path", path,
-			"public_key", kf.PubPath, "key_id", keyID)
+		log.Warn("record signing key created: expected at a host's first start; anywhere else the state directory was lost, and the records this host signs from now on verify only with the new key (keep it private, back it up, archive its public key outside the host; records signed before need the old one)",
+			"path", path, "public_key", kf.PubPath, "key_id", keyID)
 	}
 	switch {
 	case kf.PubErr != nil:
