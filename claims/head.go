@@ -17,7 +17,8 @@ const ChainHeadFormat = "scour.record-chain-head/v1"
 // ChainHead is a host's chain head: its newest record's number and hash.
 // scourd logs it, signed, each time a record closes, so the head leaves
 // the host as it advances: an operator's log store then holds what the
-// claims database can no longer deny (scourctl records verify --head).
+// claims database can no longer deny (compare it with scourctl records
+// verify; claims.VerifyHead checks its signature).
 type ChainHead struct {
 	Format       string    `json:"format"`
 	Host         string    `json:"host"`
