@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os/user"
 	"path/filepath"
+
+	"github.com/scour-project/scour/internal/fscheck"
 )
 
 // DefaultSocket is where scourd listens and scourctl connects.
@@ -32,6 +34,15 @@ func (c *Config) Validate() error {
 		if _, err := user.LookupGroup(c.Group); err != nil {
 			return fmt.Errorf("admin.group: %q: %v (create the group, or leave admin.group empty for root only)", c.Group, err)
 		}
+	}
+	return nil
+}
+
+// CheckPaths reports, creating nothing, whether Listen could create the
+// socket: its directory must be creatable and writable.
+func (c Config) CheckPaths() error {
+	if err := fscheck.WritableDir(filepath.Dir(c.Socket)); err != nil {
+		return fmt.Errorf("admin.socket %s: %w", c.Socket, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -43,6 +44,11 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 		if err == nil {
 			cleanup()
 			t.Fatal("scourd started as cmp1.example.com over a store holding only cmp1's records")
+		}
+		// A configuration problem: scourd exits 2, which systemd does
+		// not restart every 5 s.
+		if !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("error %q is not config.ErrInvalid", err)
 		}
 		for _, want := range []string{"the claims store holds host cmp1's records",
 			"scour's default host was the short hostname before scour 0.2", "set host: cmp1 in scour.yaml",

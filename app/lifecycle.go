@@ -107,7 +107,9 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Logger:      log,
 	})
 	if err != nil {
-		return fail(fmt.Errorf("pipelines: %w", err))
+		// Its configuration or the plugins' deployment: --check-config
+		// finds the same, and restarting does not fix it.
+		return fail(fmt.Errorf("%w: pipelines: %w", config.ErrInvalid, err))
 	}
 	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
 		Placement: placementGate{c: pc, seen: seen, journal: func(runID string) placement.PutJournal {
@@ -154,12 +156,12 @@ func checkDefaultHost(ctx context.Context, cfg *config.Config, store hostRecords
 	if err != nil || !old {
 		return err
 	}
-	return fmt.Errorf("host: the claims store holds host %s's records and none of %s, the hostname that host now defaults to "+
+	return fmt.Errorf("%w: host: the claims store holds host %s's records and none of %s, the hostname that host now defaults to "+
 		"(scour's default host was the short hostname before scour 0.2); set host: %s in scour.yaml (or SCOUR_HOST=%s; "+
 		"it must equal nova-compute's [DEFAULT] host) to keep this host's claims, open runs, quarantines and record chain, "+
 		"or, only where nova-compute's host is %s, set host: %s (%s's records then stay under %s and its open runs and quarantines are not taken over); "+
 		"on a claims database shared by many hosts, first make sure %s is not another machine's host name: taking it would take over that host's records",
-		short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, short)
+		config.ErrInvalid, short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, short)
 }
 
 // intake is the per-host command handler given to the bus: the handlers'

@@ -231,8 +231,15 @@ func (h *HTTPConfig) SetDefaults() {
 }
 
 func (h *HTTPConfig) Validate() error {
-	if !strings.Contains(h.Address, ":") {
-		return fmt.Errorf("http.address: %q is not host:port", h.Address)
+	_, port, err := net.SplitHostPort(h.Address)
+	if err != nil {
+		return fmt.Errorf("http.address: %q is not host:port (e.g. :9464 or 127.0.0.1:9464)", h.Address)
+	}
+	// A number from 0 (any free port) to 65535, or a service name of
+	// /etc/services: what the listener accepts; nothing is resolved over
+	// the network.
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return fmt.Errorf("http.address: port %q of %q is not a number from 1 to 65535 (e.g. :9464)", port, h.Address)
 	}
 	return nil
 }

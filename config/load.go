@@ -25,6 +25,29 @@ const EnvPrefix = "SCOUR_"
 // environ's SCOUR_* overrides, fills defaults and validates. The error
 // lists every problem; it never contains a secret.
 func Load(path string, required bool, environ []string) (*Config, error) {
+	return load(path, required, environ, nil)
+}
+
+// LoadChecked is Load followed by Check (its OS_* variables from
+// environ), with the problems of both in one error: what scourd runs
+// before it starts and for --check-config, so an operator sees every
+// problem at once, missing Placement credentials included.
+func LoadChecked(path string, required bool, environ []string) (*Config, error) {
+	return load(path, required, environ, func(c *Config) error {
+		return c.Check(func(key string) string { return lookupEnv(environ, key) })
+	})
+}
+
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func load(path string, required bool, environ []string, check func(*Config) error) (*Config, error) {
 	var c Config
 	raw, err := os.ReadFile(path)
 	switch {
@@ -45,7 +68,11 @@ func Load(path string, required bool, environ []string) (*Config, error) {
 		return nil, err
 	}
 	c.SetDefaults()
-	if err := c.Validate(); err != nil {
+	problems := []error{c.Validate()}
+	if check != nil {
+		problems = append(problems, check(&c))
+	}
+	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("invalid configuration (%s and %s* environment):\n%w", path, EnvPrefix, err)
 	}
 	return &c, nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/scour-project/scour/internal/fscheck"
 )
 
 // SimConfig describes the simulated hardware (`hardware: simulated`); the
@@ -136,4 +138,16 @@ func (c *SimConfig) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckPaths reports, creating nothing, whether the simulated backend
+// could create its state directory (backend simulated only).
+func (c *Config) CheckPaths() error {
+	if c.Backend != BackendSimulated || c.Simulator.StateDir == "" {
+		return nil
+	}
+	if err := fscheck.WritableDir(c.Simulator.StateDir); err != nil {
+		return fmt.Errorf("hardware.simulator.state_dir: %w", err)
+	}
+	return nil
 }

@@ -267,6 +267,23 @@ func (e *Engine) hostBoundSlot(ctx context.Context) (release func(), waited bool
 	}
 }
 
+// Preflight checks cfg's plugin steps as New does (file, owner, mode,
+// VERSION, which must not touch any device), with no backend or store:
+// scourd --check-config runs it, so a plugin that is missing or not
+// executable is found before scourd starts. Steps whose path Validate
+// refuses are left to Validate's error.
+func Preflight(cfg Config) error {
+	cfg.setDefaults()
+	if len(cfg.PluginDirs) == 0 {
+		return nil // a plugin step without plugin_dirs is Validate's error
+	}
+	r, err := runner.New(runner.Config{Dirs: cfg.PluginDirs})
+	if err != nil {
+		return err
+	}
+	return preflight(cfg, r)
+}
+
 // preflight checks every plugin step's file and protocol version once, so
 // a bad plugin deployment stops the service at start with every problem
 // listed instead of failing devices one by one.
@@ -282,6 +299,9 @@ func preflight(cfg Config, pr PluginRunner) error {
 	for _, p := range cfg.Profiles {
 		for _, s := range p.Pipeline.Steps {
 			for _, path := range s.pluginPaths() {
+				if path == "" || !inDirs(path, cfg.PluginDirs) {
+					continue // Validate reports these
+				}
 				err, done := seen[path]
 				if !done {
 					err = pf.Preflight(ctx, path)

@@ -2,7 +2,9 @@
 // notifications, routes them to the host they concern and acts on them.
 //
 // Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for an invalid
-// configuration (--check-config finds the same problems offline), 78
+// configuration (--check-config runs the same checks: values, Placement
+// credentials, plugins, paths; a few problems show only at start, such as
+// a claims store whose rows say host must be set), 78
 // (EX_CONFIG) when the broker refuses scour's login (user, password, vhost)
 // or its topology (e.g. bus.nova.durable differs from Nova's
 // amqp_durable_queues; the shipped systemd unit does not restart on
@@ -29,7 +31,6 @@ import (
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/config"
-	"github.com/scour-project/scour/placement"
 	"github.com/scour-project/scour/version"
 )
 
@@ -63,18 +64,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := config.Load(*path, explicit || *path != config.DefaultPath, environ)
+	// The same checks for --check-config and for a start: what the
+	// check accepts starts, as far as this host can tell without the
+	// network (Placement credentials, plugins, paths), and a start
+	// refused for any of them exits 2, which systemd does not restart.
+	cfg, err := config.LoadChecked(*path, explicit || *path != config.DefaultPath, environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "scourd: %v\n", err)
 		return 2
-	}
-	if !cfg.Lifecycle.Disabled() {
-		// Cleaning needs Placement: credentials that cannot work are a
-		// configuration error, found before anything starts.
-		if err := placement.CheckCredentials(cfg.Placement, func(k string) string { return envOr(environ, k, "") }); err != nil {
-			fmt.Fprintf(stderr, "scourd: invalid configuration:\n%v\n(lifecycle.enabled is true: this scourd cleans devices and needs Placement; a dispatch-only scourd sets lifecycle.enabled: false)\n", err)
-			return 2
-		}
 	}
 	if *check {
 		// The effective configuration, defaults filled in, in the file's
@@ -112,7 +109,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		defer stopProfile()
 	}
 	a, cleanup, err := app.New(cfg, log, app.Deps{})
-	if err != nil {
+	switch {
+	case errors.Is(err, config.ErrInvalid):
+		log.Error("cannot start: change the configuration (scourd will not retry)", "err", err)
+		return 2
+	case err != nil:
 		log.Error("cannot start", "err", err)
 		return 1
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -315,6 +316,86 @@ func TestCheckConfigNotesRoutingKeysWithoutError(t *testing.T) {
 	for _, want := range []string{"scourd: note: bus.nova.routing_keys binds versioned_notifications.info but not versioned_notifications.error", "add notifications.error"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
+
+// --check-config runs what a start checks without the network, and lists
+// every problem at once: a plugin missing from plugin_dirs, one that is
+// not executable, an http port that is not a port, a state path that
+// cannot be created, and missing Placement credentials, all in one run.
+// A start with the same configuration exits 2 (no systemd restart loop),
+// not 1. A configuration without those problems passes, and checking it
+// creates none of the directories scourd creates at start.
+func TestCheckConfigRunsTheStartChecksAndListsThemAll(t *testing.T) {
+	t.Parallel()
+	plugins := t.TempDir()
+	sh, err := os.ReadFile("../../plugins/examples/shell/zero-media")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]os.FileMode{"good": 0o755, "noexec": 0o644} {
+		if err := os.WriteFile(filepath.Join(plugins, name), sh, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(httpAddr, statePath string, steps ...string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "http: {address: %q}\nclaims: {state_path: %q}\nadmin: {socket: %q}\n", httpAddr, statePath, filepath.Join(tmp, "run", "scour", "scourd.sock"))
+		fmt.Fprintf(&b, "pipelines:\n  plugin_dirs: [%q]\n  profiles:\n    - name: nvme\n      match: {kinds: [nvme]}\n      pipeline:\n        name: p\n        version: 1\n        steps:\n", plugins)
+		for _, s := range steps {
+			fmt.Fprintf(&b, "          - {name: %s, type: plugin, path: %q}\n", s, filepath.Join(plugins, s))
+		}
+		p := filepath.Join(t.TempDir(), "scour.yaml")
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := []string{"SCOUR_HOST=compute", "SCOUR_BUS_URL=amqp://scour:pw@127.0.0.1:5672/"}
+
+	bad := write(":99999", filepath.Join(file, "state"), "missing", "noexec")
+	notExecutable := "is not executable"
+	if os.Geteuid() != 0 {
+		notExecutable = "owned by uid" // the plugin rules want root's files; the plugin is still refused
+	}
+	for _, args := range [][]string{{"--check-config", "--config", bad}, {"--config", bad}} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, base, &out, &errb)
+		if code != 2 {
+			t.Errorf("scourd %v: exit %d, want 2\n%s", args, code, errb.String())
+		}
+		for _, want := range []string{
+			filepath.Join(plugins, "missing") + `" does not exist`,
+			filepath.Join(plugins, "noexec"), notExecutable,
+			`http.address: port "99999"`,
+			"claims.state_path", "claims.signing_key", file + " is not a directory",
+			"placement: no credentials",
+		} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("scourd %v: stderr lacks %q:\n%s", args, want, errb.String())
+			}
+		}
+		if strings.Contains(out.String(), "configuration is valid") {
+			t.Errorf("scourd %v says the configuration is valid:\n%s", args, out.String())
+		}
+	}
+
+	state := filepath.Join(tmp, "not", "yet", "state")
+	good := write("127.0.0.1:9464", state, "good")
+	var out, errb bytes.Buffer
+	environ := append(base, "OS_AUTH_URL=https://keystone.example:5000/v3", "OS_USERNAME=scour", "OS_PASSWORD=pw", "OS_PROJECT_NAME=service")
+	if code := run(context.Background(), []string{"--check-config", "--config", good}, environ, &out, &errb); code != 0 {
+		t.Fatalf("a startable configuration: exit %d\n%s", code, errb.String())
+	}
+	for _, p := range []string{filepath.Join(tmp, "not"), filepath.Join(tmp, "run")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("--check-config created %s (stat: %v)", p, err)
 		}
 	}
 }

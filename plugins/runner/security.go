@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -24,6 +26,9 @@ func CheckFile(path string, dirs []string) error {
 		return fmt.Errorf("plugin %q: path must be absolute", path)
 	}
 	real, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("plugin %q does not exist: install it there (plugin_dirs %v) or correct the step's path", path, dirs)
+	}
 	if err != nil {
 		return fmt.Errorf("plugin %q: %w", path, err)
 	}
