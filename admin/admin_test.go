@@ -45,6 +45,52 @@ func (f fakeRuns) Steps(_ context.Context, runID string) ([]claims.Step, error) 
 	return f.steps[runID], nil
 }
 
+func (f fakeRuns) UnfinishedRuns(_ context.Context, host string) ([]claims.Run, error) {
+	var out []claims.Run
+	for _, r := range f.runs {
+		if r.Host == host && r.EndedAt == nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f fakeRuns) OpenQuarantines(_ context.Context, host string) ([]claims.Quarantine, error) {
+	return []claims.Quarantine{{Host: host, DeviceRP: "rp-2", Address: "0000:82:00.0", Reason: "retired by alice: RMA 42"}}, nil
+}
+
+// Without Placement the store's open runs and quarantines are listed,
+// their Placement state marked unknown; a device with neither is not.
+func TestStoreStatusListsOpenRunsAndQuarantines(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	ended := now.Add(-time.Hour)
+	runs := fakeRuns{runs: []claims.Run{
+		{ID: "run-3", RunStart: claims.RunStart{Host: "cmp1", DeviceRP: "rp-3", Address: "0000:83:00.0"}, State: claims.RunRunning, StartedAt: now.Add(-10 * time.Minute)},
+		{ID: "run-1", RunStart: claims.RunStart{Host: "cmp1", DeviceRP: "rp-1", Address: "0000:81:00.0"}, State: claims.RunReturned, StartedAt: now.Add(-2 * time.Hour), EndedAt: &ended},
+		{ID: "run-9", RunStart: claims.RunStart{Host: "cmp9", DeviceRP: "rp-9", Address: "0000:89:00.0"}, State: claims.RunRunning, StartedAt: now},
+	}, steps: map[string][]claims.Step{"run-3": {{Name: "sanitize", StartedAt: now.Add(-10 * time.Minute), Progress: 50}}}}
+	st, err := StoreStatus(context.Background(), runs, "cmp1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 {
+		t.Fatalf("StoreStatus listed %d devices, want rp-2 (quarantined) and rp-3 (open run): %+v", len(st), st)
+	}
+	q, open := st[0], st[1]
+	if q.RP != "rp-2" || q.Address != "0000:82:00.0" || q.Held != "retired by alice: RMA 42" || q.OpenRun != "" {
+		t.Errorf("quarantined device: %+v", q)
+	}
+	if open.RP != "rp-3" || open.OpenRun != "run-3" || open.Step != "sanitize" || open.Percent == nil || *open.Percent != 50 {
+		t.Errorf("device with an open run: %+v", open)
+	}
+	for _, d := range st {
+		if !d.PlacementUnknown || d.State != StatePlacementUnknown {
+			t.Errorf("%s: state %q, placement_unknown %v; want Placement's view marked missing", d.RP, d.State, d.PlacementUnknown)
+		}
+	}
+}
+
 // The open run's current step, its percent and the ETA at its pace so
 // far; the last finished run's verdict.
 func TestStatusStepPercentETA(t *testing.T) {
@@ -94,11 +140,16 @@ func TestStatusStepPercentETA(t *testing.T) {
 type fakeBackend struct {
 	mu      sync.Mutex
 	rescans []string
+	// placementErr: Placement did not answer (multi-line, as wrapped
+	// errors can be).
+	placementErr string
 }
 
-func (b *fakeBackend) Status(context.Context) ([]DeviceStatus, error) {
+func (b *fakeBackend) Status(context.Context) (Report, error) {
 	p := 40
-	return []DeviceStatus{{Address: "0000:81:00.0", Step: "sanitize", Percent: &p}}, nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Report{Devices: []DeviceStatus{{Address: "0000:81:00.0", Step: "sanitize", Percent: &p}}, PlacementError: b.placementErr}, nil
 }
 
 func (b *fakeBackend) Clean(_ context.Context, device, by string) (string, error) {
@@ -143,8 +194,17 @@ func TestSocketPermissionsAndCalls(t *testing.T) {
 	}
 	c := NewClient(sock)
 	st, err := c.Status(context.Background())
-	if err != nil || len(st) != 1 || *st[0].Percent != 40 {
+	if err != nil || len(st.Devices) != 1 || *st.Devices[0].Percent != 40 || st.PlacementError != "" {
 		t.Fatalf("Status: %+v, %v", st, err)
+	}
+	// Placement down: the devices still come, with why Placement's view
+	// is missing.
+	b.mu.Lock()
+	b.placementErr = "scanning this host in Placement:\nconnection refused"
+	b.mu.Unlock()
+	st, err = c.Status(context.Background())
+	if err != nil || len(st.Devices) != 1 || st.PlacementError != "scanning this host in Placement: connection refused" {
+		t.Fatalf("Status with Placement down: %+v, %v", st, err)
 	}
 	if err := c.Rescan(context.Background(), "unquarantine of rp-1"); err != nil {
 		t.Fatal(err)

@@ -33,11 +33,15 @@ func NewClient(socket string) *Client {
 	}}}
 }
 
-// Status is scourd's view of the host's devices.
-func (c *Client) Status(ctx context.Context) ([]DeviceStatus, error) {
-	var st []DeviceStatus
-	err := c.call(ctx, http.MethodGet, "/v1/status", func(b io.Reader) error { return json.NewDecoder(b).Decode(&st) })
-	return st, err
+// Status is scourd's view of the host's devices; PlacementError is set
+// when Placement did not answer scourd (the devices are then the store's).
+func (c *Client) Status(ctx context.Context) (Report, error) {
+	var rep Report
+	err := c.call(ctx, http.MethodGet, "/v1/status", func(resp *http.Response) error {
+		rep.PlacementError = resp.Header.Get(placementErrorHeader)
+		return json.NewDecoder(resp.Body).Decode(&rep.Devices)
+	})
+	return rep, err
 }
 
 // Rescan asks scourd to scan Placement now.
@@ -57,15 +61,15 @@ func (c *Client) Retire(ctx context.Context, device, by, reason string) (string,
 
 func (c *Client) text(ctx context.Context, path string) (string, error) {
 	var msg string
-	err := c.call(ctx, http.MethodPost, path, func(b io.Reader) error {
-		raw, err := io.ReadAll(b)
+	err := c.call(ctx, http.MethodPost, path, func(resp *http.Response) error {
+		raw, err := io.ReadAll(resp.Body)
 		msg = string(raw)
 		return err
 	})
 	return msg, err
 }
 
-func (c *Client) call(ctx context.Context, method, path string, read func(io.Reader) error) error {
+func (c *Client) call(ctx context.Context, method, path string, read func(*http.Response) error) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://scourd"+path, nil)
 	if err != nil {
 		return err
@@ -87,5 +91,5 @@ func (c *Client) call(ctx context.Context, method, path string, read func(io.Rea
 	if read == nil {
 		return nil
 	}
-	return read(resp.Body)
+	return read(resp)
 }

@@ -20,7 +20,10 @@ import (
 
 // Backend is what the endpoint asks scourd for.
 type Backend interface {
-	Status(ctx context.Context) ([]DeviceStatus, error)
+	// Status is the host's devices; when Placement does not answer, the
+	// store's view with Report.PlacementError saying why (an error is
+	// for a store that cannot be read).
+	Status(ctx context.Context) (Report, error)
 	Rescan(reason string)
 	// Clean has device (PCI address or resource provider UUID) cleaned
 	// now; Retire keeps it reserved with reason. Both return what was
@@ -34,6 +37,9 @@ type Backend interface {
 type OperatorError struct{ Msg string }
 
 func (e *OperatorError) Error() string { return e.Msg }
+
+// placementErrorHeader carries Report.PlacementError on GET /v1/status.
+const placementErrorHeader = "Scour-Placement-Error"
 
 // SocketMode is the socket's permission: root and the group read and write.
 const SocketMode = 0o660
@@ -65,13 +71,21 @@ func Listen(cfg Config, b Backend, log *slog.Logger) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st, err := b.Status(r.Context())
+		rep, err := b.Status(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(st)
+		if rep.PlacementError != "" {
+			// The body stays the device list an older scourctl reads;
+			// each device's state says Placement's view is missing.
+			w.Header().Set(placementErrorHeader, strings.Join(strings.Fields(rep.PlacementError), " "))
+		}
+		if rep.Devices == nil {
+			rep.Devices = []DeviceStatus{}
+		}
+		_ = json.NewEncoder(w).Encode(rep.Devices)
 	})
 	mux.HandleFunc("POST /v1/rescan", func(w http.ResponseWriter, r *http.Request) {
 		reason := "operator"

@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,22 @@ type DeviceStatus struct {
 	Step        string     `json:"step,omitempty"`    // the open run's current step
 	Percent     *int       `json:"percent,omitempty"` // its progress
 	ETA         *time.Time `json:"eta,omitempty"`     // when it ends at the pace so far
+	// PlacementUnknown: listed from the store while Placement did not
+	// answer (StoreStatus); State, Reserved and Total are unknown.
+	PlacementUnknown bool `json:"placement_unknown,omitempty"`
+}
+
+// StatePlacementUnknown is the state of a device listed from the claims
+// store alone (StoreStatus): Placement did not answer.
+const StatePlacementUnknown = "unknown (Placement did not answer)"
+
+// Report is scourd's answer to status.
+type Report struct {
+	Devices []DeviceStatus
+	// PlacementError, when set, says why Placement's view is missing:
+	// Devices are then StoreStatus's, the store's open runs and
+	// quarantines only.
+	PlacementError string
 }
 
 // Runs is the part of the claims store Status reads.
@@ -47,32 +65,84 @@ func Status(ctx context.Context, devs []placement.Device, runs Runs, host string
 		if d.Why != "" {
 			st.State += " (" + d.Why + ")"
 		}
-		q, held, err := runs.ActiveQuarantine(ctx, host, d.UUID)
-		if err != nil {
+		if err := addRuns(ctx, runs, host, now, &st); err != nil {
 			return nil, err
-		}
-		if held {
-			st.Held = q.Reason
-		}
-		rs, err := runs.ListRuns(ctx, claims.RunFilter{Host: host, Device: d.UUID, Limit: 20})
-		if err != nil {
-			return nil, fmt.Errorf("cleaning runs of %s: %w", d.Ref, err)
-		}
-		for _, r := range rs {
-			switch {
-			case !r.Finished() && st.OpenRun == "":
-				since := r.StartedAt
-				st.OpenRun, st.OpenSince = r.ID, &since
-				if err := currentStep(ctx, runs, r.ID, now, &st); err != nil {
-					return nil, err
-				}
-			case r.Finished() && st.LastRun == "":
-				st.LastRun, st.Verdict, st.Ended = r.ID, string(r.State), r.EndedAt
-			}
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// StoreRuns is what StoreStatus reads: Runs plus the host's open runs
+// and quarantines.
+type StoreRuns interface {
+	Runs
+	UnfinishedRuns(ctx context.Context, host string) ([]claims.Run, error)
+	OpenQuarantines(ctx context.Context, host string) ([]claims.Quarantine, error)
+}
+
+// StoreStatus is Status while Placement does not answer: the devices of
+// host that the claims store has an open run or an open quarantine
+// (verdict or retirement) for, by address, each with what Status shows
+// from the store. Their state, reserved and total are unknown
+// (PlacementUnknown); devices with neither are not listed.
+func StoreStatus(ctx context.Context, runs StoreRuns, host string, now time.Time) ([]DeviceStatus, error) {
+	open, err := runs.UnfinishedRuns(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	held, err := runs.OpenQuarantines(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	addr := map[string]string{} // device RP -> PCI address
+	for _, r := range open {
+		addr[r.DeviceRP] = r.Address
+	}
+	for _, q := range held {
+		if addr[q.DeviceRP] == "" {
+			addr[q.DeviceRP] = q.Address
+		}
+	}
+	out := make([]DeviceStatus, 0, len(addr))
+	for rp, a := range addr {
+		st := DeviceStatus{Address: a, RP: rp, State: StatePlacementUnknown, PlacementUnknown: true}
+		if err := addRuns(ctx, runs, host, now, &st); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b DeviceStatus) int { return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.RP, b.RP)) })
+	return out, nil
+}
+
+// addRuns fills st (its RP set) from the store: its open quarantine, its
+// open run with the current step, its last finished run.
+func addRuns(ctx context.Context, runs Runs, host string, now time.Time, st *DeviceStatus) error {
+	q, held, err := runs.ActiveQuarantine(ctx, host, st.RP)
+	if err != nil {
+		return err
+	}
+	if held {
+		st.Held = q.Reason
+	}
+	rs, err := runs.ListRuns(ctx, claims.RunFilter{Host: host, Device: st.RP, Limit: 20})
+	if err != nil {
+		return fmt.Errorf("cleaning runs of device %s (%s): %w", st.Address, st.RP, err)
+	}
+	for _, r := range rs {
+		switch {
+		case !r.Finished() && st.OpenRun == "":
+			since := r.StartedAt
+			st.OpenRun, st.OpenSince = r.ID, &since
+			if err := currentStep(ctx, runs, r.ID, now, st); err != nil {
+				return err
+			}
+		case r.Finished() && st.LastRun == "":
+			st.LastRun, st.Verdict, st.Ended = r.ID, string(r.State), r.EndedAt
+		}
+	}
+	return nil
 }
 
 // currentStep fills the open run's running step, its percent and the ETA

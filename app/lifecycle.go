@@ -297,13 +297,22 @@ func (l *lifecycle) publishCapabilities(ctx context.Context) {
 }
 
 // Status is the admin socket's device list: a Placement scan joined with
-// the store's runs (progress and ETA of running steps).
-func (l *lifecycle) Status(ctx context.Context) ([]admin.DeviceStatus, error) {
+// the store's runs (progress and ETA of running steps); while Placement
+// does not answer, the store's open runs and quarantines with why.
+func (l *lifecycle) Status(ctx context.Context) (admin.Report, error) {
 	res, err := l.placement.Scan(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("scanning this host in Placement: %w", err)
+		// The operator needs the quarantines and open runs most when
+		// Placement is down: the store has them.
+		perr := fmt.Errorf("scanning this host in Placement: %w", err)
+		devs, err := admin.StoreStatus(ctx, l.store, l.host, time.Now())
+		if err != nil {
+			return admin.Report{}, fmt.Errorf("%w; reading the claims store: %w", perr, err)
+		}
+		return admin.Report{Devices: devs, PlacementError: perr.Error()}, nil
 	}
-	return admin.Status(ctx, res.Devices, l.store, l.host, time.Now())
+	devs, err := admin.Status(ctx, res.Devices, l.store, l.host, time.Now())
+	return admin.Report{Devices: devs}, err
 }
 
 // Rescan makes the reconciler scan now (debounced like every trigger).

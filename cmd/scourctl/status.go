@@ -11,6 +11,7 @@ import (
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/placement"
 )
 
 func init() {
@@ -29,6 +30,12 @@ scourctl asks scourd over its admin socket (admin.socket, default
 are needed. When scourd does not run, it reads Placement (with scourd's
 credentials) and the store itself.
 
+When Placement does not answer (or scourctl has no credentials for it),
+status lists what the local claims store knows: the devices with an open
+run or an open quarantine (state "` + admin.StatePlacementUnknown + `",
+reserved "?"), warns on stderr why Placement's view is missing, and exits
+0. A store that cannot be read is an error (exit 1).
+
 Columns: ` + joinKeys(statusColumns),
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
@@ -36,15 +43,20 @@ Columns: ` + joinKeys(statusColumns),
 				if err != nil {
 					return err
 				}
-				st, err := admin.NewClient(adminSocket(cfg)).Status(cmd.Context())
+				rep, err := admin.NewClient(adminSocket(cfg)).Status(cmd.Context())
 				if errors.Is(err, admin.ErrNotRunning) {
 					fmt.Fprintf(c.stderr, "scourctl status: %v; reading Placement and the store directly\n", err)
-					st, err = statusDirect(cmd.Context(), c, cfg)
+					rep, err = statusDirect(cmd.Context(), c, cfg)
 				}
 				if err != nil {
 					return err
 				}
-				return c.out.write(c.stdout, statusListing(st))
+				if rep.PlacementError != "" {
+					fmt.Fprintf(c.stderr, "scourctl status: warning: Placement's view is missing (%s): "+
+						"listing only what the local claims store knows, this host's open runs and quarantines; "+
+						"state and reserved are unknown and devices with neither are not listed\n", rep.PlacementError)
+				}
+				return c.out.write(c.stdout, statusListing(rep.Devices))
 			},
 		}
 	})
@@ -71,15 +83,37 @@ func statusListing(st []admin.DeviceStatus) *listing {
 		if d.Percent != nil {
 			percent = fmt.Sprintf("%d%%", *d.Percent)
 		}
-		l.add(d.Address, d.State, fmt.Sprintf("%d/%d", d.Reserved, d.Total), d.LastRun, d.Verdict, timeText(d.Ended),
+		reserved := fmt.Sprintf("%d/%d", d.Reserved, d.Total)
+		if d.PlacementUnknown {
+			reserved = "?"
+		}
+		l.add(d.Address, d.State, reserved, d.LastRun, d.Verdict, timeText(d.Ended),
 			open, d.Step, percent, timeText(d.ETA), d.Held)
 	}
 	return l
 }
 
 // statusDirect computes the status as scourd would: a Placement scan
-// (scourd's credentials) joined with the store.
-func statusDirect(ctx context.Context, c *cli, cfg *config.Config) ([]admin.DeviceStatus, error) {
+// (scourd's credentials) joined with the store; the store's view alone,
+// with why, when Placement cannot be asked. Only a store that cannot be
+// read is an error.
+func statusDirect(ctx context.Context, c *cli, cfg *config.Config) (admin.Report, error) {
+	s, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()))
+	if err != nil {
+		return admin.Report{}, fmt.Errorf("claims store: %w", err)
+	}
+	defer s.Close()
+	devs, perr := placementDevices(ctx, c, cfg)
+	if perr != nil {
+		st, err := admin.StoreStatus(ctx, s, cfg.Host, time.Now())
+		return admin.Report{Devices: st, PlacementError: perr.Error()}, err
+	}
+	st, err := admin.Status(ctx, devs, s, cfg.Host, time.Now())
+	return admin.Report{Devices: st}, err
+}
+
+// placementDevices scans this host's devices in Placement.
+func placementDevices(ctx context.Context, c *cli, cfg *config.Config) ([]placement.Device, error) {
 	pc, err := c.placementClient(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -88,10 +122,5 @@ func statusDirect(ctx context.Context, c *cli, cfg *config.Config) ([]admin.Devi
 	if err != nil {
 		return nil, fmt.Errorf("scanning host %s in Placement: %w", cfg.Host, err)
 	}
-	s, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()))
-	if err != nil {
-		return nil, fmt.Errorf("claims store: %w", err)
-	}
-	defer s.Close()
-	return admin.Status(ctx, scan.Devices, s, cfg.Host, time.Now())
+	return scan.Devices, nil
 }
