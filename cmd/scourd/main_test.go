@@ -76,7 +76,7 @@ func TestCheckConfigHidesSecrets(t *testing.T) {
 	if err := yaml.Unmarshal(out.Bytes(), &back); err != nil {
 		t.Fatalf("--check-config output is not YAML: %v\n%s", err, out.String())
 	}
-	if len(back.Pipelines.Profiles) != 2 || back.Lifecycle.ReconcileInterval != 5*time.Minute || back.Lifecycle.Enabled == nil || !*back.Lifecycle.Enabled {
+	if len(back.Pipelines.Profiles) != 3 || back.Lifecycle.ReconcileInterval != 5*time.Minute || back.Lifecycle.Enabled == nil || !*back.Lifecycle.Enabled {
 		t.Errorf("--check-config YAML lost content: %+v", back.Lifecycle)
 	}
 }
