@@ -209,24 +209,52 @@ func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string
 	if ses == 2 && id.FNA&4 == 0 {
 		return nil, fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
 	}
-	var details map[string]any
-	switch {
-	case id.OACS&8 == 0:
-		// No namespace management: nothing can be allocated and detached.
-	case id.CMIC&2 != 0:
-		if details, err = r.multiControllerNamespaces(ctx, addr, ctrl, id.CMIC); err != nil {
-			return nil, err
-		}
-	default:
-		if err := r.noHiddenNamespaces(ctx, addr, ctrl); err != nil {
-			return nil, err
-		}
-		details = map[string]any{HiddenNamespacesCheckedKey: true}
+	details, err := r.hiddenNamespaces(ctx, addr, ctrl, id, "format")
+	if err != nil {
+		return nil, err
 	}
 	if _, err := r.run.Run(ctx, r.cfg.Tools.NVMe, "format", ns, "-s", strconv.Itoa(ses), "--force"); err != nil {
 		return nil, fmt.Errorf("format %s %s -s %d: %w", addr, ns, ses, err)
 	}
 	return details, nil
+}
+
+// CheckHiddenNamespaces is the hidden-namespace check of FormatDetails
+// for another erase through addr's controller that claims the whole
+// drive: erase ("overwrite") names it in the error and the details. An
+// overwrite writes only the block devices of the namespaces attached to
+// this controller, so an allocated namespace attached to no controller (a
+// tenant's created-then-detached one) would keep its data behind a clean
+// record: ErrHiddenNamespaces, before anything is written. The rules and
+// the details are FormatDetails' (nil details: no namespace management,
+// nothing to check).
+func (r *Real) CheckHiddenNamespaces(ctx context.Context, addr Address, erase string) (map[string]any, error) {
+	_, ctrl, err := r.nvmeCtrl(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	id, err := r.idCtrl(ctx, ctrl)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: identify controller (for namespace management, oacs bit 3): %w", erase, addr, err)
+	}
+	return r.hiddenNamespaces(ctx, addr, ctrl, id, erase)
+}
+
+// hiddenNamespaces runs the check id's oacs and cmic call for (see
+// FormatDetails) before erase.
+func (r *Real) hiddenNamespaces(ctx context.Context, addr Address, ctrl string, id *IDCtrl, erase string) (map[string]any, error) {
+	switch {
+	case id.OACS&8 == 0:
+		// No namespace management: nothing can be allocated and detached.
+		return nil, nil
+	case id.CMIC&2 != 0:
+		return r.multiControllerNamespaces(ctx, addr, ctrl, id.CMIC, erase)
+	default:
+		if err := r.noHiddenNamespaces(ctx, addr, ctrl, erase); err != nil {
+			return nil, err
+		}
+		return map[string]any{HiddenNamespacesCheckedKey: true}, nil
+	}
 }
 
 // noHiddenNamespaces fails when the subsystem of ctrl has allocated
@@ -240,13 +268,13 @@ func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string
 // is mandatory for a controller that supports namespace management, so
 // a failure is a transient tool or controller error, and formatting
 // without the check could leave a tenant's namespace behind a clean record.
-func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string) error {
-	hidden, err := r.notAttachedHere(ctx, addr, ctrl)
+func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl, erase string) error {
+	hidden, err := r.notAttachedHere(ctx, addr, ctrl, erase)
 	if err != nil || len(hidden) == 0 {
 		return err
 	}
-	return fmt.Errorf("format %s: NSIDs %s are allocated but not attached to %s, the only controller of its subsystem (cmic bit 1 clear), and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, or erase the drive with nvme-sanitize, then release the device: %w",
-		addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
+	return fmt.Errorf("%s %s: NSIDs %s are allocated but not attached to %s, the only controller of its subsystem (cmic bit 1 clear), and %s cannot reach them (a tenant may have created and detached them): nothing was erased; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach them to %s so the erase covers them, or erase the drive with nvme-sanitize, then release the device: %w",
+		erase, addr, strings.Join(hidden, ", "), ctrl, article(erase), ctrl, ctrl, ErrHiddenNamespaces)
 }
 
 // multiControllerNamespaces is the hidden-namespace check on a subsystem
@@ -259,13 +287,13 @@ func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl string
 // When a list cannot be read, the check is recorded as not done, the
 // format goes on (as it did before scour checked at all), and the
 // details say why.
-func (r *Real) multiControllerNamespaces(ctx context.Context, addr Address, ctrl string, cmic int) (map[string]any, error) {
+func (r *Real) multiControllerNamespaces(ctx context.Context, addr Address, ctrl string, cmic int, erase string) (map[string]any, error) {
 	unchecked := func(why error) map[string]any {
-		r.log.Warn("format: hidden namespace check not done on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", cmic, "err", why)
+		r.log.Warn(erase+": hidden namespace check not done on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", cmic, "err", why)
 		return map[string]any{HiddenNamespacesCheckedKey: false, HiddenNamespacesNoteKey: fmt.Sprintf(
 			"not checked: the NVM subsystem of %s may have several controllers (cmic %#x), and which controllers hold its namespaces could not be read: %v", ctrl, cmic, why)}
 	}
-	candidates, err := r.notAttachedHere(ctx, addr, ctrl)
+	candidates, err := r.notAttachedHere(ctx, addr, ctrl, erase)
 	if err != nil {
 		return unchecked(err), nil
 	}
@@ -282,14 +310,22 @@ func (r *Real) multiControllerNamespaces(ctx context.Context, addr Address, ctrl
 		}
 	}
 	if len(hidden) > 0 {
-		return nil, fmt.Errorf("format %s: NSIDs %s are allocated in the subsystem of %s but attached to no controller, and a format cannot reach them (a tenant may have created and detached them): nothing was formatted; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach and format each, then release the device: %w",
-			addr, strings.Join(hidden, ", "), ctrl, ctrl, ErrHiddenNamespaces)
+		return nil, fmt.Errorf("%s %s: NSIDs %s are allocated in the subsystem of %s but attached to no controller, and %s cannot reach them (a tenant may have created and detached them): nothing was erased; delete them (nvme delete-ns /dev/%s -n <nsid>) or attach them to %s so the erase covers them, then release the device: %w",
+			erase, addr, strings.Join(hidden, ", "), ctrl, article(erase), ctrl, ctrl, ErrHiddenNamespaces)
 	}
 	details := map[string]any{HiddenNamespacesCheckedKey: true}
 	if len(elsewhere) > 0 {
-		details[HiddenNamespacesNoteKey] = fmt.Sprintf("NSIDs %s are attached to other controllers of the subsystem, not to %s: not this device's, not formatted", strings.Join(elsewhere, ", "), ctrl)
+		details[HiddenNamespacesNoteKey] = fmt.Sprintf("NSIDs %s are attached to other controllers of the subsystem, not to %s: not this device's, not reached by the %s", strings.Join(elsewhere, ", "), ctrl, erase)
 	}
 	return details, nil
+}
+
+// article is "a format", "an overwrite".
+func article(erase string) string {
+	if strings.ContainsRune("aeiou", rune(erase[0])) {
+		return "an " + erase
+	}
+	return "a " + erase
 }
 
 // attachedControllers is how many controllers namespace nsid is attached
@@ -318,11 +354,11 @@ func (r *Real) attachedControllers(ctx context.Context, ctrl, nsid string) (int,
 
 // notAttachedHere lists the NSIDs allocated in ctrl's subsystem (`nvme
 // list-ns --all`) but not active on ctrl (`nvme list-ns`), sorted.
-func (r *Real) notAttachedHere(ctx context.Context, addr Address, ctrl string) ([]string, error) {
+func (r *Real) notAttachedHere(ctx context.Context, addr Address, ctrl, erase string) ([]string, error) {
 	list := func(args ...string) (map[string]bool, error) {
 		out, err := r.run.Run(ctx, r.cfg.Tools.NVMe, append([]string{"list-ns", "/dev/" + ctrl}, args...)...)
 		if err != nil {
-			return nil, fmt.Errorf("format %s: list namespaces (namespace management is on, oacs bit 3): %w", addr, err)
+			return nil, fmt.Errorf("%s %s: list namespaces (namespace management is on, oacs bit 3): %w", erase, addr, err)
 		}
 		ids := map[string]bool{}
 		for _, m := range listNSEntry.FindAll(out, -1) {

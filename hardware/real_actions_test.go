@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -224,6 +226,59 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 			}
 			if note, _ := d[HiddenNamespacesNoteKey].(string); tc.note != "" && !strings.Contains(note, tc.note) {
 				t.Errorf("details %v: want a note with %q", d, tc.note)
+			}
+		})
+	}
+}
+
+// TestRealCheckHiddenNamespacesBeforeOverwrite: an overwrite writes only
+// the namespaces attached to the controller, so the check FormatDetails
+// makes runs before it too, by the same rules, naming the overwrite: a
+// namespace attached to no controller refuses it (ErrHiddenNamespaces
+// naming the NSID and the way out), another controller's is noted, and
+// without namespace management there is nothing to check.
+func TestRealCheckHiddenNamespacesBeforeOverwrite(t *testing.T) {
+	t.Parallel()
+	pm9a3 := string(fixture(t, "id-ctrl-samsung-pm9a3.json"))
+	multi := strings.Replace(pm9a3, `"cmic": 0,`, `"cmic": 2,`, 1)
+	noMgmt := regexp.MustCompile(`"oacs": *\d+,`).ReplaceAllString(pm9a3, `"oacs": 6,`)
+	if multi == pm9a3 || noMgmt == pm9a3 {
+		t.Fatal("fixture has no cmic or oacs to change")
+	}
+	for _, tc := range []struct {
+		name, idCtrl, allocated, ctrls string
+		hidden                         bool
+		details                        map[string]any
+	}{
+		{name: "detached namespace", idCtrl: pm9a3, allocated: "[   0]:0x1\n[   1]:0x2\n", hidden: true},
+		{name: "all attached", idCtrl: pm9a3, allocated: "[   0]:0x1\n", details: map[string]any{HiddenNamespacesCheckedKey: true}},
+		{name: "multi-controller, detached namespace", idCtrl: multi, allocated: "[   0]:0x1\n[   1]:0x2\n", ctrls: "num of ctrls present: 0\n", hidden: true},
+		{name: "multi-controller, another controller's namespace", idCtrl: multi, allocated: "[   0]:0x1\n[   1]:0x2\n", ctrls: "num of ctrls present: 1\n[   0]:0x42\n",
+			details: map[string]any{HiddenNamespacesCheckedKey: true, HiddenNamespacesNoteKey: "NSIDs 0x2 are attached to other controllers of the subsystem, not to nvme0: not this device's, not reached by the overwrite"}},
+		{name: "no namespace management", idCtrl: noMgmt, allocated: "[   0]:0x1\n[   1]:0x2\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := fixtureRunner(t, func(cmd string) ([]byte, error, bool) {
+				switch cmd {
+				case "nvme id-ctrl /dev/nvme0 -o json":
+					return []byte(tc.idCtrl), nil, true
+				case "nvme list-ns /dev/nvme0 --all":
+					return []byte(tc.allocated), nil, true
+				case "nvme list-ctrl /dev/nvme0 --namespace-id=2":
+					return []byte(tc.ctrls), nil, true
+				}
+				return nil, nil, false
+			})
+			d, err := newTestReal(t, Config{}, r).CheckHiddenNamespaces(context.Background(), "0000:01:00.0", "overwrite")
+			if tc.hidden {
+				if !errors.Is(err, ErrHiddenNamespaces) || d != nil || !strings.HasPrefix(err.Error(), "overwrite 0000:01:00.0: NSIDs 0x2 ") || !strings.Contains(err.Error(), "an overwrite cannot reach them") || !strings.Contains(err.Error(), "delete-ns") {
+					t.Fatalf("check before an overwrite with NSID 2 detached: %v, %v; want ErrHiddenNamespaces naming it, the overwrite and the way out", d, err)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(d, tc.details) {
+				t.Fatalf("check: %v, %v; want %v", d, err, tc.details)
 			}
 		})
 	}

@@ -189,13 +189,19 @@ func hasTenant(t *testing.T, d kernellane.Disk) bool {
 // store (sqlite in a temporary folder), as scourd wires it.
 func engine(t *testing.T, cfg pipeline.Config) (*pipeline.Engine, *claims.Store) {
 	t.Helper()
+	return engineOn(t, cfg, real(t))
+}
+
+// engineOn is engine on backend be.
+func engineOn(t *testing.T, cfg pipeline.Config, be hardware.Backend) (*pipeline.Engine, *claims.Store) {
+	t.Helper()
 	store, err := claims.Open(ctx, claims.Config{StatePath: t.TempDir()}, claims.WithLogger(logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	cfg.SetDefaults()
-	e, err := pipeline.New(cfg, pipeline.Options{Backend: real(t), Logger: logger(),
+	e, err := pipeline.New(cfg, pipeline.Options{Backend: be, Logger: logger(),
 		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: "kernellane", Trigger: "kernellane", Optional: cfg.StepOptional},
 		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
 	if err != nil {

@@ -26,9 +26,12 @@ import (
 // controller with namespace management in a two-controller subsystem
 // whose NSID 2 is allocated but attached to no controller, as a tenant's
 // created-then-detached namespace is. The nvme-format step must refuse
-// it (ErrHiddenNamespaces naming NSID 2, quarantine, NSID 1 untouched).
-// Once NSID 2 is attached to the other controller only, the format must
-// go on, recording the check as done and NSID 2 as attached elsewhere.
+// it (ErrHiddenNamespaces naming NSID 2, quarantine, NSID 1 untouched),
+// and so must the overwrite step and nvme-erase's overwrite fallback,
+// which write only NSID 1 and would otherwise call the drive clean with
+// NSID 2 as the tenant left it. Once NSID 2 is attached to the other
+// controller only, the format, the overwrite and the fallback must go on,
+// recording the check as done and NSID 2 as attached elsewhere.
 // This runs scour's `nvme list-ctrl` parsing against nvme-cli, the kernel
 // and QEMU's Identify CNS 12h, not against fakes.
 func TestHiddenNamespace(t *testing.T) {
@@ -99,6 +102,26 @@ func TestHiddenNamespace(t *testing.T) {
 		t.Fatalf("%s: the tenant's data is gone after the format step was refused", dev)
 	}
 
+	// An overwrite reaches only NSID 1 too: the real backend's check
+	// refuses it, and so do the overwrite step and nvme-erase's overwrite
+	// fallback, writing nothing.
+	if details, err := r.CheckHiddenNamespaces(ctx, addr, "overwrite"); !errors.Is(err, hardware.ErrHiddenNamespaces) || !strings.Contains(err.Error(), "NSIDs 0x2 ") || details != nil {
+		t.Fatalf("check before an overwrite of %s: details %v, err %v; want ErrHiddenNamespaces naming NSID 0x2", dev, details, err)
+	}
+	bindReal(t, r, d, "vfio-pci")
+	for _, o := range overwrites(t, d) {
+		res := oneStep(t, d, o.step, o.be)
+		if res.Verdict != pipeline.VerdictQuarantine || res.Step != "erase" || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "NSIDs 0x2 ") || !strings.Contains(res.Reason, "overwrite") {
+			t.Fatalf("%s: verdict %s at step %q code %d (%s); want quarantine at erase, code %d, naming NSID 0x2 and the overwrite", o.name, res.Verdict, res.Step, res.Code, res.Reason, plugins.CodePermanent)
+		}
+		bindReal(t, r, d, "nvme")
+		if !readAll(t, dev, tenant(d.Serial)) {
+			t.Fatalf("%s: the tenant's data on %s is gone after the step was refused", o.name, dev)
+		}
+		bindReal(t, r, d, "vfio-pci")
+	}
+	bindReal(t, r, d, "nvme")
+
 	// NSID 2 attached to the other controller only: another port's
 	// namespace, not this device's.
 	nvmeCLI(t, "attach-ns", "/dev/"+ctrl, "--namespace-id=2", "--controllers="+strconv.Itoa(otherID))
@@ -124,6 +147,25 @@ func TestHiddenNamespace(t *testing.T) {
 	if readAll(t, dev, tenant(d.Serial)) {
 		t.Fatalf("%s: clean verdict, yet the tenant's data is still there", dev)
 	}
+
+	// The overwrite and the fallback go on too, and say what they checked.
+	for _, o := range overwrites(t, d) {
+		writeAt(t, dev, tenant(d.Serial))
+		bindReal(t, r, d, "vfio-pci")
+		res := oneStep(t, d, o.step, o.be)
+		if res.Verdict != pipeline.VerdictClean {
+			t.Fatalf("%s: verdict %s at step %q (%s); want clean", o.name, res.Verdict, res.Step, res.Reason)
+		}
+		od := res.Steps[0].Details
+		note, _ := od[hardware.HiddenNamespacesNoteKey].(string)
+		if od[plugins.EraseKey] != "overwrite" || od[hardware.HiddenNamespacesCheckedKey] != true || !strings.Contains(note, "NSIDs 0x2 are attached to other controllers") {
+			t.Fatalf("%s: step details %v: want an overwrite, %s true and a note naming NSID 0x2 as attached elsewhere", o.name, od, hardware.HiddenNamespacesCheckedKey)
+		}
+		bindReal(t, r, d, "nvme")
+		if readAll(t, dev, tenant(d.Serial)) {
+			t.Fatalf("%s: clean verdict, yet the tenant's data is still on %s", o.name, dev)
+		}
+	}
 	bindReal(t, r, d, "vfio-pci")
 
 	// The cntlid attached to is the other PCI function's: bound to nvme,
@@ -147,24 +189,55 @@ func TestHiddenNamespace(t *testing.T) {
 }
 
 // formatStep runs the nvme-format step (user-data erase) on d through the
-// engine and a claims store of its own, and checks the stored run and
-// that d is back on vfio-pci.
+// engine and a claims store of its own: see oneStep.
 func formatStep(t *testing.T, d kernellane.Disk) *pipeline.Result {
+	t.Helper()
+	return oneStep(t, d, "{name: format, type: nvme-format, driver: nvme, args: {crypto: false}}", real(t))
+}
+
+// overwrite is a pipeline step that ends in an overwrite of d, and the
+// backend to run it on.
+type overwrite struct {
+	name, step string
+	be         hardware.Backend
+}
+
+// overwrites are the two ways a pipeline overwrites d: the overwrite
+// step, and nvme-erase's overwrite fallback, reached here by declaring
+// that d's controller has no Format NVM (hardware.device_capabilities
+// nvme.format: false; QEMU's has no sanitize).
+func overwrites(t *testing.T, d kernellane.Disk) []overwrite {
+	t.Helper()
+	noFormat, err := hardware.NewReal(hardware.Config{Backend: hardware.BackendReal,
+		DeviceCapabilities: map[string]hardware.RawValues{d.Addr: {"nvme.format": false}}}, hardware.WithLogger(logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []overwrite{
+		{name: "overwrite step", step: "{name: erase, type: overwrite, driver: nvme}", be: real(t)},
+		{name: "nvme-erase overwrite fallback", step: "{name: erase, type: nvme-erase, driver: nvme, args: {crypto: false}}", be: noFormat},
+	}
+}
+
+// oneStep runs a pipeline of step alone on d through the engine on be
+// and a claims store of its own, and checks the stored run and that d is
+// back on vfio-pci.
+func oneStep(t *testing.T, d kernellane.Disk, step string, be hardware.Backend) *pipeline.Result {
 	t.Helper()
 	cfg, err := pipeline.ParseConfig([]byte(`
 profiles:
   - name: nvme
     match: {kinds: [nvme]}
     pipeline:
-      name: nvme-format
+      name: one-step
       version: 1
       steps:
-        - {name: format, type: nvme-format, driver: nvme, args: {crypto: false}}
+        - ` + step + `
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, store := engine(t, cfg)
+	e, store := engineOn(t, cfg, be)
 	res, err := e.Clean(ctx, target(d))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +254,7 @@ profiles:
 		t.Errorf("left bound to %q, want vfio-pci as before the run", drv)
 	}
 	if len(res.Steps) != 1 {
-		t.Fatalf("steps %s, want the format step alone", steps(res))
+		t.Fatalf("steps %s, want %s alone", steps(res), step)
 	}
 	return res
 }

@@ -455,6 +455,93 @@ func TestFormatRecordsHiddenNamespaceCheck(t *testing.T) {
 	}
 }
 
+// checkingBackend answers CheckHiddenNamespaces as the real backend does.
+type checkingBackend struct {
+	*fakehw.Backend
+	details map[string]any
+	err     error
+	asked   []string // the erase of each call
+}
+
+func (b *checkingBackend) CheckHiddenNamespaces(_ context.Context, _ hardware.Address, erase string) (map[string]any, error) {
+	b.asked = append(b.asked, erase)
+	return b.details, b.err
+}
+
+// TestOverwriteRefusesHiddenNamespaces: the overwrite step and
+// nvme-erase's overwrite fallback write only the namespaces the backend
+// lists (those attached to the controller). When the backend says the
+// subsystem holds a namespace attached to no controller (a tenant's
+// detached one), both fail permanently naming it, before writing a byte;
+// when it says none, they overwrite and the record carries what was
+// checked. A clean record claiming "every logical block" must never hide
+// a namespace left as the tenant wrote it.
+func TestOverwriteRefusesHiddenNamespaces(t *testing.T) {
+	hidden := fmt.Errorf("overwrite %s: NSIDs 0x2 are allocated but not attached to nvme0: %w", addr, hardware.ErrHiddenNamespaces)
+	said := map[string]any{hardware.HiddenNamespacesCheckedKey: true, hardware.HiddenNamespacesNoteKey: "NSIDs 0x3 are attached to other controllers"}
+	for _, step := range []string{"overwrite", "nvme-erase"} {
+		t.Run(step, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			before, _ := os.ReadFile(m.Path)
+			// No sanitize, no format: nvme-erase falls back to its overwrite.
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+				NVMe: &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{m.Path}, OACS: 0x8}}
+			fake := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}
+
+			be := &checkingBackend{Backend: fake, err: hidden}
+			res, err := run(t, step, be, dev, nil)
+			if plugins.CodeOf(err) != plugins.CodePermanent || res != nil || !errors.Is(err, hardware.ErrHiddenNamespaces) || !strings.Contains(err.Error(), "NSIDs 0x2") {
+				t.Fatalf("%s with a detached namespace: %v, %v; want a permanent ErrHiddenNamespaces naming NSID 0x2", step, res, err)
+			}
+			if after, _ := os.ReadFile(m.Path); !bytes.Equal(after, before) {
+				t.Fatalf("%s refused, yet it wrote the attached namespace", step)
+			}
+			if !slices.Equal(be.asked, []string{"overwrite"}) {
+				t.Fatalf("checks asked %q, want one for the overwrite", be.asked)
+			}
+
+			be = &checkingBackend{Backend: fake, details: said}
+			res, err = run(t, step, be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, ok := ErasureOf(res.Details); !ok || e.ID != "overwrite" {
+				t.Fatalf("details %v: want an overwrite", res.Details)
+			}
+			if res.Details[hardware.HiddenNamespacesCheckedKey] != true || res.Details[hardware.HiddenNamespacesNoteKey] != said[hardware.HiddenNamespacesNoteKey] {
+				t.Fatalf("details %v: want what the backend said about the check", res.Details)
+			}
+			if after, _ := os.ReadFile(m.Path); len(bytes.Trim(after, "\x00")) != 0 {
+				t.Fatalf("%s passed the check, yet the namespace is not zeroed", step)
+			}
+		})
+	}
+}
+
+// TestSanitizeRecordsItsScope: a sanitize reaches every namespace of the
+// NVM subsystem, detached ones included, so it runs no hidden-namespace
+// check; its record says what it reached, for nvme-sanitize and for
+// nvme-erase's sanitize branch.
+func TestSanitizeRecordsItsScope(t *testing.T) {
+	for _, step := range []string{"nvme-sanitize", "nvme-erase"} {
+		t.Run(step, func(t *testing.T) {
+			be := &checkingBackend{Backend: &fakehw.Backend{SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+				return nil
+			}},
+				err: hardware.ErrHiddenNamespaces}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+				NVMe: &hardware.NVMeInfo{Controller: "nvme0", Namespaces: []string{"/dev/nvme0n1"}, SANICAP: 0b010, OACS: 0xa}}
+			res, err := run(t, step, be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scope, _ := res.Details[ScopeKey].(string); !strings.Contains(scope, "whole NVM subsystem") || !strings.Contains(scope, "to none") {
+				t.Fatalf("details %v: want the sanitize's scope, the whole subsystem, detached namespaces included", res.Details)
+			}
+		})
+	}
+}
+
 // TestEmptyMediaFailsOverwriteAndVerify: Linux gives a namespace whose LBA
 // format the block layer cannot use (extended metadata without PI, set by
 // a tenant with `nvme format -l`) a block device of size 0. Writing or

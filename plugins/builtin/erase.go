@@ -135,7 +135,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		if err == nil {
 			t.progress(1)
 			return erased(e,
-				map[string]any{"action": string(action), "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
+				map[string]any{"action": string(action), ScopeKey: SanitizeScope, "not_used": notUsed, "seconds": time.Since(start).Seconds()}), nil
 		}
 		if !errors.Is(err, hardware.ErrUnsupported) {
 			return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, d.Address, err)
@@ -189,7 +189,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		defer release()
 	}
 	o, _ := mediaArgs(nil, false)
-	res, err := onMedia(ctx, be, t, o, false, Overwrite)
+	res, err := overwriteAll(ctx, be, t, o)
 	if err != nil {
 		return nil, err
 	}

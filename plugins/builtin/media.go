@@ -109,7 +109,7 @@ func overwriteStep(ctx context.Context, be hardware.Backend, t *Target) (*plugin
 	if err != nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
 	}
-	return onMedia(ctx, be, t, o, false, Overwrite)
+	return overwriteAll(ctx, be, t, o)
 }
 
 type mediaFunc func(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error)

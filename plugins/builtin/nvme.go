@@ -118,6 +118,20 @@ var sanitizeTechnique = map[hardware.SanitizeAction]string{
 	hardware.SanitizeOverwrite: "Overwrite",
 }
 
+// ScopeKey is the detail in which a sanitize step records what it
+// reaches (SanitizeScope).
+const ScopeKey = "scope"
+
+// SanitizeScope is what a sanitize reaches. The NVMe Base Specification
+// (2.0, Sanitize Operations) makes its scope "all locations in the NVM
+// subsystem that are able to contain user data": every namespace of the
+// subsystem, whether attached to this controller, to another one or to
+// none (a tenant's created-then-detached namespace), and unallocated
+// media. So no namespace is hidden from it and no hidden-namespace check
+// runs before it; on a subsystem with several controllers it also erases
+// the namespaces the other controllers use.
+const SanitizeScope = "the whole NVM subsystem: every namespace, attached to this controller, to another or to none, and unallocated media (NVMe Base Specification, Sanitize Operations)"
+
 func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	forced, _ := argString(t.Args, "action", "")
 	poll, err := argDuration(t.Args, "poll", 5*time.Second)
@@ -134,7 +148,7 @@ func sanitize(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Res
 		return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, t.Device.Address, err)
 	}
 	t.progress(1)
-	return erased(e, map[string]any{"action": string(action), "seconds": time.Since(start).Seconds()}), nil
+	return erased(e, map[string]any{"action": string(action), ScopeKey: SanitizeScope, "seconds": time.Since(start).Seconds()}), nil
 }
 
 // formatSES is 2 (crypto erase) when the controller's fna allows it and the

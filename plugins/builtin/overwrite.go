@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"syscall"
 	"time"
@@ -11,6 +12,40 @@ import (
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 )
+
+// namespaceChecker is a backend that can say, before an erase through a
+// device's controller, whether its NVM subsystem holds allocated
+// namespaces the erase cannot reach (hardware.Real.CheckHiddenNamespaces:
+// an error wrapping hardware.ErrHiddenNamespaces; details for the record).
+type namespaceChecker interface {
+	CheckHiddenNamespaces(ctx context.Context, addr hardware.Address, erase string) (map[string]any, error)
+}
+
+var _ namespaceChecker = (*hardware.Real)(nil)
+
+// overwriteAll is the overwrite step and nvme-erase's overwrite fallback:
+// it writes every media the backend lists, which are only the namespaces
+// attached to the device's controller. A namespace a tenant created and
+// detached is not among them, so the record's "every logical block" would
+// be false: the backend's hidden-namespace check runs first, and refuses
+// (hardware.ErrHiddenNamespaces, nothing written) as before a format.
+// What it checked goes into the step's details.
+func overwriteAll(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions) (*plugins.Result, error) {
+	var checked map[string]any
+	if c, ok := be.(namespaceChecker); ok {
+		d, err := c.CheckHiddenNamespaces(ctx, t.Device.Address, "overwrite")
+		if err != nil {
+			return nil, err
+		}
+		checked = d
+	}
+	res, err := onMedia(ctx, be, t, o, false, Overwrite)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(res.Details, checked)
+	return res, nil
+}
 
 // Overwrite writes o.Pattern over all of m and syncs it.
 func Overwrite(ctx context.Context, m hardware.Media, o MediaOptions, p hardware.Progress) (Stats, error) {
