@@ -9,6 +9,7 @@ import (
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/kernellane"
 	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/plugins/builtin"
 )
 
 // shipped is where scripts/kernel-lane.sh puts deploy/scour.yaml.
@@ -18,8 +19,11 @@ const shipped = "/scour/etc/deploy-scour.yaml"
 // each through the engine and the claims store, and checks the outcome:
 // healthy drives clean with the tenant's data gone, the critical-warning
 // drive quarantined by the wear step with its data untouched, every drive
-// back on vfio-pci, every verdict stored.
-func cleanAll(t *testing.T, cfg pipeline.Config) {
+// back on vfio-pci, every verdict stored. erase is the technique
+// (plugins.EraseKey) every healthy drive's record must name: the one
+// step that erased, so a silent switch of technique (a format becoming
+// an overwrite) fails here.
+func cleanAll(t *testing.T, cfg pipeline.Config, erase string) {
 	e, store := engine(t, cfg)
 	for _, d := range kernellane.Machine() {
 		t.Run(d.Serial, func(t *testing.T) {
@@ -51,6 +55,19 @@ func cleanAll(t *testing.T, cfg pipeline.Config) {
 			if hasTenant(t, d) {
 				t.Error("clean verdict, yet the tenant's data is still on the drive")
 			}
+			var erased []string
+			for _, st := range res.Steps {
+				if e, ok := builtin.ErasureOf(st.Details); ok {
+					erased = append(erased, st.Name+": "+e.ID+" ("+e.Technique+")")
+					if e.ID != erase || e.Technique == "" {
+						t.Errorf("step %s erased with %s (%q), want %s", st.Name, e.ID, e.Technique, erase)
+					}
+				}
+			}
+			if len(erased) != 1 {
+				t.Errorf("erasing steps %q, want one (%s)", erased, erase)
+			}
+			t.Logf("%s erased by %s", d.Serial, erased)
 		})
 	}
 }
@@ -74,7 +91,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanAll(t, cfg)
+	cleanAll(t, cfg, "format-ses1")
 }
 
 // TestOverwritePipeline: overwrite with O_DIRECT and full verification
@@ -95,7 +112,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanAll(t, cfg)
+	cleanAll(t, cfg, "overwrite")
 	e, _ := engine(t, cfg)
 	d := disk(t, "SCOUR4K")
 	writeTenant(t, d)
@@ -116,11 +133,14 @@ profiles:
 
 // TestShippedPipeline: deploy/scour.yaml as shipped cleans every healthy
 // drive, vfio-bound at the start as on a passthrough host, and
-// quarantines the critical-warning one.
+// quarantines the critical-warning one. Its nvme-erase must pick Format
+// NVM with a user-data erase on QEMU's controllers (sanicap 0, oacs bit
+// 1, fna bit 2 clear), the strongest they offer: not the overwrite
+// fallback.
 func TestShippedPipeline(t *testing.T) {
 	c, err := config.Load(shipped, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cleanAll(t, c.Pipelines)
+	cleanAll(t, c.Pipelines, "format-ses1")
 }
