@@ -25,20 +25,14 @@ func offNVMe(t *testing.T, fs FS, addr Address) {
 	}
 }
 
-// probeLater plays the kernel after drivers_probe: the controller appears
-// "connecting", goes live, then its namespaces appear one by one.
-func probeLater(t *testing.T, fs FS, addr Address, namespaces ...string) {
-	t.Helper()
+// probeSteps are what the kernel does after drivers_probe, in order: the
+// controller appears "connecting", goes live, then its namespaces appear
+// one by one.
+func probeSteps(fs FS, addr Address, namespaces ...string) []func() error {
 	ctrl := fs.devPath(addr, "nvme", "nvme1")
-	step := func(f func() error) {
-		time.Sleep(60 * time.Millisecond)
-		if err := f(); err != nil {
-			t.Error(err)
-		}
-	}
-	go func() {
-		link := fs.devPath(addr, "driver")
-		step(func() error {
+	steps := []func() error{
+		func() error {
+			link := fs.devPath(addr, "driver")
 			if err := os.Remove(link); err != nil {
 				return err
 			}
@@ -49,17 +43,44 @@ func probeLater(t *testing.T, fs FS, addr Address, namespaces ...string) {
 				return err
 			}
 			return os.WriteFile(ctrl+"/state", []byte("connecting\n"), 0o644)
+		},
+		func() error { return os.WriteFile(ctrl+"/state", []byte("live\n"), 0o644) },
+	}
+	for _, ns := range namespaces {
+		steps = append(steps, func() error {
+			if err := os.MkdirAll(ctrl+"/"+ns, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(ctrl+"/"+ns+"/size", []byte("7501476528\n"), 0o644)
 		})
-		step(func() error { return os.WriteFile(ctrl+"/state", []byte("live\n"), 0o644) })
-		for _, ns := range namespaces {
-			step(func() error {
-				if err := os.MkdirAll(ctrl+"/"+ns, 0o755); err != nil {
-					return err
-				}
-				return os.WriteFile(ctrl+"/"+ns+"/size", []byte("7501476528\n"), 0o644)
-			})
+	}
+	return steps
+}
+
+// probeLater plays the kernel after drivers_probe while the test waits:
+// probeSteps 60 ms apart, so that the wait sees each state. The wait it
+// meets ends on the final state, however late it comes.
+func probeLater(t *testing.T, fs FS, addr Address, namespaces ...string) {
+	t.Helper()
+	steps := probeSteps(fs, addr, namespaces...)
+	go func() {
+		for _, f := range steps {
+			time.Sleep(60 * time.Millisecond)
+			if err := f(); err != nil {
+				t.Error(err)
+			}
 		}
 	}()
+}
+
+// probeDone plays the kernel's probe to its end before the test waits.
+func probeDone(t *testing.T, fs FS, addr Address, namespaces ...string) {
+	t.Helper()
+	for _, f := range probeSteps(fs, addr, namespaces...) {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func listNSRunner(t *testing.T, out string, err error) *FakeRunner {
@@ -100,8 +121,11 @@ func TestWaitNVMeReadyTimesOutRetryably(t *testing.T) {
 	fs := fakeSys(t)
 	const addr = Address("0000:81:00.0")
 	offNVMe(t, fs, addr)
-	b := newTestReal(t, Config{SysfsRoot: string(fs)}, listNSRunner(t, "[   0]:0x1\n[   1]:0x2\n", nil), WithNVMeReadyTimeout(500*time.Millisecond))
-	probeLater(t, fs, addr, "nvme1n1")
+	b := newTestReal(t, Config{SysfsRoot: string(fs)}, listNSRunner(t, "[   0]:0x1\n[   1]:0x2\n", nil), WithNVMeReadyTimeout(100*time.Millisecond))
+	// The probe has ended, with nvme1n2 missing, before the wait starts:
+	// a probe racing the timeout would make the reason depend on how
+	// far it got on a loaded machine.
+	probeDone(t, fs, addr, "nvme1n1")
 	err := b.waitNVMeReady(context.Background(), addr)
 	if err == nil || !strings.Contains(err.Error(), "1 of the controller's 2 active namespaces") || errors.Is(err, ErrUnsupported) {
 		t.Fatalf("wait with a namespace missing: %v", err)

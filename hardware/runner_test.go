@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 func script(t *testing.T, body string) string {
@@ -21,11 +23,15 @@ func script(t *testing.T, body string) string {
 }
 
 func TestExecRunner(t *testing.T) {
+	// The scripts are written before the parallel tests run: a parallel
+	// test forking meanwhile inherits the script's open file until its
+	// exec, and exec'ing the script then fails with "text file busy".
+	ok, failing := script(t, `echo "args: $*"`), script(t, "echo partial; echo boom >&2; exit 3")
 	t.Parallel()
 	ctx := context.Background()
 	r := ExecRunner{}
 
-	out, err := r.Run(ctx, script(t, `echo "args: $*"`), "a", "b")
+	out, err := r.Run(ctx, ok, "a", "b")
 	if err != nil || string(out) != "args: a b\n" {
 		t.Errorf("ok tool: %q, %v", out, err)
 	}
@@ -35,7 +41,7 @@ func TestExecRunner(t *testing.T) {
 		t.Errorf("missing tool: %v, want ErrToolMissing", err)
 	}
 
-	_, err = r.Run(ctx, script(t, "echo partial; echo boom >&2; exit 3"))
+	_, err = r.Run(ctx, failing)
 	var te *ToolError
 	if !errors.As(err, &te) || te.ExitCode != 3 || strings.TrimSpace(te.Stderr) != "boom" {
 		t.Errorf("failing tool: %#v", err)
@@ -43,20 +49,37 @@ func TestExecRunner(t *testing.T) {
 }
 
 // The tool spawns a child that would sleep for minutes; the deadline must
-// kill the child too (the whole process group), not just the shell.
+// kill the child too (the whole process group), not just the shell. The
+// deadline passes once the child runs (its pid recorded), not after a
+// fixed time a loaded machine may need just to start the shell.
 func TestExecRunnerKillsProcessGroup(t *testing.T) {
-	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
-	tool := script(t, "sleep 300 &\necho $! > "+pidFile+"\nwait\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err := ExecRunner{}.Run(ctx, tool)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("hanging tool: %v, want deadline exceeded", err)
+	tool := script(t, "sleep 300 &\necho $! > "+pidFile+".tmp\nmv "+pidFile+".tmp "+pidFile+"\nwait\n")
+	t.Parallel() // after writing the script: see TestExecRunner
+	ctx := testkit.NewDeadline(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		_, err := ExecRunner{}.Run(ctx, tool)
+		ran <- err
+	}()
+	var b []byte
+	for wait := time.Now().Add(time.Minute); ; {
+		var err error
+		if b, err = os.ReadFile(pidFile); err == nil {
+			break
+		}
+		select {
+		case err := <-ran:
+			t.Fatalf("the tool ended before recording its child's pid: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the tool recorded no child pid in a minute: %v", err)
+		}
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatalf("child pid not recorded: %v", err)
+	ctx.Expire()
+	if err := <-ran; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hanging tool: %v, want deadline exceeded", err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/scour-project/scour/hardware"
 )
@@ -81,12 +80,10 @@ func (s *Simulator) pause(ctx context.Context, slow bool) error {
 	if !slow {
 		return ctx.Err()
 	}
-	t := time.NewTimer(s.cfg.Step)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-s.after(s.cfg.Step):
 		return nil
 	}
 }

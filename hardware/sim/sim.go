@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/scour-project/scour/hardware"
 )
@@ -41,6 +42,10 @@ type Simulator struct {
 	log      *slog.Logger
 
 	memo hardware.NVMeMemo // as the real backend: identity seen on nvme
+
+	// after is the clock of slow faults' progress steps (time.After;
+	// tests step it themselves).
+	after func(time.Duration) <-chan time.Time
 
 	mu     sync.Mutex
 	devs   map[hardware.Address]*simDev
@@ -88,7 +93,7 @@ func New(cfg hardware.Config, log *slog.Logger) (*Simulator, error) {
 		return nil, err
 	}
 	s := &Simulator{
-		cfg: cfg.Simulator, declared: declared, log: log,
+		cfg: cfg.Simulator, declared: declared, log: log, after: time.After,
 		fs:   hardware.NewFS(filepath.Join(cfg.Simulator.StateDir, "sys")),
 		devs: map[hardware.Address]*simDev{}, faults: map[hardware.Address]map[string]string{},
 	}

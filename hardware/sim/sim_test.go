@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 func testConfig(dir string) hardware.Config {
@@ -232,7 +233,8 @@ func TestSimulatorFaults(t *testing.T) {
 		t.Fatalf("after removing the fault file: %v", err)
 	}
 
-	// hang: only the deadline ends it.
+	// hang: only the deadline ends it (however slow the machine, a hang
+	// ends with the deadline: no race).
 	s.SetFault(addr, "format", FaultHang)
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
@@ -241,21 +243,43 @@ func TestSimulatorFaults(t *testing.T) {
 	}
 	s.SetFault(addr, "format", "")
 
-	// slow: ten progress steps, and cancellable mid-way.
+	// slow: ten progress steps, and ended by its deadline mid-way. The
+	// steps are the test's clock: each ends when the test says.
 	if err := os.WriteFile(FaultFile(dir, "0000:41:00.0", FaultSlow, "scrub-gpu"), nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	steps := 0
+	s.after = func(d time.Duration) <-chan time.Time {
+		if d != s.cfg.Step {
+			t.Errorf("a slow step of %v, want SimConfig.Step %v", d, s.cfg.Step)
+		}
+		steps++
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
 	}
 	var reports []float64
 	if err := s.ScrubGPU(ctx, "0000:41:00.0", func(p float64) { reports = append(reports, p) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(reports) != 10 || reports[0] < 0.09 || reports[0] > 0.11 || reports[9] != 1 {
-		t.Errorf("slow scrub progress %v", reports)
+	if len(reports) != 10 || reports[0] < 0.09 || reports[0] > 0.11 || reports[9] != 1 || steps != 10 {
+		t.Errorf("slow scrub progress %v after %d steps", reports, steps)
 	}
-	mid, cancel2 := context.WithTimeout(ctx, 12*time.Millisecond)
-	defer cancel2()
-	if err := s.ScrubGPU(mid, "0000:41:00.0", nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("slow scrub past deadline: %v", err)
+	// The deadline passes during the fourth step, which never ends.
+	mid := testkit.NewDeadline(ctx)
+	steps, reports = 0, nil
+	s.after = func(time.Duration) <-chan time.Time {
+		steps++
+		c := make(chan time.Time, 1)
+		if steps < 4 {
+			c <- time.Time{}
+		} else {
+			mid.Expire()
+		}
+		return c
+	}
+	if err := s.ScrubGPU(mid, "0000:41:00.0", func(p float64) { reports = append(reports, p) }); !errors.Is(err, context.DeadlineExceeded) || len(reports) != 3 {
+		t.Errorf("slow scrub past deadline: %v after progress %v", err, reports)
 	}
 
 	// Faults from config.
