@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scour-project/scour/hardware/gpu/gputest"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 // helperRunner runs scour-gpu-scrub for real and answers every other tool
@@ -99,11 +100,19 @@ func TestRealScrubGPUFailures(t *testing.T) {
 // (its process group) and the step fails with the deadline.
 func TestRealScrubGPUHangIsKilledAtTheDeadline(t *testing.T) {
 	t.Setenv("SCOUR_FAKE_CUDA_FAULT", "hang")
+	// The deadline passes once the helper hangs in the driver call, not
+	// at a fixed time a loaded machine may reach before it even started.
+	hung := filepath.Join(t.TempDir(), "hung")
+	t.Setenv("SCOUR_FAKE_GPU_HUNG", hung)
 	b := gpuReal(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := b.ScrubGPUDetails(ctx, "0000:41:00.0", nil)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "killed") {
+	ctx := testkit.NewDeadline(context.Background())
+	ended := make(chan error, 1)
+	go func() {
+		_, err := b.ScrubGPUDetails(ctx, "0000:41:00.0", nil)
+		ended <- err
+	}()
+	ctx.ExpireOnFile(t, hung, ended)
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("hung driver: %v, want the helper killed at the deadline", err)
 	}
 }

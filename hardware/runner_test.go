@@ -62,22 +62,7 @@ func TestExecRunnerKillsProcessGroup(t *testing.T) {
 		_, err := ExecRunner{}.Run(ctx, tool)
 		ran <- err
 	}()
-	var b []byte
-	for wait := time.Now().Add(time.Minute); ; {
-		var err error
-		if b, err = os.ReadFile(pidFile); err == nil {
-			break
-		}
-		select {
-		case err := <-ran:
-			t.Fatalf("the tool ended before recording its child's pid: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(wait) {
-			t.Fatalf("the tool recorded no child pid in a minute: %v", err)
-		}
-	}
-	ctx.Expire()
+	b := ctx.ExpireOnFile(t, pidFile, ran)
 	if err := <-ran; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hanging tool: %v, want deadline exceeded", err)
 	}

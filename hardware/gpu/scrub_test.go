@@ -3,12 +3,13 @@ package gpu_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scour-project/scour/hardware/gpu"
 	"github.com/scour-project/scour/hardware/gpu/gputest"
+	"github.com/scour-project/scour/internal/testkit"
 )
 
 const mib = 1 << 20
@@ -116,13 +117,22 @@ func TestScrubHangEndsWithContextAndBlocksTheGPU(t *testing.T) {
 	// Its own bus id: the hung call keeps it busy for the whole process.
 	const bus = "0000:42:00.0"
 	t.Setenv("SCOUR_FAKE_GPU_BUSID", bus)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err := gpu.Scrub(ctx, bus, o, nil)
-	if !errors.Is(err, context.DeadlineExceeded) {
+	// The deadline passes once the driver call hangs, not at a fixed time
+	// that a loaded machine may reach before the call (the scrub would
+	// then stop between calls and leave the GPU free).
+	hung := filepath.Join(t.TempDir(), "hung")
+	t.Setenv("SCOUR_FAKE_GPU_HUNG", hung)
+	ctx := testkit.NewDeadline(context.Background())
+	ended := make(chan error, 1)
+	go func() {
+		_, err := gpu.Scrub(ctx, bus, o, nil)
+		ended <- err
+	}()
+	ctx.ExpireOnFile(t, hung, ended)
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hung driver: %v, want the deadline", err)
 	}
-	_, err = gpu.Scrub(context.Background(), bus, o, nil)
+	_, err := gpu.Scrub(context.Background(), bus, o, nil)
 	if !errors.Is(err, gpu.ErrBusy) {
 		t.Fatalf("scrub after a hang: %v, want ErrBusy", err)
 	}

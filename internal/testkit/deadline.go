@@ -2,7 +2,10 @@ package testkit
 
 import (
 	"context"
+	"os"
 	"sync"
+	"testing"
+	"time"
 )
 
 // Deadline is a context whose deadline passes when the test calls Expire,
@@ -36,5 +39,28 @@ func (d *Deadline) Err() error {
 		return context.DeadlineExceeded
 	default:
 		return nil
+	}
+}
+
+// ExpireOnFile expires d once path exists (what the work under test
+// writes when it has reached the point the deadline should pass at) and
+// returns the file's contents. It fails t when ended (the work's result)
+// delivers first, or when path has not appeared within a minute.
+func (d *Deadline) ExpireOnFile(t testing.TB, path string, ended <-chan error) []byte {
+	t.Helper()
+	for give := time.Now().Add(time.Minute); ; {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			d.Expire()
+			return b
+		}
+		if time.Now().After(give) {
+			t.Fatalf("%s did not appear within a minute: %v", path, err)
+		}
+		select {
+		case err := <-ended:
+			t.Fatalf("ended before writing %s: %v", path, err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

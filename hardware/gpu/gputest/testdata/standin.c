@@ -16,7 +16,9 @@
  *     alloc-error          cuMemAlloc fails with CUDA_ERROR_UNKNOWN
  *     memset-error         cuMemsetD8 fails with CUDA_ERROR_ILLEGAL_ADDRESS
  *     stuck-word           one 8-byte word in the middle keeps tenant data
- *     hang                 cuMemcpyDtoH never returns
+ *     hang                 cuMemcpyDtoH never returns; it first creates the
+ *                          file SCOUR_FAKE_GPU_HUNG names, if set, so a test
+ *                          can end the deadline once the call hangs
  *   SCOUR_FAKE_NVML_FAULT=remap-pending | remap-failure | retired-pending
  */
 #include <stdint.h>
@@ -133,8 +135,14 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
 	return 0;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
-	if (fault("hang"))
+	if (fault("hang")) {
+		const char *hung = getenv("SCOUR_FAKE_GPU_HUNG");
+		if (hung) {
+			int fd = open(hung, O_WRONLY | O_CREAT, 0644);
+			if (fd >= 0) close(fd);
+		}
 		for (;;) pause();
+	}
 	memcpy(dst, (void *)(uintptr_t)src, n);
 	return 0;
 }
