@@ -36,11 +36,15 @@ type Record struct {
 	Verification   []RecordVerification `json:"verification"`
 	// Images are the golden images steps put on the device (an FPGA's
 	// bitstream), each with its read-back; absent when none did.
-	Images      []RecordImage `json:"images,omitempty"`
-	Result      RecordResult  `json:"result"`
-	TriggeredBy string        `json:"triggered_by"`
-	StartedAt   time.Time     `json:"started_at"`
-	EndedAt     *time.Time    `json:"ended_at"`
+	Images []RecordImage `json:"images,omitempty"`
+	Result RecordResult  `json:"result"`
+	// Retirement, on a quarantined run because a step said retire (code
+	// 13, a worn drive), says whether the retirement wipe erased the
+	// device first; absent otherwise.
+	Retirement  *RecordRetirement `json:"retirement,omitempty"`
+	TriggeredBy string            `json:"triggered_by"`
+	StartedAt   time.Time         `json:"started_at"`
+	EndedAt     *time.Time        `json:"ended_at"`
 	// Chain links a closed, signed record to the host's previous one.
 	Chain *RecordChain `json:"chain,omitempty"`
 	// Signature, GeneratedAt and SchemaVersions are not signed: the first
@@ -291,6 +295,73 @@ func imageOf(st Step, outcome string) (RecordImage, bool) {
 	return ri, true
 }
 
+// RecordRetirement is what became of a device a step said to retire:
+// erased by the run's retirement wipe (pipeline.RetireWipeKey) with a
+// technique, or retired unwiped, in plain words.
+type RecordRetirement struct {
+	// Step is the step that said retire.
+	Step string `json:"step"`
+	// Wiped: the retirement wipe succeeded before the verdict.
+	Wiped bool `json:"wiped"`
+	// WipeStep names the wipe step ("" when none ran).
+	WipeStep string `json:"wipe_step,omitempty"`
+	// Technique is what the wipe reported it ran.
+	Technique string `json:"technique,omitempty"`
+	// Note says it in words: that the device holds none of the last
+	// tenant's data, or that it may and must be destroyed, and why.
+	Note string `json:"note"`
+}
+
+// codeRetire is plugins.CodeRetire; retireWipeKey is
+// pipeline.RetireWipeKey.
+const (
+	codeRetire    = plugins.CodeRetire
+	retireWipeKey = "scour_retire_wipe"
+)
+
+// retirementOf reads, from a quarantined run's step rows, whether a step
+// said retire and what the retirement wipe did (nil for any other run).
+func retirementOf(run Run, steps []Step) *RecordRetirement {
+	if run.State != RunQuarantined {
+		return nil
+	}
+	var gate, wipe *Step
+	for i := range steps {
+		st := &steps[i]
+		switch {
+		case st.Details[retireWipeKey] == true:
+			wipe = st
+		case st.Outcome == StepFailed && st.Code == codeRetire:
+			gate = st
+		}
+	}
+	if gate == nil {
+		return nil
+	}
+	rt := &RecordRetirement{Step: gate.Name}
+	const destroy = "the device may still hold the last tenant's data: do not send it for an RMA, resale or disposal as it is; destroy it (shred, or degauss) and record that"
+	switch {
+	case wipe == nil:
+		rt.Note = "NOT WIPED: no retirement wipe ran in this run; " + destroy
+	case wipe.Outcome == StepOK:
+		rt.Wiped, rt.WipeStep = true, wipe.Name
+		rt.Technique, _ = wipe.Details[plugins.TechniqueKey].(string)
+		said := rt.Technique
+		if said == "" {
+			said = "a technique the step did not report"
+		}
+		rt.Note = fmt.Sprintf("wiped before retirement by step %s with %s: the device holds none of the last tenant's data", wipe.Name, said)
+	default:
+		rt.WipeStep = wipe.Name
+		why := wipe.Output
+		if why == "" {
+			why = string(wipe.Outcome)
+		}
+		rt.Note = fmt.Sprintf("NOT WIPED: the retirement wipe (step %s) could not erase it (%s); %s", wipe.Name, why, destroy)
+	}
+	return rt
+}
+
 // RecordResult is the verdict.
 type RecordResult struct {
 	State   string `json:"state"`
@@ -391,6 +462,7 @@ func buildRecord(run Run, steps []Step) Record {
 			rec.Images = append(rec.Images, img)
 		}
 	}
+	rec.Retirement = retirementOf(run, steps)
 	return rec
 }
 

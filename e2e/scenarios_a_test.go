@@ -321,8 +321,11 @@ func TestCleaningFailureQuarantines(t *testing.T) {
 }
 
 // A worn drive (95 % used, the pipeline's wear check retires at 90 %) is
-// quarantined on release before any destructive step: media untouched.
-func TestWornDeviceQuarantinedWithoutWipe(t *testing.T) {
+// wiped before it is retired: no step of the pipeline runs after the wear
+// check, but the retirement wipe erases it with the strongest technique
+// it offers (block sanitize here) and the record names it; the drive
+// stays reserved and quarantined, never returned.
+func TestWornDeviceWipedThenRetired(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
@@ -345,20 +348,26 @@ func TestWornDeviceQuarantinedWithoutWipe(t *testing.T) {
 	}
 	method, _ := recs[0]["method"].(map[string]any)
 	steps, _ := method["steps"].([]any)
+	var names []any
 	for _, s := range steps {
-		if name := s.(map[string]any)["name"]; name != "wear" {
-			t.Errorf("step %v ran after the wear check retired the device", name)
-		}
+		names = append(names, s.(map[string]any)["name"])
 	}
-	if len(steps) == 0 {
-		t.Error("the record names no step: the wear check's finding is not recorded")
+	if fmt.Sprint(names) != "[wear retire-wipe]" {
+		t.Errorf("steps %v; want the wear check, then only the retirement wipe", names)
+	}
+	rt, _ := recs[0]["retirement"].(map[string]any)
+	if rt["wiped"] != true || rt["step"] != "wear" || rt["technique"] != "NVMe Sanitize, Block Erase" {
+		t.Errorf("record retirement %v; want wiped by NVMe Sanitize, Block Erase after the wear step said retire", rt)
+	}
+	if !h.MediaZeroed(t, addr) {
+		t.Error("the retired drive still holds the tenant's data")
 	}
 	Never(t, 5*time.Second, "worn device", func() (bool, string) {
-		if h.MediaZeroed(t, addr) {
-			return true, "media wiped: a destructive step ran on a device due for retirement"
-		}
 		if r := c.Reserved(t, d); r != 1 {
 			return true, fmt.Sprintf("reserved=%d, want 1", r)
+		}
+		if !c.Quarantined(t, d) {
+			return true, "quarantine trait gone"
 		}
 		if n := len(h.Records(t, addr)); n != 1 {
 			return true, fmt.Sprintf("%d records, want 1", n)

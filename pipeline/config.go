@@ -75,7 +75,19 @@ type Pipeline struct {
 	// (docs/pipelines.md, Category).
 	Category string `yaml:"category"`
 	Steps    []Step `yaml:"steps"`
+	// RetireWipe is the step that erases a device a required step said
+	// to retire (code 13: a worn drive) before the run's quarantine
+	// verdict, so that it never leaves for an RMA or disposal with the
+	// last tenant's data. Unset: an NVMe gets nvme-erase (the strongest
+	// technique its controller offers, bound to nvme when it lives on
+	// another driver); a device of another kind is retired unwiped,
+	// which its record and the metric say (docs/pipelines.md, Retirement).
+	RetireWipe *Step `yaml:"retire_wipe"`
 }
+
+// RetireWipeName names the default retirement wipe step (and one
+// configured without a name).
+const RetireWipeName = "retire-wipe"
 
 // Sanitization categories a pipeline may claim.
 const (
@@ -120,6 +132,10 @@ type Step struct {
 	// Verifies marks a plugin step that checks the cleaning's result
 	// (reporting details.verification); the built-in verify always does.
 	Verifies bool `yaml:"verifies"`
+
+	// retireWipe marks the run's retirement wipe (Pipeline.RetireWipe):
+	// its record carries RetireWipeKey.
+	retireWipe bool
 }
 
 // pluginPaths are the executables the step runs: a plugin step's path,
@@ -175,6 +191,12 @@ func (c *Config) setDefaults() {
 		}
 		for j := range p.Steps {
 			p.Steps[j].setDefaults()
+		}
+		if p.RetireWipe != nil {
+			if p.RetireWipe.Name == "" {
+				p.RetireWipe.Name = RetireWipeName
+			}
+			p.RetireWipe.setDefaults()
 		}
 	}
 }
@@ -301,6 +323,22 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 		}
 		names[s.Name] = true
 		errs = append(errs, s.validate(sw, pluginDirs)...)
+	}
+	if w := p.RetireWipe; w != nil {
+		sw := fmt.Sprintf("%s.retire_wipe (%s)", where, w.Name)
+		if !nameRE.MatchString(w.Name) {
+			add("%s: name %q must be lower-case letters, digits, '.', '_' or '-'", sw, w.Name)
+		}
+		if names[w.Name] {
+			add("%s: name is also a step's: the record could not tell the wipe from that step", sw)
+		}
+		if w.Destructive != nil && !*w.Destructive {
+			add("%s: destructive: false: a wipe is destructive, and Placement must be asked before it", sw)
+		}
+		if w.verifies() {
+			add("%s: a verifying step erases nothing: retire_wipe must erase (nvme-erase, nvme-sanitize, nvme-format, overwrite, or an erasing plugin)", sw)
+		}
+		errs = append(errs, w.validate(sw, pluginDirs)...)
 	}
 	return errs
 }

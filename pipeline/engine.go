@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -131,6 +132,10 @@ func New(cfg Config, o Options) (*Engine, error) {
 		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery,
 		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
 	for _, p := range cfg.Profiles {
+		// Both series exist from the start: an alert on increase() sees
+		// a device's first unwiped retirement.
+		e.m.retirements.WithLabelValues(p.Name, "true")
+		e.m.retirements.WithLabelValues(p.Name, "false")
 		if p.MaxConcurrent > 0 {
 			e.profSlots[p.Name] = make(chan struct{}, p.MaxConcurrent)
 		}
@@ -200,6 +205,9 @@ func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
 		return nil, fmt.Errorf("device %s: storing verdict %s of run %s: %w", t.Address, res.Verdict, res.RunID, err)
 	}
 	e.m.runs.WithLabelValues(prof.Name, string(res.Verdict)).Inc()
+	if res.Retirement != nil {
+		e.m.retirements.WithLabelValues(prof.Name, strconv.FormatBool(res.Retirement.Wiped)).Inc()
+	}
 	r.log.Info("cleaning run finished", "verdict", res.Verdict, "run", res.RunID, "step", res.Step, "reason", res.Reason)
 	return res, nil
 }

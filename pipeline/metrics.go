@@ -12,6 +12,7 @@ type metrics struct {
 	progress    *prometheus.GaugeVec
 	inFlight    prometheus.Gauge
 	runs        *prometheus.CounterVec
+	retirements *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,9 +38,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "scour", Subsystem: "pipeline", Name: "runs_total",
 			Help: "Cleaning runs finished, by profile and verdict.",
 		}, []string{"profile", "verdict"}),
+		retirements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "pipeline", Name: "retirements_total",
+			Help: "Devices retired (quarantined because a step said retire, e.g. a worn drive), by profile and whether the retirement wipe erased them first (wiped=\"false\": the device may still hold the last tenant's data; destroy it).",
+		}, []string{"profile", "wiped"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.stepSeconds, m.steps, m.progress, m.inFlight, m.runs} {
+		for _, c := range []prometheus.Collector{m.stepSeconds, m.steps, m.progress, m.inFlight, m.runs, m.retirements} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -44,20 +44,25 @@ scour_pipeline_runs_in_flight 0
 # HELP scour_pipeline_runs_total Cleaning runs finished, by profile and verdict.
 # TYPE scour_pipeline_runs_total counter
 scour_pipeline_runs_total{profile="nvme",verdict="quarantine"} 1
+# HELP scour_pipeline_retirements_total Devices retired (quarantined because a step said retire, e.g. a worn drive), by profile and whether the retirement wipe erased them first (wiped="false": the device may still hold the last tenant's data; destroy it).
+# TYPE scour_pipeline_retirements_total counter
+scour_pipeline_retirements_total{profile="nvme",wiped="false"} 1
+scour_pipeline_retirements_total{profile="nvme",wiped="true"} 0
 # HELP scour_pipeline_step_progress_ratio Progress (0..1) of the cleaning step running on a device.
 # TYPE scour_pipeline_step_progress_ratio gauge
 # HELP scour_pipeline_steps_total Cleaning steps finished, by profile, step and outcome (succeeded, failed, skipped).
 # TYPE scour_pipeline_steps_total counter
 scour_pipeline_steps_total{outcome="failed",profile="nvme",step="b"} 1
+scour_pipeline_steps_total{outcome="failed",profile="nvme",step="retire-wipe"} 1
 scour_pipeline_steps_total{outcome="skipped",profile="nvme",step="c"} 1
 scour_pipeline_steps_total{outcome="succeeded",profile="nvme",step="a"} 1
 `
-	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "scour_pipeline_runs_in_flight", "scour_pipeline_runs_total",
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want), "scour_pipeline_runs_in_flight", "scour_pipeline_runs_total", "scour_pipeline_retirements_total",
 		"scour_pipeline_step_progress_ratio", "scour_pipeline_steps_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(h.e.m.stepSeconds); n != 2 {
-		t.Fatalf("%d duration series, want 2 (a succeeded, b failed)", n)
+	if n := testutil.CollectAndCount(h.e.m.stepSeconds); n != 3 {
+		t.Fatalf("%d duration series, want 3 (a succeeded, b and the retirement wipe failed)", n)
 	}
 }
 

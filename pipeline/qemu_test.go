@@ -230,7 +230,8 @@ func shippedPipelines(t *testing.T) Config {
 // TestShippedPipelineOnQEMUDrives: deploy/scour.yaml cleans every healthy
 // QEMU-like drive (vfio-bound at the start, no Sanitize: Format NVM, then
 // a read-back of zeros) and quarantines the one with a SMART critical
-// warning without wiping it.
+// warning, wiped first (the strongest erase it offers: Format NVM) so it
+// leaves for an RMA or disposal without the tenant's data.
 func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 	warn := qemuNVMe("0000:04:00.0", "CRIT", 1)
 	warn.CriticalWarning = 1
@@ -268,8 +269,14 @@ func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 	if res.Verdict != VerdictQuarantine || res.Step != "wear" || !strings.Contains(res.Reason, "critical_warning") || res.Serial != "CRIT" {
 		t.Fatalf("critical warning drive: verdict %s at %s (%s)", res.Verdict, res.Step, res.Reason)
 	}
-	if !bytes.Contains(simMedia(t, s, "0000:04:00.0"), []byte(sim.TenantPattern)) {
-		t.Fatal("the quarantined drive was wiped")
+	if rt := res.Retirement; rt == nil || !rt.Wiped || !strings.Contains(rt.Technique, "Format NVM") {
+		t.Errorf("critical warning drive: retirement %+v, want wiped by Format NVM", rt)
+	}
+	if b := simMedia(t, s, "0000:04:00.0"); bytes.Contains(b, []byte(sim.TenantPattern)) {
+		t.Fatal("the retired drive still holds the tenant's data")
+	}
+	if d, err := s.Discover(ctx, "0000:04:00.0"); err != nil || d.Driver != "vfio-pci" {
+		t.Errorf("retired drive on %v (%v), want vfio-pci", d, err)
 	}
 }
 

@@ -95,15 +95,27 @@ func definition(p *Pipeline) string {
 		Requires                                Requires
 		Destructive, Required                   bool
 	}
+	def := func(s Step) stepDef {
+		return stepDef{Name: s.Name, Type: s.Type, Path: s.Path, Driver: s.Driver, OnUnsupported: s.OnUnsupported,
+			Args: s.Args, Requires: s.Requires, Destructive: s.Destructive != nil && *s.Destructive, Required: s.Required == nil || *s.Required}
+	}
 	defs := make([]stepDef, len(p.Steps))
 	for i, s := range p.Steps {
-		defs[i] = stepDef{Name: s.Name, Type: s.Type, Path: s.Path, Driver: s.Driver, OnUnsupported: s.OnUnsupported,
-			Args: s.Args, Requires: s.Requires, Destructive: s.Destructive != nil && *s.Destructive, Required: s.Required == nil || *s.Required}
+		defs[i] = def(s)
+	}
+	// A configured retirement wipe counts too; without one the hash is
+	// what it was before retire_wipe existed (runs open across an
+	// upgrade resume).
+	var wipe *stepDef
+	if p.RetireWipe != nil {
+		w := def(*p.RetireWipe)
+		wipe = &w
 	}
 	b, err := json.Marshal(struct {
 		HomeDriver string
 		Steps      []stepDef
-	}{p.HomeDriver, defs})
+		RetireWipe *stepDef `json:",omitempty"`
+	}{p.HomeDriver, defs, wipe})
 	if err != nil { // args that cannot be encoded: never equal to a stored hash
 		return "unhashable: " + err.Error()
 	}
@@ -237,6 +249,11 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		}
 		res.Step, res.Code = s.Name, rec.Code
 		res.Verdict, res.Reason = r.verdictFor(s, rec)
+		if rec.Code == plugins.CodeRetire {
+			if err := r.retire(ctx, prior, s, res); err != nil {
+				return nil, err
+			}
+		}
 		res.Steps, res.Serial, res.Model = r.recs, r.serial, r.model
 		return res, nil
 	}

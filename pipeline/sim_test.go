@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,9 +88,9 @@ profiles:
 		wantZeros bool
 	}{
 		{"0000:81:00.0", "", VerdictClean, "nvme-sanitize", true},
-		{"0000:82:00.0", "", VerdictQuarantine, "nvme-sanitize", false}, // worn: retired before any wipe
-		{"0000:83:00.0", "", VerdictClean, "nvme-format", true},         // bound to nvme for the format, then back
-		{"0000:84:00.0", "CUSTOM_ANY", VerdictClean, "nvme-any", true},  // no sanitize support: skipped, overwritten
+		{"0000:82:00.0", "", VerdictQuarantine, "nvme-sanitize", true}, // worn: wiped (strongest sanitize), then retired
+		{"0000:83:00.0", "", VerdictClean, "nvme-format", true},        // bound to nvme for the format, then back
+		{"0000:84:00.0", "CUSTOM_ANY", VerdictClean, "nvme-any", true}, // no sanitize support: skipped, overwritten
 	}
 	for _, tc := range tests {
 		res, err := e.Clean(ctx, Target{Address: tc.addr, RPUUID: "rp-" + string(tc.addr), ResourceClass: tc.rc})
@@ -106,12 +107,25 @@ profiles:
 		if tc.addr == "0000:84:00.0" && states(res.Steps) != "sanitize=skipped overwrite=succeeded verify=succeeded" {
 			t.Errorf("%s: steps %s", tc.addr, states(res.Steps))
 		}
+		if tc.addr == "0000:82:00.0" {
+			// The wear gate said retire; nothing of the pipeline ran after
+			// it, but the retirement wipe erased the drive first.
+			if res.Step != "wear" || states(res.Steps) != "wear=failed retire-wipe=succeeded" {
+				t.Errorf("%s: step %q, steps %s; want the wear gate's verdict after wear=failed retire-wipe=succeeded", tc.addr, res.Step, states(res.Steps))
+			}
+			if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique != "NVMe Sanitize, Overwrite" {
+				t.Errorf("%s: retirement %+v; want wiped by NVMe Sanitize, Overwrite", tc.addr, rt)
+			}
+			if !strings.Contains(res.Reason, "wiped before retirement") {
+				t.Errorf("%s: reason %q does not say the drive was wiped before retirement", tc.addr, res.Reason)
+			}
+		}
 		b := read(tc.addr)
 		if zero := len(bytes.Trim(b, "\x00")) == 0; zero != tc.wantZeros {
 			t.Errorf("%s: media all zeros = %v, want %v", tc.addr, zero, tc.wantZeros)
 		}
-		if !tc.wantZeros && !bytes.Contains(b, []byte(sim.TenantPattern)) {
-			t.Errorf("%s: tenant data gone although the device was retired before wiping", tc.addr)
+		if tc.wantZeros && bytes.Contains(b, []byte(sim.TenantPattern)) {
+			t.Errorf("%s: the tenant's data is still on the media", tc.addr)
 		}
 	}
 }

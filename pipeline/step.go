@@ -118,6 +118,10 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 	delete(details, ToolKey) // the engine's word, never the step's
 	delete(details, ExternalToolsKey)
 	delete(details, TriesKey)
+	delete(details, RetireWipeKey)
+	if s.retireWipe {
+		details[RetireWipeKey] = true
+	}
 	if rec.Attempts > 0 && t != nil {
 		details[TriesKey] = t.details(rec.Attempts)
 		details[ToolKey] = toolOf(s, t)

@@ -35,16 +35,19 @@ type Result struct {
 	Device  string  `json:"device"`
 	// Serial and Model as last known: from discovery, or from a step's
 	// driver when the home driver hides them (NVMe on vfio-pci).
-	Serial   string        `json:"serial,omitempty"`
-	Model    string        `json:"model,omitempty"`
-	Profile  string        `json:"profile,omitempty"`
-	Pipeline string        `json:"pipeline,omitempty"`
-	Attempt  int           `json:"attempt,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	Step     string        `json:"step,omitempty"` // the step that decided a non-clean verdict
-	Code     int           `json:"code,omitempty"`
-	Steps    []StepRecord  `json:"steps,omitempty"`
-	Duration time.Duration `json:"duration"`
+	Serial   string       `json:"serial,omitempty"`
+	Model    string       `json:"model,omitempty"`
+	Profile  string       `json:"profile,omitempty"`
+	Pipeline string       `json:"pipeline,omitempty"`
+	Attempt  int          `json:"attempt,omitempty"`
+	Reason   string       `json:"reason,omitempty"`
+	Step     string       `json:"step,omitempty"` // the step that decided a non-clean verdict
+	Code     int          `json:"code,omitempty"`
+	Steps    []StepRecord `json:"steps,omitempty"`
+	// Retirement, on a quarantine verdict because a step said retire,
+	// says whether the retirement wipe erased the device first.
+	Retirement *Retirement   `json:"retirement,omitempty"`
+	Duration   time.Duration `json:"duration"`
 }
 
 // Clean reports whether the device may return to the pool.

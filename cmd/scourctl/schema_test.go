@@ -120,5 +120,26 @@ func seedVerifications(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Worn drives retired: one wiped first, one the wipe could not erase.
+	for _, wipe := range []claims.StepOutcome{claims.StepOK, claims.StepFailed} {
+		run, _, err := s.OpenRun(ctx, claims.RunStart{Host: "compute-1", DeviceRP: "rp-v", Address: "0000:81:00.0", Pipeline: "nvme", ScourVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.FinishStep(ctx, claims.StepStart{RunID: run.ID, Name: "wear", Index: 0}, claims.StepResult{Outcome: claims.StepFailed, Code: plugins.CodeRetire, Output: "worn"})
+		if err == nil {
+			err = s.FinishStep(ctx, claims.StepStart{RunID: run.ID, Name: "retire-wipe", Index: 1}, claims.StepResult{Outcome: wipe, Output: "erase failed",
+				Details: map[string]any{"scour_retire_wipe": true, plugins.TechniqueKey: "NVMe Sanitize, Crypto Erase"}})
+		}
+		if err == nil {
+			err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "retired")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := s.Record(ctx, run.ID); err != nil || rec.Retirement == nil || rec.Retirement.Wiped != (wipe == claims.StepOK) {
+			t.Fatalf("retired run's record: retirement %+v, %v", rec.Retirement, err)
+		}
+	}
 	return dir
 }

@@ -18,8 +18,9 @@ const shipped = "/scour/etc/deploy-scour.yaml"
 // cleanAll writes tenant data on every controller, runs cfg's pipeline on
 // each through the engine and the claims store, and checks the outcome:
 // healthy drives clean with the tenant's data gone, the critical-warning
-// drive quarantined by the wear step with its data untouched, every drive
-// back on vfio-pci, every verdict stored. erase is the technique
+// drive quarantined by the wear step and wiped by the retirement wipe
+// first (the tenant's data gone, the record naming the technique), every
+// drive back on vfio-pci, every verdict stored. erase is the technique
 // (plugins.EraseKey) every healthy drive's record must name: the one
 // step that erased, so a silent switch of technique (a format becoming
 // an overwrite) fails here.
@@ -44,8 +45,11 @@ func cleanAll(t *testing.T, cfg pipeline.Config, erase string) {
 				if res.Verdict != pipeline.VerdictQuarantine || res.Step != "wear" || run.State != claims.RunQuarantined {
 					t.Errorf("critical warning %#x: verdict %s at step %q (stored %s), want quarantine at wear", d.Warning, res.Verdict, res.Step, run.State)
 				}
-				if !hasTenant(t, d) {
-					t.Error("the wear gate retired the drive, yet its data was wiped: nothing destructive may run after a failed gate")
+				if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique == "" {
+					t.Errorf("retirement %+v: want the drive wiped before retirement, with the technique named", rt)
+				}
+				if hasTenant(t, d) {
+					t.Error("the wear gate retired the drive with the tenant's data still on it")
 				}
 				return
 			}

@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// RetireWipeKey is the details key under which the engine marks the
+// record of a run's retirement wipe (true): the cleaning record's
+// retirement reads it.
+const RetireWipeKey = "scour_retire_wipe"
+
+// Retirement is what became of a device a required step said to retire
+// (code 13), set on a quarantine verdict for it.
+type Retirement struct {
+	// Wiped: the retirement wipe succeeded before the verdict.
+	Wiped bool `json:"wiped"`
+	// Step names the wipe step (RetireWipeName unless configured).
+	Step string `json:"step"`
+	// Technique is what the wipe reported it ran (details technique); ""
+	// when unwiped, or when a plugin reported none.
+	Technique string `json:"technique,omitempty"`
+	// Why says why the device is unwiped.
+	Why string `json:"why,omitempty"`
+}
+
+// retireWipe is the step that erases a device due for retirement: the
+// pipeline's retire_wipe, else for an NVMe the built-in nvme-erase with
+// every technique allowed (sanitize crypto > block > overwrite, format
+// SES 2 > 1, then a zero overwrite), bound to the driver it needs when
+// the device is elsewhere. Nil, with why, when none is known.
+func (r *run) retireWipe() (*Step, string) {
+	if w := r.prof.Pipeline.RetireWipe; w != nil {
+		s := *w
+		s.retireWipe = true
+		return &s, ""
+	}
+	if r.dev.Kind != hardware.KindNVMe {
+		return nil, fmt.Sprintf("no retirement wipe: none is built in for a device of kind %q, and pipeline %s configures none (retire_wipe)",
+			r.dev.Kind, r.prof.Pipeline.Name)
+	}
+	s := Step{Name: RetireWipeName, Type: "nvme-erase", Args: map[string]any{"crypto": true, "allow_overwrite": true}, retireWipe: true}
+	spec, _ := lookupBuiltin(s.Type)
+	if need := spec.Needs[hardware.KindNVMe]; r.dev.Driver != need {
+		s.Driver = need
+	}
+	s.setDefaults()
+	return &s, ""
+}
+
+// retire runs when required step gate said retire (code 13, a worn
+// drive): before the quarantine verdict it erases the device with the
+// retirement wipe, as pipeline step number len(steps) of the run, so that
+// a retired drive never leaves for an RMA or disposal holding the last
+// tenant's data. The wipe is a destructive step like any other: Placement
+// is asked first (rule 2), and the device stays reserved throughout. A
+// wipe that failed with a retryable code and run budget left makes the
+// verdict retry-later (the next run retires and wipes again); only a
+// device that cannot be erased is retired unwiped, and res says so.
+// prior are the records of the run's earlier attempts: a wipe already
+// done in this run is not repeated.
+func (r *run) retire(ctx context.Context, prior []StepRecord, gate *Step, res *Result) error {
+	idx := len(r.prof.Pipeline.Steps)
+	ws, none := r.retireWipe()
+	var rec StepRecord
+	switch {
+	case ws == nil:
+		rec = StepRecord{RunID: r.run.ID, Index: idx, Name: RetireWipeName, Started: time.Now().UTC(),
+			State: StepFailed, Code: plugins.CodeUnsupported, Message: none}
+		var err error
+		if rec, err = r.finish(ctx, &Step{Name: RetireWipeName, retireWipe: true}, rec, 0, nil); err != nil {
+			return err
+		}
+	default:
+		if done, ok := doneIn(prior, r.run.ID, idx, ws.Name); ok {
+			rec = done
+			break
+		}
+		var err error
+		rec, err = r.step(ctx, idx, ws)
+		if ctx.Err() != nil {
+			return fmt.Errorf("device %s: run %s interrupted at the retirement wipe (step %s) after step %s said retire: %w",
+				r.t.Address, r.run.ID, ws.Name, gate.Name, context.Cause(ctx))
+		}
+		var stop errStop
+		if errors.As(err, &stop) {
+			// Placement showed the device taken (or could not be asked)
+			// before the wipe: nothing was erased, and the device is not
+			// retired by this run; the next run decides again.
+			r.recs = append(r.recs, rec)
+			res.Verdict = stop.verdict
+			res.Reason = fmt.Sprintf("%s; the retirement wipe (step %s) did not run: %s", res.Reason, ws.Name, stop.reason)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	r.recs = append(r.recs, rec)
+	name := rec.Name
+	if rec.State == StepSucceeded {
+		tech, _ := rec.Details[plugins.TechniqueKey].(string)
+		said := tech
+		if said == "" {
+			said = "the step reported no technique"
+		}
+		res.Verdict = VerdictQuarantine
+		res.Retirement = &Retirement{Wiped: true, Step: name, Technique: tech}
+		res.Reason = fmt.Sprintf("%s; wiped before retirement by step %s (%s): it holds none of the last tenant's data; it stays reserved and quarantined: replace it",
+			res.Reason, name, said)
+		r.log.Warn("device due for retirement wiped before its quarantine", "step", name, "technique", tech)
+		return nil
+	}
+	if rec.State == StepFailed && ws != nil {
+		if v, why := r.verdictFor(ws, rec); v == VerdictRetryLater {
+			res.Verdict = v
+			res.Reason = fmt.Sprintf("%s; before retirement the device must be wiped, and %s", res.Reason, why)
+			return nil
+		}
+	}
+	why := rec.Message
+	if why == "" {
+		why = string(rec.State)
+	}
+	res.Verdict = VerdictQuarantine
+	res.Retirement = &Retirement{Step: name, Why: why}
+	res.Reason = fmt.Sprintf("RETIRED UNWIPED: %s; the retirement wipe (step %s) could not erase it: %s. "+
+		"The device may still hold the last tenant's data: do not send it for an RMA, resale or disposal as it is; destroy it (shred, or degauss) and record that",
+		res.Reason, name, why)
+	r.log.Error("device due for retirement could not be wiped: it is retired UNWIPED and may still hold the last tenant's data; destroy it (shred, or degauss) rather than an RMA or disposal as is",
+		"step", name, "why", why)
+	return nil
+}

@@ -1,0 +1,235 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/sim"
+)
+
+// retireRig is a simulated host with one worn NVMe (95 % used; the
+// pipeline's wear check retires at 90 %) and the engine that cleans it.
+type retireRig struct {
+	s      *sim.Simulator
+	e      *Engine
+	reg    *prometheus.Registry
+	allocs atomic.Int32 // Placement checks answered
+	taken  atomic.Bool  // Placement shows an allocation
+}
+
+const wornNVMe hardware.Address = "0000:82:00.0"
+
+func newRetireRig(t *testing.T, dev hardware.SimDevice, pipeline string) *retireRig {
+	t.Helper()
+	dev.Address, dev.Kind, dev.PercentUsed = string(wornNVMe), hardware.KindNVMe, 95
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+		StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{dev}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(`
+profiles:
+  - name: nvme
+    match: {kinds: [nvme]}
+    pipeline:
+` + pipeline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &retireRig{s: s, reg: prometheus.NewRegistry()}
+	r.e, err = New(cfg, Options{Backend: s, Checkpoints: NewMemCheckpoints(), Registerer: r.reg,
+		Logger: slog.New(slog.DiscardHandler),
+		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) {
+			r.allocs.Add(1)
+			return r.taken.Load(), nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *retireRig) clean(t *testing.T) *Result {
+	t.Helper()
+	res, err := r.e.Clean(context.Background(), Target{Address: wornNVMe, RPUUID: "rp-worn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// media reads the drive's first namespace (bound to nvme for the look,
+// and back to the driver it was on).
+func (r *retireRig) media(t *testing.T) []byte {
+	t.Helper()
+	ctx := context.Background()
+	d, err := r.s.Discover(ctx, wornNVMe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Driver != "nvme" {
+		if _, err := r.s.BindDriver(ctx, wornNVMe, "nvme"); err != nil {
+			t.Fatal(err)
+		}
+		defer r.s.BindDriver(ctx, wornNVMe, d.Driver)
+	}
+	ms, err := r.s.Media(ctx, wornNVMe)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("media of %s: %v %v", wornNVMe, ms, err)
+	}
+	b, err := os.ReadFile(ms[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (r *retireRig) retirements(wiped string) float64 {
+	return testutil.ToFloat64(r.e.m.retirements.WithLabelValues("nvme", wiped))
+}
+
+func (r *retireRig) driver(t *testing.T) string {
+	t.Helper()
+	d, err := r.s.Discover(context.Background(), wornNVMe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Driver
+}
+
+// A worn drive is erased with the strongest technique its controller
+// offers (sanitize crypto erase, of crypto, block and overwrite) before
+// it is retired, on the driver the erase needs and back home after; the
+// verdict is the wear gate's quarantine, the wipe is recorded as the
+// run's retirement wipe, and the metric counts a wiped retirement.
+func TestRetireWipesWornDriveWithStrongestTechnique(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{Driver: "vfio-pci", SANICAP: 0b111, FNA: 4}, `
+      name: nvme
+      steps:
+        - {name: wear, type: nvme-wear-check, driver: nvme}
+        - {name: erase, type: nvme-format, driver: nvme}
+        - {name: verify, type: verify, driver: nvme}
+`)
+	if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Fatal("the simulated drive holds no tenant data to begin with")
+	}
+	res := r.clean(t)
+	if res.Verdict != VerdictQuarantine || res.Step != "wear" {
+		t.Fatalf("verdict %s at step %q (%s); want quarantine at the wear gate", res.Verdict, res.Step, res.Reason)
+	}
+	if got := states(res.Steps); got != "wear=failed retire-wipe=succeeded" {
+		t.Errorf("steps %s; want the pipeline stopped at wear, then the retirement wipe", got)
+	}
+	const crypto = "NVMe Sanitize, Crypto Erase"
+	if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Step != RetireWipeName || rt.Technique != crypto {
+		t.Errorf("retirement %+v; want wiped by step %s with %q", rt, RetireWipeName, crypto)
+	}
+	if !strings.Contains(res.Reason, "wiped before retirement by step retire-wipe ("+crypto+")") {
+		t.Errorf("reason %q does not name the wipe and its technique", res.Reason)
+	}
+	wipe := res.Steps[len(res.Steps)-1]
+	if wipe.Details[RetireWipeKey] != true || wipe.Index != 3 {
+		t.Errorf("wipe record index %d details %v; want index 3 (after the 3 planned steps) marked %s", wipe.Index, wipe.Details, RetireWipeKey)
+	}
+	if bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Error("the drive was retired with the tenant's data still on it")
+	}
+	if d := r.driver(t); d != "vfio-pci" {
+		t.Errorf("retired drive left on %q, want its home driver vfio-pci", d)
+	}
+	// wear's bind to nvme, and the wipe: Placement is asked before each.
+	if n := r.allocs.Load(); n != 2 {
+		t.Errorf("Placement asked %d times; want 2 (before the wear step's bind and before the wipe)", n)
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w != 1 || u != 0 {
+		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 1 and 0", w, u)
+	}
+}
+
+// A retire_wipe configured on the pipeline is the wipe that runs.
+func TestRetireWipeConfigured(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111}, `
+      name: nvme
+      retire_wipe: {name: shred, type: overwrite, args: {pattern: zero}}
+      steps:
+        - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-sanitize}
+`)
+	res := r.clean(t)
+	if rt := res.Retirement; res.Verdict != VerdictQuarantine || rt == nil || !rt.Wiped || rt.Step != "shred" {
+		t.Fatalf("%s, retirement %+v; want quarantine wiped by step shred", res, rt)
+	}
+	if b := r.media(t); len(bytes.Trim(b, "\x00")) != 0 {
+		t.Error("the configured overwrite did not zero the drive")
+	}
+}
+
+// A drive whose erase fails is not retired at once while the run budget
+// lasts (the next run wipes again); once it is spent, the drive is
+// retired unwiped, and the verdict, the retirement and the metric say so
+// plainly.
+func TestRetireUnwipedWhenTheWipeFails(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111, Faults: map[string]string{"sanitize": sim.FaultFail}}, `
+      name: nvme
+      max_runs: 2
+      steps:
+        - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-sanitize}
+`)
+	res := r.clean(t)
+	if res.Verdict != VerdictRetryLater || res.Retirement != nil || !strings.Contains(res.Reason, "must be wiped") {
+		t.Fatalf("first run: %s, retirement %+v; want retry-later saying the drive must be wiped first", res, res.Retirement)
+	}
+	res = r.clean(t)
+	if res.Verdict != VerdictQuarantine || res.Step != "wear" {
+		t.Fatalf("second run: %s; want quarantine at wear", res)
+	}
+	if rt := res.Retirement; rt == nil || rt.Wiped || rt.Why == "" {
+		t.Errorf("retirement %+v; want unwiped, with why", rt)
+	}
+	if !strings.HasPrefix(res.Reason, "RETIRED UNWIPED: ") || !strings.Contains(res.Reason, "destroy it") {
+		t.Errorf("reason %q does not say plainly that the drive is unwiped and must be destroyed", res.Reason)
+	}
+	if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Error("the tenant's data is gone, yet the record says unwiped")
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w != 0 || u != 1 {
+		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 0 and 1", w, u)
+	}
+}
+
+// Rule 2 holds for the retirement wipe: an allocation Placement shows
+// before it aborts the run with the media untouched, and nothing is
+// counted retired.
+func TestRetireWipeAskedPlacementFirst(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111}, `
+      name: nvme
+      steps:
+        - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-sanitize}
+`)
+	r.taken.Store(true)
+	res := r.clean(t)
+	if res.Verdict != VerdictAborted || res.Retirement != nil {
+		t.Fatalf("%s, retirement %+v; want aborted before the wipe, not retired", res, res.Retirement)
+	}
+	if r.allocs.Load() != 1 {
+		t.Errorf("Placement asked %d times; want once, before the wipe", r.allocs.Load())
+	}
+	if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Error("the drive was wiped although Placement showed an allocation")
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w+u != 0 {
+		t.Errorf("retirements counted %v/%v for an aborted run", w, u)
+	}
+}
