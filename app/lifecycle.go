@@ -395,8 +395,10 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (stri
 		msg = fmt.Sprintf("device %s (%s) was already quarantined or retired; that reason stands\n", d.Address, d.UUID)
 	}
 	if len(d.Consumers) > 0 {
-		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
+		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it, uncleaned\n", strings.Join(d.Consumers, ","))
 	}
+	msg += "retiring does not wipe it: a device not cleaned since its last tenant still holds that tenant's data (scourctl records list --device " + string(d.Address) +
+		"); before it leaves the host, release it (scourctl placement unquarantine), which cleans it, or destroy it (docs/pipelines.md, Retirement)\n"
 	return msg, nil
 }
 

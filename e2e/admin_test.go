@@ -62,7 +62,7 @@ func TestScourctlRetireAndClean(t *testing.T) {
 	c.WaitAvailable(t, h, retired, 30*time.Second)
 
 	out, err := scourctl(t, "retire", retired, "--reason", "RMA ticket 42", "--config", h.config)
-	if err != nil || !strings.Contains(out, "is retired") {
+	if err != nil || !strings.Contains(out, "is retired") || !strings.Contains(out, "retiring does not wipe it") {
 		t.Fatalf("scourctl retire: %v\n%s", err, out)
 	}
 	if !c.Quarantined(t, rd) || c.Reserved(t, rd) != 1 {

@@ -63,7 +63,13 @@ run. A device in use by an instance, or quarantined, is refused.`,
 Placement with the quarantine trait, and the claims store records who
 retired it and why; scourd never cleans or returns it until an operator
 releases it with scourctl placement unquarantine DEVICE. A device in use
-leaves the pool when its instance releases it.`,
+leaves the pool when its instance releases it.
+
+Retiring does not wipe: a device not cleaned since its last tenant (in
+use, or released and not yet cleaned) keeps that tenant's data. Before it
+leaves the host, release it (which cleans it with its full pipeline) or
+destroy it. A drive a cleaning step retires (worn) is wiped first
+(docs/pipelines.md, Retirement).`,
 			Args: exactArgs(1, "one DEVICE (PCI address or resource provider UUID)"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cl, _, err := c.adminClient()
