@@ -233,3 +233,28 @@ func TestRetireWipeAskedPlacementFirst(t *testing.T) {
 		t.Errorf("retirements counted %v/%v for an aborted run", w, u)
 	}
 }
+
+// A retire_wipe that could not erase, or that the record could not tell
+// from a pipeline step, is refused at config load.
+func TestRetireWipeConfigChecked(t *testing.T) {
+	for wipe, want := range map[string]string{
+		`{type: verify}`:                          "a verifying step erases nothing",
+		`{name: wear, type: nvme-erase}`:          "name is also a step's",
+		`{type: nvme-erase, destructive: false}`:  "a wipe is destructive",
+		`{type: nvme-erase, args: {crypto: yes}}`: "retire_wipe (retire-wipe): args",
+	} {
+		_, err := ParseConfig([]byte(`
+profiles:
+  - name: nvme
+    match: {kinds: [nvme]}
+    pipeline:
+      name: nvme
+      retire_wipe: ` + wipe + `
+      steps:
+        - {name: wear, type: nvme-wear-check}
+`))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("retire_wipe %s: %v; want an error saying %q", wipe, err, want)
+		}
+	}
+}
