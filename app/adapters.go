@@ -40,6 +40,7 @@ func toHandlerDevice(d placement.Device) handlers.Device {
 		Allocated:   d.Used > 0 || len(d.Consumers) > 0,
 		Consumers:   slices.Clone(d.Consumers),
 		Quarantined: d.Quarantined,
+		Cyborg:      d.Cyborg,
 		State:       handlers.DeviceState(d.State),
 	}
 }
@@ -134,6 +135,10 @@ func (g placementGate) ReadDevice(ctx context.Context, d handlers.Device) (handl
 
 func (g placementGate) Burn(ctx context.Context, d handlers.Device) error {
 	return gateErr(g.c.Burn(ctx, ref(d)))
+}
+
+func (g placementGate) Refence(ctx context.Context, d handlers.Device) error {
+	return gateErr(g.c.Refence(ctx, ref(d)))
 }
 
 // Unreserve writes at the generation of the device's latest read (the

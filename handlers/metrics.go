@@ -14,6 +14,7 @@ type metrics struct {
 	scans         *prometheus.CounterVec // result
 	devices       *prometheus.GaugeVec   // state
 	burns         *prometheus.CounterVec // result
+	refences      *prometheus.CounterVec // result
 	cleansStarted prometheus.Counter
 	cleansDone    *prometheus.CounterVec // verdict
 	unreserves    *prometheus.CounterVec // result
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"state"}),
 		burns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "burns_total", Help: "Burns (reserved=total) of devices Nova left unburned, by result."},
+			[]string{"result"}),
+		refences: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "refences_total", Help: "Cyborg devices found un-fenced while holding a tenant's data and fenced again, by result."},
 			[]string{"result"}),
 		cleansStarted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "cleans_started_total", Help: "Cleaning runs started."}),
@@ -75,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.scans.WithLabelValues("ok")
 	m.scans.WithLabelValues("error")
 	var errs []error
-	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.cleansStarted,
+	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.cleansStarted,
 		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck, m.broadcasts} {
 		errs = append(errs, reg.Register(c))
 	}

@@ -38,7 +38,10 @@ type Device struct {
 	Allocated   bool
 	Consumers   []string
 	Quarantined bool
-	State       DeviceState
+	// Cyborg: an accelerator Cyborg reports (docs/cyborg.md), fenced
+	// whole (reserved = total) while it holds a tenant's data.
+	Cyborg bool
+	State  DeviceState
 }
 
 // InUse reports whether Placement shows an allocation on the device.
@@ -98,6 +101,10 @@ type Placement interface {
 	// ErrStaleReturn) when an earlier PUT of the run may have landed and
 	// the device changed since.
 	Unreserve(ctx context.Context, d Device, runID string) error
+	// Refence sets reserved=total again on an unallocated Cyborg device
+	// whose fence someone lifted (Cyborg's device enable, the conductor's
+	// inventory rewrite) while it still holds a tenant's data.
+	Refence(ctx context.Context, d Device) error
 	// Quarantine adds the quarantine trait and keeps the device reserved.
 	Quarantine(ctx context.Context, d Device, reason string) error
 }

@@ -12,34 +12,48 @@ import (
 // nobody holds the device: an unallocated device is the pipeline's call.
 // Every other inventory field is sent back exactly as read.
 func (c *Client) Burn(ctx context.Context, dev Ref) error {
+	return c.raiseToTotal(ctx, dev, "burn", func(ctx context.Context) ([]string, error) {
+		_, _, who, err := c.consumers(ctx, dev.UUID, "")
+		if err == nil && len(who) == 0 {
+			err = ErrNotAllocated
+		}
+		return who, err
+	})
+}
+
+// raiseToTotal sets reserved=total on a device of a managed shape whose
+// reserved is lower, after check (nil: none) agrees; every other field
+// is sent back exactly as read, at the generation read (a conflict
+// re-reads). Idempotent.
+func (c *Client) raiseToTotal(ctx context.Context, dev Ref, what string, check func(context.Context) ([]string, error)) error {
 	if err := checkRef(dev); err != nil {
-		return devErr("burn", dev, err)
+		return devErr(what, dev, err)
 	}
 	err := c.retry(ctx, func(ctx context.Context) error {
 		inv, err := c.readInventory(ctx, dev.UUID)
 		if err != nil {
 			return err
 		}
-		if inv.Count != 1 || inv.Inv.Total != 1 {
-			return fmt.Errorf("%w: %d inventories, total %d", ErrUnmanaged, inv.Count, inv.Inv.Total)
+		if err := c.managedShape(dev.UUID, inv); err != nil {
+			return err
 		}
 		if inv.Inv.Reserved >= inv.Inv.Total {
 			return nil
 		}
-		_, _, who, err := c.consumers(ctx, dev.UUID, "")
-		if err != nil {
-			return err
-		}
-		if len(who) == 0 {
-			return ErrNotAllocated
+		var who []string
+		if check != nil {
+			if who, err = check(ctx); err != nil {
+				return err
+			}
 		}
 		if err := c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Total); err != nil {
 			return err
 		}
-		c.log.Info("device burned", "device", dev.Name, "rp", dev.UUID, "consumers", who)
+		c.log.Info("device fenced (reserved=total)", "device", dev.Name, "rp", dev.UUID, "by", what,
+			"reserved_found", inv.Inv.Reserved, "total", inv.Inv.Total, "consumers", who)
 		return nil
 	}, dev.logAttrs()...)
-	return devErr("burn", dev, err)
+	return devErr(what, dev, err)
 }
 
 // reserveAll sets reserved=total whatever the allocations: raising

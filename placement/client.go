@@ -25,6 +25,7 @@ type Client struct {
 	mu       sync.Mutex
 	nodeUUID string          // compute node RP, looked up once
 	traitsOK map[string]bool // custom traits known to exist
+	cyborg   map[string]bool // providers listed with a Cyborg trait (cyborg.go)
 	shared   sharedListing   // ConfirmShared's listings
 	invs     invCache        // last inventory read of each device (inventory.go)
 	creds    credsHold       // cooldown after a credential refusal (credentials.go)

@@ -51,6 +51,8 @@ type Config struct {
 	// PublishCapabilityTraits publishes CUSTOM_SCOUR_* capability traits on
 	// device RPs (default false).
 	PublishCapabilityTraits bool `yaml:"publish_capability_traits"`
+	// Cyborg recognizes Cyborg's accelerator providers (cyborg.go).
+	Cyborg CyborgConfig `yaml:"cyborg"`
 
 	// RequestTimeout bounds one HTTP request (default 30s).
 	RequestTimeout time.Duration `yaml:"request_timeout"`
@@ -81,6 +83,7 @@ func (c *Config) setDefaults() {
 	if c.QuarantineTrait == "" {
 		c.QuarantineTrait = DefaultQuarantineTrait
 	}
+	c.Cyborg.setDefaults()
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
@@ -140,6 +143,7 @@ func (c *Config) Validate() error {
 	if c.QuarantineTrait == c.OneTimeUseTrait {
 		bad("placement.quarantine_trait: must differ from one_time_use_trait")
 	}
+	c.Cyborg.validate(c.OneTimeUseTrait, c.QuarantineTrait, bad)
 	if c.RequestTimeout < 0 {
 		bad("placement.request_timeout: negative")
 	}

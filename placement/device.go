@@ -52,7 +52,10 @@ type Device struct {
 	Used        int      // sum of allocations of the resource class
 	Consumers   []string // consumer (instance/migration) UUIDs holding it
 	Quarantined bool
-	State       State
+	// Cyborg: a Cyborg accelerator (placement.cyborg), which may have
+	// total > 1 and is fenced and returned whole.
+	Cyborg bool
+	State  State
 	// Why explains StateUnmanaged, or an odd but handled shape.
 	Why string
 
@@ -87,7 +90,7 @@ func deriveState(d *Device, invCount int) {
 	case invCount != 1:
 		d.State, d.Why = StateUnmanaged, fmt.Sprintf("%d inventories; scour handles exactly one", invCount)
 		return
-	case d.Inventory.Total != 1:
+	case d.Inventory.Total < 1 || (d.Inventory.Total != 1 && !d.Cyborg):
 		d.State, d.Why = StateUnmanaged, fmt.Sprintf("inventory total %d; scour handles total 1 (a PCI/PF device)", d.Inventory.Total)
 		return
 	}

@@ -78,7 +78,7 @@ func (c *Client) withEligible(seen Device, e eligible) (Device, bool) {
 	d.traits, d.traitsRead = []string{c.cfg.OneTimeUseTrait}, true
 	d.Quarantined = false
 	d.Why = ""
-	deriveState(&d, seen.raw.Count)
+	c.derive(&d, seen.raw.Count)
 	return d, true
 }
 

@@ -52,7 +52,7 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 	if len(body.Allocations) == 0 {
 		return claim, nil
 	}
-	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	devs, err := c.listManaged(ctx, node, "")
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	devs, err := c.listManaged(ctx, node, "")
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 		inTree[p.UUID] = true
 	}
 	c.invs.keepOnly(inTree) // devices gone from the tree
-	quarantined, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait+","+c.cfg.QuarantineTrait)
+	quarantined, err := c.listManaged(ctx, node, ","+c.cfg.QuarantineTrait)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (c *Client) readDevice(ctx context.Context, p provider, quarantined bool) (
 	}
 	d.Inventory, d.raw = inv.Inv, inv
 	sort.Strings(d.Consumers)
-	deriveState(&d, inv.Count)
+	c.derive(&d, inv.Count)
 	return d, nil
 }
 
@@ -242,7 +242,7 @@ func (c *Client) relookupNode(ctx context.Context, old string) (string, []provid
 		return node, nil, err
 	}
 	c.log.Warn("compute node resource provider was re-created", "old", old, "new", node)
-	devs, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait)
+	devs, err := c.listManaged(ctx, node, "")
 	return node, devs, err
 }
 

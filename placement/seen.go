@@ -61,7 +61,7 @@ func (c *Client) Confirm(ctx context.Context, seen Device) (Device, error) {
 	d.traits, d.traitsRead = traits, true
 	d.Quarantined = slices.Contains(traits, c.cfg.QuarantineTrait)
 	d.Why = ""
-	deriveState(&d, seen.raw.Count)
+	c.derive(&d, seen.raw.Count)
 	return d, nil
 }
 
@@ -108,8 +108,8 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device, j PutJournal) e
 }
 
 func (c *Client) unreservable(d Device) bool {
-	return d.raw != nil && d.traitsRead && d.raw.Count == 1 && d.raw.Inv.Total == 1 &&
+	return d.raw != nil && d.traitsRead && c.managedShape(d.UUID, d.raw) == nil &&
 		d.raw.Inv.Reserved >= 1 && d.raw.Generation == d.Generation &&
 		d.Used == 0 && len(d.Consumers) == 0 &&
-		slices.Contains(d.traits, c.cfg.OneTimeUseTrait) && !slices.Contains(d.traits, c.cfg.QuarantineTrait)
+		c.managedTraits(d.traits) && !slices.Contains(d.traits, c.cfg.QuarantineTrait)
 }

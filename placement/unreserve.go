@@ -51,8 +51,9 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, ps *putState) error {
 		if slices.Contains(traits, c.cfg.QuarantineTrait) {
 			return ErrQuarantined
 		}
-		if !slices.Contains(traits, c.cfg.OneTimeUseTrait) {
-			// Scour only ever returns one-time-use devices to the pool.
+		if !c.managedTraits(traits) {
+			// Scour only ever returns one-time-use (or, recognition on,
+			// Cyborg) devices to the pool.
 			return fmt.Errorf("%w: no %s trait", ErrUnmanaged, c.cfg.OneTimeUseTrait)
 		}
 		if inv.Inv.Reserved <= 0 {
@@ -78,7 +79,8 @@ func (c *Client) put(ctx context.Context, dev Ref, inv *rawInventory, ps *putSta
 	if err != nil {
 		return err
 	}
-	err = c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Reserved-1)
+	to := c.returnTo(dev.UUID, inv)
+	err = c.writeReserved(ctx, dev.UUID, inv, to)
 	if jerr := ps.answered(ctx, err, earlier); jerr != nil {
 		c.log.Warn("un-reserve PUT refused with a conflict, but the claims store still holds it as possibly landed; after a restart the device may be cleaned once more than needed",
 			"device", dev.Name, "rp", dev.UUID, "error", jerr)
@@ -87,7 +89,7 @@ func (c *Client) put(ctx context.Context, dev Ref, inv *rawInventory, ps *putSta
 		return err
 	}
 	c.log.Info("device returned to the pool", "device", dev.Name, "rp", dev.UUID,
-		"address", dev.Address, "reserved", inv.Inv.Reserved-1, "generation", inv.Generation)
+		"address", dev.Address, "reserved", to, "generation", inv.Generation)
 	return nil
 }
 
@@ -99,8 +101,8 @@ func (c *Client) verifiedInventory(ctx context.Context, dev Ref) (*rawInventory,
 	if err != nil {
 		return nil, err
 	}
-	if inv.Count != 1 || inv.Inv.Total != 1 {
-		return nil, fmt.Errorf("%w: %d inventories, total %d", ErrUnmanaged, inv.Count, inv.Inv.Total)
+	if err := c.managedShape(dev.UUID, inv); err != nil {
+		return nil, err
 	}
 	gen, used, who, err := c.consumers(ctx, dev.UUID, "")
 	if err != nil {
@@ -167,6 +169,6 @@ func (c *Client) Device(ctx context.Context, dev Ref) (Device, error) {
 	}
 	d.Inventory, d.raw = inv.Inv, inv
 	slices.Sort(d.Consumers)
-	deriveState(&d, inv.Count)
+	c.derive(&d, inv.Count)
 	return d, nil
 }

@@ -30,6 +30,7 @@ type Claims struct {
 	seq         int
 	holders     map[string]holder
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
+	cleaned     map[string]int                     // s.seq at each device's last clean verdict
 }
 
 type entry struct {
@@ -261,6 +262,7 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, seen := s.holders[rp]
+	cleaned, wasCleaned := s.cleaned[rp]
 	for i := len(s.claims) - 1; i >= 0; i-- {
 		e := s.claims[i]
 		if !e.HasDevice(rp) {
@@ -269,12 +271,30 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 		if seen && h.consumer != e.InstanceUUID && h.seq > e.order {
 			break
 		}
+		if wasCleaned && max(e.order, h.seq) <= cleaned {
+			return handlers.Tenant{}, false, nil // held only before its last clean
+		}
 		return handlers.Tenant{Instance: e.InstanceUUID, Project: e.ProjectID}, true, nil
+	}
+	if seen && wasCleaned && h.seq <= cleaned {
+		return handlers.Tenant{}, false, nil
 	}
 	if seen {
 		return handlers.Tenant{Instance: h.consumer}, true, nil
 	}
 	return handlers.Tenant{}, false, nil
+}
+
+// Cleaned records a clean verdict for rp, as a cleaned run in
+// claims.Store does: a tenant known only before it is no previous tenant.
+func (s *Claims) Cleaned(rp string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	if s.cleaned == nil {
+		s.cleaned = map[string]int{}
+	}
+	s.cleaned[rp] = s.seq
 }
 
 // Retire opens an operator's retirement of rp, as claims.Store.Retire

@@ -14,6 +14,9 @@ import (
 type Cleaner struct {
 	W      *World
 	CleanF func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error)
+	// OnClean, when set, is told of each clean verdict before it is
+	// returned (Claims.Cleaned: the store's clean record).
+	OnClean func(rp string)
 
 	mu          sync.Mutex
 	calls       []handlers.CleanRequest
@@ -57,6 +60,9 @@ func (c *Cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handler
 	}
 	if c.W != nil && c.W.Device(rp).InUse() {
 		return handlers.CleanResult{Verdict: handlers.VerdictAborted, RunID: fmt.Sprint("run-", n)}, nil
+	}
+	if c.OnClean != nil {
+		c.OnClean(rp)
 	}
 	return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
 }

@@ -47,6 +47,10 @@ func (p *Placement) Burn(ctx context.Context, d handlers.Device) error {
 	return p.W.Burn(ctx, d)
 }
 
+func (p *Placement) Refence(ctx context.Context, d handlers.Device) error {
+	return p.W.Refence(ctx, d)
+}
+
 func (p *Placement) Unreserve(ctx context.Context, d handlers.Device, runID string) error {
 	if p.UnreserveF != nil {
 		return p.UnreserveF(ctx, d)

@@ -108,7 +108,7 @@ func snapshot(d *handlers.Device) handlers.Device {
 
 func state(d handlers.Device) handlers.DeviceState {
 	switch {
-	case d.Total != 1:
+	case d.Total != 1 && !d.Cyborg: // a Cyborg device may have more units (placement.deriveState)
 		return handlers.StateUnmanaged
 	case d.InUse() && d.Reserved >= d.Total:
 		return handlers.StateBurnedInUse
@@ -169,6 +169,16 @@ func (w *World) Burn(ctx context.Context, d handlers.Device) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.counts["burn/"+d.RPUUID]++
+	dev := w.devs[d.RPUUID]
+	dev.Reserved = dev.Total
+	return nil
+}
+
+// Refence implements handlers.Placement: reserved=total.
+func (w *World) Refence(ctx context.Context, d handlers.Device) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts["refence/"+d.RPUUID]++
 	dev := w.devs[d.RPUUID]
 	dev.Reserved = dev.Total
 	return nil
