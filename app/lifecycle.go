@@ -115,11 +115,12 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Placement: placementGate{c: pc, seen: seen, journal: func(runID string) placement.PutJournal {
 			return store.PutJournal(runID)
 		}},
-		Claims:     &handlerstore.Claims{Store: store, Host: cfg.Host},
-		Hardware:   presence{be},
-		Cleaner:    cleaner{e: eng, q: store, host: cfg.Host},
-		Registerer: reg,
-		Logger:     log,
+		Claims:       &handlerstore.Claims{Store: store, Host: cfg.Host},
+		Hardware:     presence{be},
+		Cleaner:      cleaner{e: eng, q: store, host: cfg.Host},
+		Accelerators: newAccelerators(cfg.Placement),
+		Registerer:   reg,
+		Logger:       log,
 		OnStuck: func(d handlers.Device, running time.Duration) {
 			log.Error("cleaning run stuck: check the device and the pipeline's step timeouts",
 				"device", d.Address, "rp", d.RPUUID, "running", running.Round(time.Second))

@@ -299,6 +299,26 @@ var migrations = []migration{
 			WHERE c.record_seq IS NOT NULL AND c.record_seq = (SELECT MAX(x.record_seq) FROM cleaning_runs x
 				WHERE x.host = c.host AND x.record_seq IS NOT NULL)`,
 	}},
+	// v1 of cyborg_arqs: which Cyborg device an instance was bound to,
+	// read from its accelerator request at bind (Nova deletes the ARQs at
+	// release), and whether the ARQ agreed with Placement and the host's
+	// hardware (cyborg.go).
+	{table: "cyborg_arqs", version: 1, stmts: []string{
+		`CREATE TABLE cyborg_arqs (
+			host TEXT NOT NULL,
+			instance_uuid TEXT NOT NULL,
+			device_rp TEXT NOT NULL,
+			arq_uuid TEXT NOT NULL DEFAULT '',
+			arq_device_rp TEXT NOT NULL DEFAULT '',
+			arq_hostname TEXT NOT NULL DEFAULT '',
+			attach_handle_type TEXT NOT NULL DEFAULT '',
+			address TEXT NOT NULL DEFAULT '',
+			result TEXT NOT NULL,
+			detail TEXT NOT NULL DEFAULT '',
+			recorded_at TEXT NOT NULL,
+			PRIMARY KEY (host, instance_uuid, device_rp)
+		)`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed

@@ -48,6 +48,9 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 		}
 		devs = append(devs, ClaimDevice{RPUUID: d.RPUUID, RPName: d.RPName, Address: d.Address, ResourceClass: d.ResourceClass})
 	}
+	if err := h.arq.record(ctx, log, c.InstanceUUID, alloc.Devices); err != nil {
+		log.Warn("Cyborg ARQ not recorded at bind; the scans retry while the instance holds the card", "error", err)
+	}
 	if len(devs) == 0 {
 		return errors.Join(errs...)
 	}

@@ -49,6 +49,7 @@ type env struct {
 	c     *handlerstest.Claims
 	hw    *handlerstest.Hardware
 	cl    *handlerstest.Cleaner
+	acc   *handlerstest.Accelerators // nil: Cyborg's API is not read
 	h     *handlers.Handler
 	r     *handlers.Reconciler
 	reg   *prometheus.Registry
@@ -84,11 +85,20 @@ func (e *env) build(cfg func(*handlers.Config)) {
 	e.reg = prometheus.NewRegistry()
 	var err error
 	e.h, e.r, err = handlers.New(c, handlers.Deps{Placement: e.p, Claims: e.c, Hardware: e.hw, Cleaner: e.cl,
-		Registerer: e.reg, Logger: slog.New(slog.NewTextHandler(e.logOut(), nil)), Now: e.clock.Now,
+		Registerer: e.reg, Logger: slog.New(slog.NewTextHandler(e.logOut(), nil)), Now: e.clock.Now, Accelerators: e.accelerators(),
 		OnStuck: func(d handlers.Device, _ time.Duration) { e.stuck = append(e.stuck, d.RPUUID) }})
 	if err != nil {
 		e.t.Fatalf("handlers.New: %v", err)
 	}
+}
+
+// accelerators is e.acc as the interface (a nil *Accelerators is no
+// Accelerators at all).
+func (e *env) accelerators() handlers.Accelerators {
+	if e.acc == nil {
+		return nil
+	}
+	return e.acc
 }
 
 func rp(i int) string { return fmt.Sprintf("rp-%d", i) }

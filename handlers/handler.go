@@ -24,6 +24,10 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Accelerators, when set with a Claims that is an ARQStore, reads
+	// Cyborg's ARQs to record at bind which card and attach handle an
+	// instance got (cyborg.go).
+	Accelerators Accelerators
 	// OnStuck, when set, is called for each run found stuck by a scan.
 	OnStuck func(d Device, running time.Duration)
 }
@@ -36,6 +40,7 @@ type Handler struct {
 	p   Placement
 	c   Claims
 	rec *Reconciler
+	arq *arqs
 	m   *metrics
 	log *slog.Logger
 	now func() time.Time
@@ -67,7 +72,7 @@ func New(cfg Config, d Deps) (*Handler, *Reconciler, error) {
 	}
 	log := d.Logger.With("host", cfg.Host)
 	rec := newReconciler(cfg, d, m, log)
-	h := &Handler{cfg: cfg, p: d.Placement, c: d.Claims, rec: rec, m: m, log: log, now: d.Now}
+	h := &Handler{cfg: cfg, p: d.Placement, c: d.Claims, rec: rec, arq: rec.arq, m: m, log: log, now: d.Now}
 	return h, rec, nil
 }
 

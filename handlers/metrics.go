@@ -15,6 +15,7 @@ type metrics struct {
 	devices       *prometheus.GaugeVec   // state
 	burns         *prometheus.CounterVec // result
 	refences      *prometheus.CounterVec // result
+	arqs          *prometheus.CounterVec // result
 	cleansStarted prometheus.Counter
 	cleansDone    *prometheus.CounterVec // verdict
 	unreserves    *prometheus.CounterVec // result
@@ -48,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		refences: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "refences_total", Help: "Cyborg devices found un-fenced while holding a tenant's data and fenced again, by result."},
 			[]string{"result"}),
+		arqs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "cyborg_arqs_total", Help: "Cyborg accelerator requests read at bind, by result (agree: recorded; mismatch: disagrees with this host's Placement tree or hardware, nothing touched; error: Cyborg not read, retried at the next scan)."},
+			[]string{"result"}),
 		cleansStarted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "cleans_started_total", Help: "Cleaning runs started."}),
 		cleansDone: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
@@ -77,9 +81,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.unreserves.WithLabelValues(r)
 	}
 	m.scans.WithLabelValues("ok")
+	for _, r := range []string{"agree", "mismatch", "error"} {
+		m.arqs.WithLabelValues(r)
+	}
 	m.scans.WithLabelValues("error")
 	var errs []error
-	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.cleansStarted,
+	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.arqs, m.cleansStarted,
 		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck, m.broadcasts} {
 		errs = append(errs, reg.Register(c))
 	}

@@ -24,6 +24,7 @@ type Reconciler struct {
 	c       Claims
 	hw      Hardware
 	cl      Cleaner
+	arq     *arqs // nil: Cyborg's ARQs are not read
 	m       *metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -73,7 +74,7 @@ type backoff struct {
 }
 
 func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler {
-	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, m: m,
+	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, arq: newARQs(cfg, d, m), m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
 		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), kick: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
 		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{}}

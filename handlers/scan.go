@@ -57,6 +57,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		errs = append(errs, r.burn(ctx, d))
 	}
 	errs = append(errs, r.refence(ctx, devs))
+	errs = append(errs, r.recordARQs(ctx, devs))
 	errs = append(errs, r.sweep(ctx, devs))
 	r.reportStuck(now)
 	r.m.devices.Reset()

@@ -144,6 +144,9 @@ func (c *Config) Validate() error {
 		bad("placement.quarantine_trait: must differ from one_time_use_trait")
 	}
 	c.Cyborg.validate(c.OneTimeUseTrait, c.QuarantineTrait, bad)
+	if c.Cyborg.ARQs() && c.Token != "" && c.Cyborg.Endpoint == "" {
+		bad("placement.cyborg.endpoint: empty with a static placement.token, which reads no catalog; set Cyborg's API URL (.../v2) or placement.cyborg.read_arqs: false")
+	}
 	if c.RequestTimeout < 0 {
 		bad("placement.request_timeout: negative")
 	}

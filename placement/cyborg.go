@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 )
 
@@ -27,7 +28,18 @@ type CyborgConfig struct {
 	// providers; a Cyborg provider of another class is reported as
 	// unmanaged and left alone (default FPGA, PGPU).
 	ResourceClasses []string `yaml:"resource_classes"`
+	// ReadARQs reads each bound instance's accelerator requests from
+	// Cyborg's API to record which card and attach handle it got
+	// (default true when Enabled; the cyborg package).
+	ReadARQs *bool `yaml:"read_arqs"`
+	// Endpoint is Cyborg's API URL as the catalog lists it (".../v2");
+	// "" reads the catalog (service type accelerator), which a static
+	// placement.token cannot.
+	Endpoint string `yaml:"endpoint"`
 }
+
+// ARQs says whether Cyborg's ARQs are read (Enabled and ReadARQs).
+func (c CyborgConfig) ARQs() bool { return c.Enabled && (c.ReadARQs == nil || *c.ReadARQs) }
 
 var (
 	defaultCyborgTraits = []string{"OWNER_CYBORG"}
@@ -53,6 +65,11 @@ func (c *CyborgConfig) validate(otu, quarantine string, bad func(string, ...any)
 			bad("placement.cyborg.traits: %q is not a trait name (A-Z, 0-9, _)", t)
 		case t == otu || t == quarantine:
 			bad("placement.cyborg.traits: %q is scour's one-time-use or quarantine trait; name the traits Cyborg's drivers set (OWNER_CYBORG, CUSTOM_FAKE_DEVICE, ...)", t)
+		}
+	}
+	if c.Endpoint != "" {
+		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("placement.cyborg.endpoint: %q is not an http(s) URL", c.Endpoint)
 		}
 	}
 	for _, rc := range c.ResourceClasses {

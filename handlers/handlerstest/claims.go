@@ -31,6 +31,7 @@ type Claims struct {
 	holders     map[string]holder
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
 	cleaned     map[string]int                     // s.seq at each device's last clean verdict
+	arqs        []handlers.ARQRecord
 }
 
 type entry struct {
