@@ -4,11 +4,14 @@
 # lay the recipe's config files over a hard-linked copy, and import it with
 # podman twice: one image whose entry point is RabbitMQ, one whose entry point
 # is Placement (PostgreSQL or sqlite, noauth2: e2e/images/placement-start).
+# Glance's image comes from a root filesystem of its own
+# (e2e/images/glance-packages), so neither list's change rebuilds the other's.
 # Tags are the recipe's content hash, so nothing is rebuilt unless the recipe
 # changed. The debootstrap output is cached under e2e/.images/ (gitignored),
 # keyed by the package list.
 #
-# Environment: SCOUR_E2E_RABBITMQ_IMAGE / SCOUR_E2E_PLACEMENT_IMAGE (names to
+# Environment: SCOUR_E2E_RABBITMQ_IMAGE / SCOUR_E2E_PLACEMENT_IMAGE /
+# SCOUR_E2E_GLANCE_IMAGE (names to
 # use instead; when set and not localhost/scour-e2e-*, nothing is built),
 # SCOUR_E2E_DEBIAN_MIRROR (defaults to this machine's apt mirror).
 set -euo pipefail
@@ -20,14 +23,16 @@ start=$(date +%s)
 hash=$(e2e_recipe_hash)
 rabbit=$(e2e_rabbitmq_image)
 placement=$(e2e_placement_image)
+glance=$(e2e_glance_image)
 
 have_image() { podman image exists "$1"; }
+have_all() { have_image "$rabbit" && have_image "$placement" && have_image "$glance"; }
 
-if have_image "$rabbit" && have_image "$placement"; then
-	echo "e2e-images: $rabbit and $placement are up to date (recipe $hash)"
+if have_all; then
+	echo "e2e-images: $rabbit, $placement and $glance are up to date (recipe $hash)"
 	exit 0
 fi
-for img in "$rabbit" "$placement"; do
+for img in "$rabbit" "$placement" "$glance"; do
 	case "$img" in
 	localhost/scour-e2e-*) ;;
 	*) have_image "$img" || { echo "e2e-images: $img is not a scour-built image and is not present; pull it first" >&2; exit 1; } ;;
@@ -43,16 +48,22 @@ mkdir -p "$cache"
 # One build at a time per working tree (make test may run in parallel).
 exec 9>"$cache/.build.lock"
 flock 9
-if have_image "$rabbit" && have_image "$placement"; then
+if have_all; then
 	echo "e2e-images: built meanwhile by another run (recipe $hash)"
 	exit 0
 fi
-pkgs=$(grep -v '^[[:space:]]*#' e2e/images/packages | grep -v '^[[:space:]]*$' | paste -sd, -)
-mirror=$(e2e_debian_mirror)
-rootkey=$(printf '%s\n' bookworm minbase "$pkgs" | sha256sum | cut -c1-12)
-rootfs="$cache/rootfs-$rootkey"
-
-if [ ! -f "$rootfs/.scour-complete" ]; then
+# rootfs PACKAGE_LIST: debootstrap bookworm (minbase) plus the list's
+# packages into e2e/.images/rootfs-<key of the list>, once; sets $rootfs.
+rootfs() {
+	local pkgs mirror rootkey t0
+	pkgs=$(grep -v '^[[:space:]]*#' "$1" | grep -v '^[[:space:]]*$' | paste -sd, -)
+	mirror=$(e2e_debian_mirror)
+	rootkey=$(printf '%s\n' bookworm minbase "$pkgs" | sha256sum | cut -c1-12)
+	rootfs="$cache/rootfs-$rootkey"
+	if [ -f "$rootfs/.scour-complete" ]; then
+		echo "e2e-images: reusing $rootfs"
+		return 0
+	fi
 	echo "e2e-images: debootstrap bookworm ($pkgs) from $mirror into $rootfs"
 	rm -rf "$rootfs" "$rootfs.tmp"
 	t0=$(date +%s)
@@ -79,20 +90,48 @@ if [ ! -f "$rootfs/.scour-complete" ]; then
 	touch "$rootfs.tmp/.scour-complete"
 	mv "$rootfs.tmp" "$rootfs"
 	echo "e2e-images: debootstrap took $(($(date +%s) - t0))s"
-else
-	echo "e2e-images: reusing $rootfs"
-fi
+}
 
 # Config goes on a hard-linked copy: files are replaced (rm, then copy), never
 # written through, so the cached root filesystem stays pristine.
-stage="$cache/stage-$hash"
-rm -rf "$stage"
-cp -al "$rootfs" "$stage"
 put() { # put SRC DEST MODE
 	mkdir -p "$(dirname "$stage$2")"
 	rm -f "$stage$2"
 	install -m "$3" "$1" "$stage$2"
 }
+path='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+t0=$(date +%s)
+
+# Glance: Debian's glance-api (eventlet), sqlite, the file store, the
+# unauthenticated pipeline (no paste flavor); e2e/images/glance-start syncs
+# the database at container start.
+build_glance() {
+	rootfs e2e/images/glance-packages
+	stage="$cache/stage-glance-$hash"
+	rm -rf "$stage"
+	cp -al "$rootfs" "$stage"
+	put e2e/images/glance-api.conf /etc/glance/glance-api.conf 0644
+	put e2e/images/glance-start /usr/local/bin/glance-start 0755
+	mkdir -p "$stage/var/lib/glance/images" "$stage/etc/glance/policy.e2e.d"
+	rm -f "$stage/.scour-complete"
+	tar -C "$stage" -c . | podman import -q \
+		--change "$path" \
+		--change 'EXPOSE 9292' \
+		--change "LABEL org.scour.e2e.recipe=$hash" \
+		--change 'CMD ["/usr/local/bin/glance-start"]' \
+		- "$glance" >/dev/null
+	rm -rf "$stage"
+}
+have_image "$glance" || build_glance
+
+if have_image "$rabbit" && have_image "$placement"; then
+	echo "e2e-images: built $glance in $(($(date +%s) - start))s"
+	exit 0
+fi
+rootfs e2e/images/packages
+stage="$cache/stage-$hash"
+rm -rf "$stage"
+cp -al "$rootfs" "$stage"
 put e2e/images/placement.conf /etc/placement/placement.conf 0644
 put e2e/images/placement-start /usr/local/bin/placement-start 0755
 put e2e/images/rabbitmq.conf /etc/rabbitmq/rabbitmq.conf 0644
@@ -104,8 +143,6 @@ put e2e/images/postgresql.conf "/$pgconf/scour-e2e.conf" 0644
 mkdir -p "$stage/etc/placement/policy.d" "$stage/var/lib/placement"
 rm -f "$stage/.scour-complete"
 
-t0=$(date +%s)
-path='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 if ! have_image "$rabbit"; then
 	tar -C "$stage" -c . | podman import -q \
 		--change "$path" \
@@ -132,8 +169,8 @@ rm -rf "$stage"
 # machine (worktrees, branches) may run a recipe of their own: remove only
 # those built more than a day ago, so two checkouts do not remove each other's.
 podman images --filter until=24h --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
-	grep -E '^localhost/scour-e2e-(rabbitmq|placement):' | grep -v ":$hash\$" |
+	grep -E '^localhost/scour-e2e-(rabbitmq|placement|glance):' | grep -v ":$hash\$" |
 	xargs -r podman rmi >/dev/null 2>&1 || true
 podman image prune -f --filter label=org.scour.e2e.recipe >/dev/null 2>&1 || true
 echo "e2e-images: podman import took $(($(date +%s) - t0))s"
-echo "e2e-images: built $rabbit and $placement in $(($(date +%s) - start))s"
+echo "e2e-images: built $rabbit, $placement and $glance in $(($(date +%s) - start))s"

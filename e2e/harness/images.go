@@ -69,3 +69,16 @@ func imageNames() (rabbit, placement string, err error) {
 	}
 	return rabbit, placement, nil
 }
+
+// glanceImage is the Glance image to run: the environment's choice, else
+// the scour-built one for the current recipe.
+func glanceImage() (string, error) {
+	if img := os.Getenv(EnvGlanceImage); img != "" {
+		return img, nil
+	}
+	h, err := recipeHash(repoRoot())
+	if err != nil {
+		return "", err
+	}
+	return "localhost/scour-e2e-glance:" + h, nil
+}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,17 @@ type Fault struct {
 	// Method, when set, limits the fault to requests of this method
 	// (other requests pass untouched and do not count towards Times).
 	Method string
+	// PathSuffix, when set, limits the fault to requests whose path ends
+	// with it (Glance's image data: "/file").
+	PathSuffix string
 	// LoseAnswer forwards the request first, so that it takes effect, and
 	// then holds Placement's answer for Delay and replaces it with Status
 	// (a write that landed while its answer was lost).
 	LoseAnswer bool
+	// StallBody forwards the request and sends the answer's headers and
+	// the first half of its body, then sends nothing more until the client
+	// gives up: a read that stalls mid-download.
+	StallBody bool
 }
 
 // faultProxy is a reverse proxy to one Placement backend whose behaviour a
@@ -87,7 +95,7 @@ func newFaultProxy(target string) (*faultProxy, error) {
 	}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
-		f, on := p.take(r.Method)
+		f, on := p.take(r.Method, r.URL.Path)
 		if on && f.LoseAnswer {
 			p.faulted.Add(1)
 			rec := httptest.NewRecorder()
@@ -98,6 +106,11 @@ func newFaultProxy(target string) (*faultProxy, error) {
 				return
 			}
 			writePlacementError(w, f.Status)
+			return
+		}
+		if on && f.StallBody {
+			p.faulted.Add(1)
+			stallBody(w, r, rp)
 			return
 		}
 		if on {
@@ -119,12 +132,13 @@ func newFaultProxy(target string) (*faultProxy, error) {
 	return p, nil
 }
 
-// take returns the fault for one request of method and counts it down.
-func (p *faultProxy) take(method string) (Fault, bool) {
+// take returns the fault for one request of method and path and counts it
+// down.
+func (p *faultProxy) take(method, path string) (Fault, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.fault
-	if (f.Status == 0 && f.Delay == 0) || (f.Method != "" && f.Method != method) {
+	if (f.Status == 0 && f.Delay == 0 && !f.StallBody) || (f.Method != "" && f.Method != method) || !strings.HasSuffix(path, f.PathSuffix) {
 		return f, false
 	}
 	if f.Times > 0 {
@@ -148,4 +162,21 @@ func writePlacementError(w http.ResponseWriter, status int) {
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"errors": [{"status": %d, "title": %q, "detail": "injected by the scour e2e harness", "code": "placement.undefined_code", "request_id": "req-%s"}]}`,
 		status, http.StatusText(status), uuid4())
+}
+
+// stallBody answers with the backend's headers and half its body, then
+// holds the connection open, sending nothing, until the client leaves.
+func stallBody(w http.ResponseWriter, r *http.Request, rp http.Handler) {
+	rec := httptest.NewRecorder()
+	rp.ServeHTTP(rec, r)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	body := rec.Body.Bytes()
+	_, _ = w.Write(body[:len(body)/2])
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	<-r.Context().Done()
 }

@@ -1,0 +1,166 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Glance is a real Glance (Debian's glance-api, sqlite, file store,
+// unauthenticated pipeline) in a container. URL goes through a proxy of
+// the test's own (see Inject): what the system under test sees; the
+// helpers (Upload, Tamper, Deactivate, Delete) talk to the backend
+// directly, as an operator would, so injected faults never break them.
+type Glance struct {
+	svc     *service
+	backend string
+	proxy   *faultProxy
+	client  *http.Client
+}
+
+func newGlance() (*service, error) {
+	img, err := glanceImage()
+	if err != nil {
+		return nil, err
+	}
+	return &service{kind: "glance", image: img, port: "9292/tcp", ready: glanceReady, desc: "sqlite, file store, no auth"}, nil
+}
+
+func glanceReady(ctx context.Context, hostPort int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d/v2/images?limit=1", hostPort), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v2/images answered %s", resp.Status)
+	}
+	return nil
+}
+
+// StartGlance returns the package's shared Glance (started on first use;
+// needs harness.Main) or a dedicated one with Dedicated(), behind a
+// fault-injecting proxy of this test's own.
+func StartGlance(t testing.TB, opts ...Option) *Glance {
+	t.Helper()
+	skipShort(t)
+	g := &Glance{client: &http.Client{Timeout: 60 * time.Second}}
+	g.svc = acquire(t, newGlance, "glance", collect(opts).dedicated)
+	g.backend = fmt.Sprintf("http://localhost:%d", g.svc.hostPort)
+	proxy, err := newFaultProxy(g.backend)
+	if err != nil {
+		t.Fatalf("e2e harness: proxy to %s: %v", g.backend, err)
+	}
+	t.Cleanup(proxy.close)
+	g.proxy = proxy
+	return g
+}
+
+// URL is the Glance endpoint for the system under test (the proxy).
+func (g *Glance) URL() string { return g.proxy.srv.URL }
+
+// BackendURL is Glance itself, bypassing the proxy and its faults.
+func (g *Glance) BackendURL() string { return g.backend }
+
+// Inject makes the proxy apply f to the following requests to URL.
+func (g *Glance) Inject(f Fault) { g.proxy.set(f) }
+
+// Heal ends any injected fault.
+func (g *Glance) Heal() { g.Inject(Fault{}) }
+
+// Requests counts requests that reached the proxy, and of those the ones
+// a fault applied to.
+func (g *Glance) Requests() (total, faulted int64) {
+	return g.proxy.requests.Load(), g.proxy.faulted.Load()
+}
+
+// GlanceImage is what Upload creates.
+type GlanceImage struct {
+	Name       string
+	Properties map[string]string
+	Tags       []string
+	Data       []byte
+}
+
+// Upload creates an image and uploads its data as an operator does
+// (POST /v2/images, then PUT /v2/images/{id}/file), so Glance computes
+// its multihash; it returns the image's id once it is active.
+func (g *Glance) Upload(t testing.TB, img GlanceImage) string {
+	t.Helper()
+	meta := map[string]any{"name": img.Name, "disk_format": "raw", "container_format": "bare", "tags": append([]string{}, img.Tags...)}
+	for k, v := range img.Properties {
+		meta[k] = v
+	}
+	body, _ := json.Marshal(meta)
+	var created struct{ ID string }
+	g.do(t, http.MethodPost, "/v2/images", "application/json", body, http.StatusCreated, &created)
+	g.do(t, http.MethodPut, "/v2/images/"+created.ID+"/file", "application/octet-stream", img.Data, http.StatusNoContent, nil)
+	if st := g.Image(t, created.ID)["status"]; st != "active" {
+		t.Fatalf("e2e harness: glance image %s is %v after upload, want active", created.ID, st)
+	}
+	return created.ID
+}
+
+// Image is Glance's record of image id (GET /v2/images/{id}).
+func (g *Glance) Image(t testing.TB, id string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	g.do(t, http.MethodGet, "/v2/images/"+id, "", nil, http.StatusOK, &m)
+	return m
+}
+
+// Deactivate makes the image unusable (POST .../actions/deactivate).
+func (g *Glance) Deactivate(t testing.TB, id string) {
+	t.Helper()
+	g.do(t, http.MethodPost, "/v2/images/"+id+"/actions/deactivate", "", nil, http.StatusNoContent, nil)
+}
+
+// Delete deletes the image.
+func (g *Glance) Delete(t testing.TB, id string) {
+	t.Helper()
+	g.do(t, http.MethodDelete, "/v2/images/"+id, "", nil, http.StatusNoContent, nil)
+}
+
+// Tamper changes the stored data of image id behind Glance's back: it
+// flips the bits of one byte at offset in the file store
+// (/var/lib/glance/images/<id>); Glance's record (size, hashes) stays.
+func (g *Glance) Tamper(t testing.TB, id string, offset int64) {
+	t.Helper()
+	script := fmt.Sprintf("f = open('/var/lib/glance/images/%s', 'r+b'); f.seek(%d); b = f.read(1); f.seek(%d); f.write(bytes([b[0] ^ 0xff])); f.close()", id, offset, offset)
+	if out, err := g.svc.exec(t.Context(), "", "python3", "-c", script); err != nil {
+		t.Fatalf("e2e harness: tampering with glance image %s: %v\n%s", id, err, out)
+	}
+}
+
+func (g *Glance) do(t testing.TB, method, path, ctype string, body []byte, want int, out any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, g.backend+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatalf("e2e harness: glance %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("e2e harness: glance %s %s: %s, want %d: %s", method, path, resp.Status, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("e2e harness: glance %s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
