@@ -97,8 +97,13 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return fail(fmt.Errorf("hardware: %w", err))
 	}
+	imgs, err := newImageResolver(cfg, log, reg)
+	if err != nil {
+		return fail(fmt.Errorf("images: %w", err))
+	}
 	pcfg := cfg.Pipelines
 	eng, err := pipeline.New(pcfg, pipeline.Options{
+		Images:  imgs,
 		Backend: be,
 		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: cfg.Host,
 			Trigger: "scourd reconciler", Optional: pcfg.StepOptional},

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/images"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/placement"
 )
@@ -58,6 +60,9 @@ type Config struct {
 	Hardware hardware.Config `yaml:"hardware"`
 	// Pipelines are the cleaning profiles (pipeline/).
 	Pipelines pipeline.Config `yaml:"pipelines"`
+	// Images says where steps' Glance images come from and where the
+	// verified copies are cached (images/).
+	Images images.Config `yaml:"images"`
 	// Lifecycle tunes the handlers and the reconciler (handlers/).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 	// Admin is scourd's local admin socket (admin/), for scourctl.
@@ -92,6 +97,7 @@ func (c *Config) sections() []section {
 			section{"placement", &c.Placement},
 			section{"hardware", &c.Hardware},
 			section{"pipelines", &c.Pipelines},
+			section{"images", &c.Images},
 		)
 	}
 	return out
@@ -112,6 +118,9 @@ func (c *Config) SetDefaults() {
 	c.Lifecycle.Host, c.Lifecycle.Node = c.Host, c.Node
 	for _, s := range c.sections() {
 		s.s.SetDefaults()
+	}
+	if c.Images.CacheDir == "" && c.Claims.StatePath != "" {
+		c.Images.CacheDir = filepath.Join(c.Claims.StatePath, "images")
 	}
 }
 

@@ -53,7 +53,7 @@ colour: blue
 		`line 12: hardware.simulator.devices[0].namespces: unknown key "namespces"; did you mean "namespaces"?`,
 		`line 13: hardware.simulator.devices[1].knd: unknown key "knd"; did you mean "kind"?`,
 		`line 15: lifecycle.reconcile_interval: "5" is not a duration; write 5s`,
-		`line 16: colour: unknown key "colour" (known keys here: admin, bus, claims, hardware, host, http, lifecycle, log, node, pipelines, placement)`,
+		`line 16: colour: unknown key "colour" (known keys here: admin, bus, claims, hardware, host, http, images, lifecycle, log, node, pipelines, placement)`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("lacks %q in:\n%s", want, msg)

@@ -52,7 +52,7 @@ func (g *Glance) downloadOnce(ctx context.Context, sc *gophercloud.ServiceClient
 		}
 		if got := hex.EncodeToString(h.Sum(nil)); got != img.HashValue {
 			return &Error{Ref: ref, Reason: ReasonHashMismatch, ImageID: img.ID,
-				Msg: fmt.Sprintf("Glance image %s (%s): the downloaded bytes have %s %s, Glance says %s: refusing it, nothing is programmed (the stored data was changed behind Glance's back: re-upload the golden image)", img.ID, img.Name, img.HashAlgo, got, img.HashValue)}
+				Msg: fmt.Sprintf("Glance image %s (%s): hash mismatch: the downloaded bytes have %s %s, Glance says %s: refusing it, nothing is programmed (the stored data was changed behind Glance's back: re-upload the golden image)", img.ID, img.Name, img.HashAlgo, got, img.HashValue)}
 		}
 		return nil
 	}
