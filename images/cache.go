@@ -102,10 +102,8 @@ func (c *Cache) put(algo, sum string, fill func(w io.Writer) error, verify func(
 		f.Close()
 		return "", err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", err
-	}
+	// No fsync: every use re-hashes the entry, so one torn by a crash is
+	// caught and fetched again.
 	if err := f.Close(); err != nil {
 		return "", err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/imagedata"
@@ -41,7 +40,7 @@ func (g *Glance) downloadOnce(ctx context.Context, sc *gophercloud.ServiceClient
 	var n int64
 	fill := func(w io.Writer) error {
 		var err error
-		n, err = g.copyTo(ctx, cancel, io.MultiWriter(w, h), body)
+		n, err = g.copyTo(ctx, cancel, w, h, body)
 		g.m.bytes.Add(float64(n))
 		return err
 	}
@@ -89,5 +88,3 @@ func transient(ctx context.Context, err error) bool {
 	}
 	return true // network errors, stalls, truncated bodies
 }
-
-func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }

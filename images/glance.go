@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	gimages "github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
@@ -230,51 +232,94 @@ func (q query) ToImageListQuery() (string, error) {
 	return "?" + v.Encode(), nil
 }
 
-// stalled is a download that received nothing for StallTimeout.
+// errStalled is a download that received nothing for StallTimeout.
 var errStalled = errors.New("download stalled")
 
-// copyTo reads from r into w, but abandons the read when nothing arrives
-// for the stall timeout.
-func (g *Glance) copyTo(ctx context.Context, cancel context.CancelCauseFunc, w io.Writer, r io.Reader) (int64, error) {
-	progress := make(chan struct{}, 1)
+// copyBuf is the size of one read; copyBufs are in flight between the
+// reading goroutine and the hashing one.
+const (
+	copyBuf  = 1 << 20
+	copyBufs = 4
+)
+
+// copyTo reads r into the cache file w and the hash h: the read, the
+// hashing and the write each on a goroutine of their own (curl |
+// sha512sum runs the first two so), 1 MiB at a time. It abandons the read
+// when nothing arrives for the stall timeout.
+func (g *Glance) copyTo(ctx context.Context, cancel context.CancelCauseFunc, w io.Writer, h hash.Hash, r io.Reader) (int64, error) {
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	free := make(chan []byte, copyBufs)
+	for range copyBufs {
+		free <- make([]byte, copyBuf)
+	}
+	full := make(chan chunk, copyBufs)
 	done := make(chan struct{})
 	defer close(done)
-	go func() { // owner: this call; ends with done
-		t := newTimer(g.cfg.StallTimeout)
-		defer t.Stop()
+	go func() { // owner: this call; ends at EOF, on an error, or with done
+		defer close(full)
+		stall := time.AfterFunc(g.cfg.StallTimeout, func() {
+			cancel(fmt.Errorf("%w: no byte for %s (images.glance.stall_timeout)", errStalled, g.cfg.StallTimeout))
+		})
+		defer stall.Stop()
 		for {
+			var b []byte
 			select {
+			case b = <-free:
 			case <-done:
 				return
-			case <-progress:
-				t.Reset(g.cfg.StallTimeout)
-			case <-t.C:
-				cancel(fmt.Errorf("%w: no byte for %s (images.glance.stall_timeout)", errStalled, g.cfg.StallTimeout))
+			}
+			n, err := io.ReadFull(r, b)
+			if n > 0 {
+				stall.Reset(g.cfg.StallTimeout)
+			}
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF // a short last read
+			}
+			select {
+			case full <- chunk{b[:n], err}:
+			case <-done:
+				return
+			}
+			if err != nil {
 				return
 			}
 		}
 	}()
-	n, err := io.Copy(w, progressReader{r, progress})
-	if err != nil && context.Cause(ctx) != nil {
-		err = context.Cause(ctx)
-	}
-	return n, err
-}
-
-type progressReader struct {
-	r io.Reader
-	p chan<- struct{}
-}
-
-func (p progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if n > 0 {
-		select {
-		case p.p <- struct{}{}:
-		default:
+	// The hasher takes each chunk while this goroutine writes it.
+	toHash, hashed := make(chan []byte), make(chan struct{})
+	go func() { // owner: this call; ends when toHash is closed
+		for b := range toHash {
+			h.Write(b)
+			hashed <- struct{}{}
+		}
+	}()
+	defer close(toHash)
+	var total int64
+	for c := range full {
+		if len(c.b) > 0 {
+			toHash <- c.b
+			_, err := w.Write(c.b)
+			<-hashed
+			if err != nil {
+				return total, err
+			}
+			total += int64(len(c.b))
+		}
+		free <- c.b[:cap(c.b)]
+		if c.err == io.EOF {
+			return total, nil
+		}
+		if c.err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				return total, cause
+			}
+			return total, c.err
 		}
 	}
-	return n, err
+	return total, nil
 }
 
 // EndpointClient is an image service client for a fixed Glance URL
