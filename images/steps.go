@@ -15,10 +15,14 @@ type Steps struct{ Source Source }
 
 var _ builtin.ImageResolver = Steps{}
 
-// Resolve fetches the image ref names. A refused image is the step's
-// configuration problem (plugins code 3: the device stays reserved and is
-// retried, never quarantined for it); Glance unavailable is code 11 (tried
-// again). Either way nothing is programmed: the step gets no image.
+// Resolve fetches the image ref names. Every failure is plugins code 3, a
+// configuration or deployment problem and not the device's: the run ends
+// "retry later", the device stays reserved and is tried again at the next
+// scan, without using up its pipeline's max_runs. That holds for Glance
+// being unavailable too (the images package already retried, bounded): an
+// outage of the image service must not quarantine every dirty device that
+// needs an image, as code 11 would once max_runs ran out. Nothing is
+// programmed: the step gets no image.
 func (s Steps) Resolve(ctx context.Context, ref map[string]any) (*builtin.GoldenImage, error) {
 	rf, err := ParseRef(ref)
 	if err != nil {
@@ -35,11 +39,7 @@ func (s Steps) Resolve(ctx context.Context, ref map[string]any) (*builtin.Golden
 func stepError(err error) error {
 	var e *Error
 	if !errors.As(err, &e) {
-		return plugins.Errorf(plugins.CodeTryAgainLater, "%v", err)
-	}
-	code := plugins.CodeInvalidConfig
-	if e.Recoverable() {
-		code = plugins.CodeTryAgainLater
+		return plugins.Errorf(plugins.CodeInvalidConfig, "%v (nothing programmed; the device stays reserved)", err)
 	}
 	details := map[string]any{"image_refused": string(e.Reason), "image_ref": e.Ref.String()}
 	if e.ImageID != "" {
@@ -48,5 +48,9 @@ func stepError(err error) error {
 	if len(e.Candidates) > 0 {
 		details["candidates"] = e.Candidates
 	}
-	return &plugins.Error{Code: code, Msg: fmt.Sprintf("%v (nothing programmed; the device stays reserved)", err), Details: details}
+	what := "nothing programmed; the device stays reserved"
+	if e.Recoverable() {
+		what = "Glance unavailable: " + what + " and the run is tried again later"
+	}
+	return &plugins.Error{Code: plugins.CodeInvalidConfig, Msg: fmt.Sprintf("%v (%s)", err, what), Details: details}
 }

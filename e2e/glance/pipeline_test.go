@@ -20,8 +20,10 @@ import (
 	"github.com/scour-project/scour/plugins"
 )
 
-// fpga-program naming a Glance image by query: a good image is programmed
-// and recorded (id, name, hash); the same image tampered with in Glance's
+// fpga-program naming a Glance image by query. Glance down through more
+// runs than max_runs: retry later each time, nothing programmed, never
+// quarantined; back up: the run finishes. A good image is programmed and
+// recorded (id, name, hash); the same image tampered with in Glance's
 // store is refused: nothing is programmed, the run ends "retry later" (the
 // device stays reserved, not quarantined) and says why.
 func TestFPGAProgramFromGlance(t *testing.T) {
@@ -52,14 +54,14 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clean := func() *pipeline.Result {
+	clean := func(cp pipeline.Checkpoints) *pipeline.Result {
 		t.Helper()
 		c, err := images.OpenCache(t.TempDir(), 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := images.NewGlance(images.StaticClient(images.EndpointClient(g.URL(), "", http.Client{})), c, images.GlanceConfig{}, nil, nil)
-		e, err := pipeline.New(cfg, pipeline.Options{Backend: s, Checkpoints: pipeline.NewMemCheckpoints(), Registerer: prometheus.NewRegistry(),
+		src := images.NewGlance(images.StaticClient(images.EndpointClient(g.URL(), "", http.Client{})), c, images.GlanceConfig{Backoff: time.Millisecond}, nil, nil)
+		e, err := pipeline.New(cfg, pipeline.Options{Backend: s, Checkpoints: cp, Registerer: prometheus.NewRegistry(),
 			Logger: slog.New(slog.DiscardHandler), Images: images.Steps{Source: src},
 			Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
 		if err != nil {
@@ -76,7 +78,21 @@ profiles:
 		return id
 	}
 
-	res := clean()
+	// Glance answering 500 through more runs than the pipeline's max_runs
+	// (3): each ends "retry later", nothing is programmed, the device is
+	// never quarantined for the outage; once Glance is back the run
+	// resumes and finishes.
+	cp := pipeline.NewMemCheckpoints()
+	before := loaded()
+	g.Inject(harness.Fault{Status: http.StatusInternalServerError})
+	for run := range 4 {
+		res := clean(cp)
+		if res.Verdict != pipeline.VerdictRetryLater || !strings.Contains(res.Reason, "Glance unavailable") || loaded() != before {
+			t.Fatalf("run %d with Glance down: %s (%s), region0 holds %q; want retry later, nothing programmed", run+1, res, res.Reason, loaded())
+		}
+	}
+	g.Heal()
+	res := clean(cp)
 	if res.Verdict != pipeline.VerdictClean || loaded() != "0xgolden" {
 		t.Fatalf("good image: %s, region0 holds %q", res, loaded())
 	}
@@ -91,7 +107,7 @@ profiles:
 		t.Fatal(err)
 	}
 	g.Tamper(t, id, 100)
-	res = clean()
+	res = clean(pipeline.NewMemCheckpoints())
 	if res.Verdict != pipeline.VerdictRetryLater || res.Code != plugins.CodeInvalidConfig {
 		t.Fatalf("tampered image: %s (code %d), want retry later with code %d: the device stays reserved, not quarantined", res, res.Code, plugins.CodeInvalidConfig)
 	}
