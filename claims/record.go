@@ -273,7 +273,7 @@ type RecordRegionReadback struct {
 // imageOf reads a step's golden image and read-back (false when the step
 // reports neither).
 func imageOf(st Step, outcome string) (RecordImage, bool) {
-	img, hasImage := st.Details["image"]
+	img, hasImage := st.Details["image"].(map[string]any) // firmware-flash names a local image by a plain string
 	rb, hasReadback := st.Details["readback"]
 	if !hasImage && !hasReadback {
 		return RecordImage{}, false

@@ -36,3 +36,16 @@ func TestRecordNamesGoldenImageAndReadback(t *testing.T) {
 		t.Errorf("a run without images lists %v", rec.Images)
 	}
 }
+
+// A step naming its image by a plain string (firmware-flash's local file
+// name) adds no image to the record; a Glance image it flashed does.
+func TestRecordImagesSkipPlainImageNames(t *testing.T) {
+	steps := []Step{
+		{Seq: 1, Name: "flash", Outcome: StepOK, Details: map[string]any{"image": "mlx/fw.bin", "sha256": "ab"}},
+		{Seq: 2, Name: "flash-glance", Outcome: StepOK, Details: map[string]any{"image": map[string]any{"id": "g1", "hash_algo": "sha512", "source": "glance"}}},
+	}
+	rec := buildRecord(Run{ID: "r1"}, steps)
+	if len(rec.Images) != 1 || rec.Images[0].ID != "g1" || rec.Images[0].Step != "flash-glance" {
+		t.Fatalf("images %+v, want only the Glance image of flash-glance", rec.Images)
+	}
+}

@@ -1,21 +1,16 @@
 package glance
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/scour-project/scour/e2e/harness"
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/hardware/sim"
-	"github.com/scour-project/scour/images"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/plugins"
 )
@@ -56,22 +51,7 @@ profiles:
 	}
 	clean := func(cp pipeline.Checkpoints) *pipeline.Result {
 		t.Helper()
-		c, err := images.OpenCache(t.TempDir(), 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := images.NewGlance(images.StaticClient(images.EndpointClient(g.URL(), "", http.Client{})), c, images.GlanceConfig{Backoff: time.Millisecond}, nil, nil)
-		e, err := pipeline.New(cfg, pipeline.Options{Backend: s, Checkpoints: cp, Registerer: prometheus.NewRegistry(),
-			Logger: slog.New(slog.DiscardHandler), Images: images.Steps{Source: src},
-			Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := e.Clean(t.Context(), pipeline.Target{Address: "0000:5e:00.0", RPUUID: "rp-fpga"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return cleanWith(t, g, s, cfg, cp, "0000:5e:00.0")
 	}
 	loaded := func() string {
 		id, _ := s.FPGALoadedID(t.Context(), "0000:5e:00.0", "region0")

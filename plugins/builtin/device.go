@@ -35,7 +35,7 @@ func init() {
 		Name:        "firmware-flash",
 		InDevice:    true,
 		Destructive: true,
-		Does:        "check /lib/firmware/<args.image> against args.sha256, read the running versions, devlink dev flash pci/<addr> file <image> [component <c>] (the kernel loads it from /lib/firmware), activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
+		Does:        "check /lib/firmware/<args.image> against args.sha256 (or fetch a Glance image, args.image: {glance_id|glance_query}, verify it against Glance's hash and put it under /lib/firmware/scour-images/), read the running versions, devlink dev flash pci/<addr> file <image> [component <c>] (the kernel loads it from /lib/firmware), activate it (args.activate: devlink dev reload pci/<addr> action fw_activate, or a PCI reset), then the running version must equal args.version; a same-version re-flash is recorded as proving no version change",
 		Run:         flash,
 		Tools:       []string{hardware.ToolDevlink},
 		CheckArgs:   checkFlashArgs,
@@ -45,6 +45,18 @@ func init() {
 func flashImage(a map[string]any) (hardware.FirmwareImage, error) {
 	var img hardware.FirmwareImage
 	var errs []error
+	if ref, ok := glanceFlashRef(a); ok {
+		// A Glance image: checked against Glance's hash, staged at run time.
+		if _, has := a["sha256"]; has {
+			errs = append(errs, errors.New("sha256: only with a local image name (a Glance image is checked against Glance's hash)"))
+		}
+		img.Version, _ = argString(a, "version", "")
+		img.Component, _ = argString(a, "component", "")
+		if img.Version == "" {
+			errs = append(errs, errors.New("version: required"))
+		}
+		return img, errors.Join(append(errs, checkGlanceFlashRef(ref))...)
+	}
 	for _, f := range []struct {
 		name string
 		dst  *string
@@ -125,6 +137,14 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 	if err != nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
 	}
+	if ref, ok := glanceFlashRef(t.Args); ok {
+		name, file, golden, err := stageGlanceFirmware(ctx, be, t, ref)
+		if err != nil {
+			return nil, err
+		}
+		img.Path = name
+		return flashChecked(ctx, be, t, img, file, golden.HashValue, golden.Map())
+	}
 	// Check the image before anything touches the device: a wrong or
 	// corrupted image must never be flashed. The file checked is the one
 	// the kernel will load for the name devlink is given.
@@ -141,6 +161,13 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 			Msg:     fmt.Sprintf("firmware image %s has sha256 %s, config says %s: refusing to flash %s (fix the image or the checksum)", file, sum, img.SHA256, t.Device.Address),
 			Details: map[string]any{"image": img.Path, "image_file": file, "sha256": sum, "expected_sha256": img.SHA256}}
 	}
+	return flashChecked(ctx, be, t, img, file, sum, nil)
+}
+
+// flashChecked flashes img, whose file the kernel loads (checked already,
+// sum its hash), activates it and compares versions. record, when set,
+// is the image as the cleaning record names it (a Glance image).
+func flashChecked(ctx context.Context, be hardware.Backend, t *Target, img hardware.FirmwareImage, file, sum string, record map[string]any) (*plugins.Result, error) {
 	how, err := flashActivation(t.Args)
 	if err != nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "%v", err)
@@ -177,6 +204,10 @@ func flash(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result
 		return nil, fmt.Errorf("reading firmware versions of %s after flashing and activating: %w", addr, err)
 	}
 	details := map[string]any{"image": img.Path, "image_file": file, "version": img.Version, "sha256": sum, "versions": versions, "versions_before": before, "activated_by": how}
+	if record != nil {
+		delete(details, "sha256")
+		details["image"], details["image_name"] = record, img.Path
+	}
 	if !versionMatches(versions, img) {
 		return nil, &plugins.Error{Code: plugins.CodePermanent, Details: details,
 			Msg: fmt.Sprintf("after flashing %s and activating it (%s), %s runs firmware %v, want %s%s", img.Path, how, addr, versions, img.Version, componentSuffix(img.Component))}
