@@ -10,7 +10,7 @@ test-env: e2e-env
 e2e-env:
 	bash scripts/e2e-env.sh all
 
-## e2e-images: build the RabbitMQ and Placement images (only when the recipe changed).
+## e2e-images: build the RabbitMQ, Placement and Glance images (only when the recipe changed).
 e2e-images:
 	bash scripts/e2e-env.sh images
 

@@ -2,7 +2,7 @@
 # Prepares everything the e2e tests need, doing only what is missing:
 #   1. podman, runc and debootstrap (apt-get, on a fresh machine),
 #   2. podman's Docker-compatible API socket, configured by e2e/containers.conf,
-#   3. the RabbitMQ and Placement images (scripts/e2e-images.sh).
+#   3. the RabbitMQ, Placement and Glance images (scripts/e2e-images.sh).
 # Usage: e2e-env.sh [packages|socket|images|all]   (default all)
 # Environment: SCOUR_E2E_PODMAN_SOCKET (default /run/podman/podman.sock);
 # SCOUR_E2E_AMQP_URL and SCOUR_E2E_PLACEMENT_URL both set skip everything.
