@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scour-project/scour/plugins"
@@ -231,6 +232,10 @@ func verificationOf(st Step, outcome string) RecordVerification {
 		v.Result = "not reported"
 	case outcome != string(StepOK) && v.Result == "passed":
 		v.Result = "failed" // the step's outcome decides, not its own word
+	case !slices.Contains([]string{"passed", "failed", "not-applicable", "not reported"}, v.Result):
+		// A word the record's schema does not know: never a pass.
+		v.Reason = strings.TrimPrefix(v.Reason+fmt.Sprintf("; the step reported result %q", v.Result), "; ")
+		v.Result = "failed"
 	}
 	return v
 }

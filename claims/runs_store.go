@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,6 +293,9 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrNotClean, strings.Join(bad, "; "))
 	}
+	if bad := unverified(last); len(bad) > 0 {
+		return fmt.Errorf("%w: %s: the media may still hold the previous tenant's data", ErrNotClean, strings.Join(bad, "; "))
+	}
 	if run.Category != CategoryPurge {
 		return nil
 	}
@@ -307,6 +312,26 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 // CategoryPurge is the category whose runs need an erase and, after it, a
 // passing verification.
 const CategoryPurge = "purge"
+
+// unverified lists the steps whose last attempt ran (not skipped) and
+// recorded a verification that is neither passed nor not-applicable (a
+// passed one counts as failed when the attempt failed): whatever the
+// category, and whether the step is optional or not, no such run is
+// clean. The engine refuses them first; this is the store's
+// own word on the record.
+func unverified(last map[string]Step) []string {
+	var bad []string
+	for _, name := range slices.Sorted(maps.Keys(last)) {
+		st := last[name]
+		if !st.Verification || st.Outcome == StepSkipped {
+			continue
+		}
+		if r := verificationOf(st, string(st.Outcome)).Result; r != "passed" && r != "not-applicable" {
+			bad = append(bad, fmt.Sprintf("step %s attempt %d (%s) recorded verification %q", st.Name, st.Attempt, st.Outcome, r))
+		}
+	}
+	return bad
+}
 
 // verifiedIn returns the Seq of the latest verifying step whose last
 // attempt ended ok and reported a passed verification, or 0 for none.

@@ -20,7 +20,8 @@ func nvmeRun() RunStart {
 		Trigger: "instance.delete.end msg-9"}
 }
 
-// runStep records one attempt from start to outcome, as the engine does.
+// runStep records one attempt from start to outcome, as the engine does;
+// a verify step reports a passed verification.
 func runStep(t *testing.T, s *Store, runID, name string, verify bool, outcome StepOutcome, output string) Step {
 	t.Helper()
 	ctx := context.Background()
@@ -31,7 +32,11 @@ func runStep(t *testing.T, s *Store, runID, name string, verify bool, outcome St
 	if err := s.StepProgress(ctx, runID, st.Seq, 50); err != nil {
 		t.Fatalf("StepProgress %s: %v", name, err)
 	}
-	if err := s.StepFinished(ctx, runID, st.Seq, StepResult{Outcome: outcome, Output: output}); err != nil {
+	var details map[string]any
+	if verify {
+		details = map[string]any{"verification": map[string]any{"method": "read-back", "bytes_read": 4096, "expected": "every byte 0x00", "result": "passed"}}
+	}
+	if err := s.StepFinished(ctx, runID, st.Seq, StepResult{Outcome: outcome, Output: output, Details: details}); err != nil {
 		t.Fatalf("StepFinished %s: %v", name, err)
 	}
 	return st
@@ -278,7 +283,8 @@ func TestRecordExportRoundTrip(t *testing.T) {
 		clock.Advance(90 * time.Second)
 		st, err = s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "verify-zero", Index: 1, Verification: true})
 		if err == nil {
-			err = s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Output: "0 non-zero blocks in 4096 samples"})
+			err = s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Output: "0 non-zero blocks in 4096 samples",
+				Details: map[string]any{"verification": map[string]any{"method": "read-back", "bytes_read": 4096, "expected": "every byte 0x00", "result": "passed"}}})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +316,8 @@ func TestRecordExportRoundTrip(t *testing.T) {
 			Method: RecordMethod{Profile: "nvme", Pipeline: "nvme-sanitize", PipelineVersion: "3", PlannedSteps: []string{"sanitize", "verify-zero"}, Steps: []RecordStep{
 				{Seq: 1, Index: 0, Name: "sanitize", Attempt: 1, Outcome: "ok", Output: "crypto erase done", Code: 0,
 					Details: map[string]any{"method": "crypto", "blocks": 1024.0}, Stderr: "nvme: sanitize started", Progress: 100, StartedAt: t0, EndedAt: &t0},
-				{Seq: 2, Index: 1, Name: "verify-zero", Attempt: 1, Verification: true, Outcome: "ok", Output: "0 non-zero blocks in 4096 samples", Progress: 100, StartedAt: end, EndedAt: &end},
+				{Seq: 2, Index: 1, Name: "verify-zero", Attempt: 1, Verification: true, Outcome: "ok", Output: "0 non-zero blocks in 4096 samples", Progress: 100, StartedAt: end, EndedAt: &end,
+					Details: map[string]any{"verification": map[string]any{"method": "read-back", "bytes_read": 4096.0, "expected": "every byte 0x00", "result": "passed"}}},
 			}},
 			Result:      RecordResult{State: "returned", Summary: "clean"},
 			TriggeredBy: "instance.delete.end msg-9", StartedAt: t0, EndedAt: &end, GeneratedAt: end,
@@ -318,7 +325,8 @@ func TestRecordExportRoundTrip(t *testing.T) {
 		want.PerformedBy = RecordPerformer{Service: "scourd", Host: "compute-1"}
 		want.Sanitization = RecordSanitization{Techniques: []RecordTechnique{}, Tools: []RecordTool{}}
 		want.Verification = []RecordVerification{{Seq: 2, Name: "verify-zero", Attempt: 1, Outcome: "ok", EndedAt: &end}}
-		want.Verification[0].Result = "not reported"
+		want.Verification[0].Method, want.Verification[0].BytesRead, want.Verification[0].Expected = "read-back", 4096, "every byte 0x00"
+		want.Verification[0].Result = "passed"
 		if diff := cmp.Diff(want, back); diff != "" {
 			t.Fatalf("exported record (-want +got):\n%s\n%s", diff, buf.String())
 		}

@@ -83,17 +83,9 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, cfg Config) {
 				ctx := context.Background()
 				s := mustOpen(t, cfg)
-				rs := nvmeRun()
-				rs.Category = CategoryPurge
-				run, _, _ := s.OpenRun(ctx, rs)
+				run := openCategoryRun(t, s, CategoryPurge)
 				for i, sr := range c.steps {
-					st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: sr.name, Index: i, Optional: sr.outcome == StepFailed})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: sr.outcome, Details: sr.details}); err != nil {
-						t.Fatal(err)
-					}
+					finishStep(t, s, run.ID, sr.name, i, sr.outcome, sr.details)
 				}
 				err := s.FinishRun(ctx, run.ID, RunCleaned, "clean")
 				if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
@@ -101,5 +93,100 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// Whatever the category (clear, none), a run is refused the clean verdict
+// when a step's last attempt ran and recorded a verification that did not
+// pass: failed, not reported, or a word scour does not know, on an ok
+// step or on a failed optional one. Not applicable (it could not check)
+// and a skipped step prove nothing either way and do not block it.
+// Issue 31 item 2: a plugin answering ok with a failed verification got a
+// "returned" record under clear.
+func TestFailedVerificationIsNeverClean(t *testing.T) {
+	verified := func(result string) map[string]any {
+		return map[string]any{"verification": map[string]any{"result": result}}
+	}
+	for _, c := range []struct {
+		name    string
+		outcome StepOutcome
+		details map[string]any
+		ok      bool
+	}{
+		{"failed, step ok", StepOK, verified("failed"), false},
+		{"not reported, step ok", StepOK, verified("not reported"), false},
+		{"no result, step ok", StepOK, map[string]any{"verification": map[string]any{"method": "x"}}, false},
+		{"unknown word, step ok", StepOK, verified("ok"), false},
+		{"failed, optional step failed", StepFailed, verified("failed"), false},
+		{"passed, optional step failed", StepFailed, verified("passed"), false},
+		{"passed", StepOK, verified("passed"), true},
+		{"not applicable", StepOK, verified("not-applicable"), true},
+		{"failed, step skipped", StepSkipped, verified("failed"), true},
+		{"no verification", StepOK, map[string]any{"bytes": 1}, true},
+	} {
+		for _, category := range []string{"clear", ""} {
+			t.Run(c.name+"/"+category, func(t *testing.T) {
+				forEachBackend(t, func(t *testing.T, cfg Config) {
+					s := mustOpen(t, cfg)
+					run := openCategoryRun(t, s, category)
+					finishStep(t, s, run.ID, "wipe", 0, StepOK, nil)
+					finishStep(t, s, run.ID, "check", 1, c.outcome, c.details)
+					err := s.FinishRun(context.Background(), run.ID, RunCleaned, "clean")
+					if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, ErrNotClean) || !strings.Contains(err.Error(), "step check attempt 1"))) {
+						t.Errorf("FinishRun(cleaned) = %v, want ok=%v (naming step check when refused)", err, c.ok)
+					}
+				})
+			})
+		}
+	}
+}
+
+// A verification result the record's schema does not know is never shown
+// as something else than failed: the record says what the step reported.
+func TestRecordVerificationUnknownResultIsFailed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		run, _, _ := s.OpenRun(ctx, nvmeRun())
+		st, err := s.StepStarted(ctx, StepStart{RunID: run.ID, Name: "check"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StepFinished(ctx, run.ID, st.Seq, StepResult{Outcome: StepOK, Details: map[string]any{"verification": map[string]any{"result": "ok"}}}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Record(ctx, run.ID)
+		if err != nil || len(rec.Verification) != 1 {
+			t.Fatalf("record verification = %+v, %v", rec.Verification, err)
+		}
+		if v := rec.Verification[0]; v.Result != "failed" || !strings.Contains(v.Reason, `reported result "ok"`) {
+			t.Fatalf("verification = %+v, want failed, saying the step reported %q", v, "ok")
+		}
+	})
+}
+
+// openCategoryRun opens a run of nvmeRun's pipeline claiming category.
+func openCategoryRun(t *testing.T, s *Store, category string) Run {
+	t.Helper()
+	rs := nvmeRun()
+	rs.Category = category
+	run, _, err := s.OpenRun(context.Background(), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// finishStep records one attempt of pipeline step index with outcome and
+// details; a failed one is optional (a required one would end the run).
+func finishStep(t *testing.T, s *Store, runID, name string, index int, outcome StepOutcome, details map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.StepStarted(ctx, StepStart{RunID: runID, Name: name, Index: index, Optional: outcome == StepFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StepFinished(ctx, runID, st.Seq, StepResult{Outcome: outcome, Details: details}); err != nil {
+		t.Fatal(err)
 	}
 }

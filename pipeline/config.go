@@ -119,7 +119,8 @@ type Step struct {
 	// device. Default: the built-in's own nature; plugins: true.
 	Destructive *bool `yaml:"destructive"`
 	// Required steps must succeed for the device to be clean (default
-	// true); a failed optional step is recorded and the run goes on.
+	// true); a failed optional step is recorded and the run goes on,
+	// unless its verification did not pass (verificationRefused).
 	Required *bool `yaml:"required"`
 	// Driver, when set, binds the device to this driver for the step and
 	// back to the pipeline's home driver afterwards, even on failure.
@@ -131,6 +132,8 @@ type Step struct {
 	InDevice *bool `yaml:"in_device"`
 	// Verifies marks a plugin step that checks the cleaning's result
 	// (reporting details.verification); the built-in verify always does.
+	// Such a step that answers ok without a passed verification fails
+	// (run.judge).
 	Verifies bool `yaml:"verifies"`
 
 	// retireWipe marks the run's retirement wipe (Pipeline.RetireWipe):

@@ -244,7 +244,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		r.recs = append(r.recs, rec)
-		if rec.State != StepFailed || !*s.Required {
+		if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec)) {
 			continue
 		}
 		res.Step, res.Code = s.Name, rec.Code
@@ -261,6 +261,11 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	res.Serial, res.Model = r.serial, r.model
 	if why := r.homeDriverCheck(ctx); why != "" {
 		res.Verdict, res.Code, res.Reason = VerdictRetryLater, plugins.CodeTryAgainLater, why
+		return res, nil
+	}
+	if step, why := r.unverified(); why != "" {
+		r.log.Error("refusing a clean verdict: a step's verification does not pass", "step", step, "reason", why)
+		res.Verdict, res.Step, res.Code, res.Reason = VerdictQuarantine, step, plugins.CodePermanent, why
 		return res, nil
 	}
 	res.Verdict = VerdictClean

@@ -75,6 +75,12 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		}
 		return r.attempts(ctx, s, &rec, &t, impl, dev)
 	})
+	notApplicable := ""
+	if err == nil {
+		// A verification is part of the step's outcome, whatever its
+		// status said.
+		notApplicable, err = r.judge(s, res)
+	}
 	switch {
 	case errors.As(err, &stop):
 		// Placement showed the device taken while the step waited for a
@@ -97,6 +103,10 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 		pe := plugins.AsError(err)
 		rec.State, rec.Code, rec.Message, rec.Details, rec.Stderr = StepFailed, pe.Code, pe.Msg, pe.Details, pe.Stderr
 		log.Warn("step failed", "code", pe.Code, "error", pe.Msg, "attempts", rec.Attempts)
+	case notApplicable != "":
+		rec.State, rec.Details, rec.Stderr, rec.Progress = StepSkipped, res.Details, res.Stderr, 1
+		rec.Message = "skipped: its verification could not verify anything (not applicable): " + notApplicable
+		log.Info("step proved nothing", "state", rec.State, "reason", rec.Message)
 	default:
 		rec.State, rec.Details, rec.Stderr, rec.Progress = StepSucceeded, res.Details, res.Stderr, 1
 		log.Info("step succeeded", "seconds", time.Since(began).Seconds())

@@ -1,5 +1,7 @@
 package plugins
 
+import "fmt"
+
 // Result.Details keys an erasing step sets beside TechniqueKey (which is
 // worded for people and records), so the steps after it, and dry runs,
 // know what the erase left behind.
@@ -23,3 +25,84 @@ const (
 	VerifyFailed        = "failed"
 	VerifyNotApplicable = "not-applicable"
 )
+
+// VerifyNotReported is the result the engine records for a step that
+// verifies but reported no verification (the record's "not reported").
+const VerifyNotReported = "not reported"
+
+// VerificationResult reads the result a step reported under
+// VerificationKey: present says whether details has the key at all;
+// result is "" when the value is not an object with a string result.
+func VerificationResult(details map[string]any) (result string, present bool) {
+	raw, present := details[VerificationKey]
+	if !present {
+		return "", false
+	}
+	m, _ := raw.(map[string]any)
+	result, _ = m["result"].(string)
+	return result, true
+}
+
+// Judgement is what a step's verification makes of a step that answered
+// ok.
+type Judgement int
+
+const (
+	// Verified: the step may count as succeeded (its verification
+	// passed, or it neither verifies nor reported a verification).
+	Verified Judgement = iota
+	// NotVerifiable: the verification could not verify anything
+	// (not-applicable); the step proved nothing and is recorded skipped.
+	NotVerifiable
+	// Refused: the verification failed, is missing from a step that
+	// verifies, or is not one scour knows; the step failed permanently,
+	// whatever its status said.
+	Refused
+)
+
+// JudgeVerification decides what a step that answered ok (status "ok",
+// exit 0; a built-in's nil error) really achieved, from what it reported
+// under VerificationKey. verifies says the step is configured as a
+// verifying step (type verify, or a plugin with verifies: true): it must
+// report a verification. why says what was wrong (Refused) or why nothing
+// could be verified (NotVerifiable).
+//
+// A verification is part of a step's outcome: a plugin answering
+// {"status":"ok"} with a failed verification has found the tenant's data
+// on the media, and its status does not outweigh that.
+func JudgeVerification(details map[string]any, verifies bool) (j Judgement, why string) {
+	result, present := VerificationResult(details)
+	if !present {
+		if verifies {
+			return Refused, "it verifies (verifies: true, or type verify) but reported no details." + VerificationKey + ": nothing says the media were checked"
+		}
+		return Verified, ""
+	}
+	m, _ := details[VerificationKey].(map[string]any)
+	switch result {
+	case VerifyPassed:
+		return Verified, ""
+	case VerifyNotApplicable:
+		reason, _ := m["reason"].(string)
+		if reason == "" {
+			reason = "no reason given"
+		}
+		if !verifies {
+			return Verified, ""
+		}
+		return NotVerifiable, reason
+	case VerifyFailed:
+		why = "its verification failed"
+		if mm, _ := m["mismatch"].(string); mm != "" {
+			why += ": " + mm
+		}
+		return Refused, why
+	case "":
+		if m == nil {
+			return Refused, "its details." + VerificationKey + " is not an object"
+		}
+		return Refused, "its details." + VerificationKey + " has no result"
+	default:
+		return Refused, fmt.Sprintf("its verification result %q is none of %s, %s, %s", result, VerifyPassed, VerifyFailed, VerifyNotApplicable)
+	}
+}

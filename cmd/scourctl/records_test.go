@@ -19,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/plugins"
 )
 
 // seedRecordsStore writes, through the real store, a finished cleaning of one
@@ -34,8 +35,12 @@ func seedRecordsStore(t *testing.T) (dir string, done string) {
 	defer s.Close()
 	step := func(runID, name string, verify bool) {
 		st, err := s.StepStarted(ctx, claims.StepStart{RunID: runID, Name: name, Verification: verify})
+		var details map[string]any
+		if verify { // a returned run's verification passed
+			details = map[string]any{plugins.VerificationKey: plugins.Verification{Method: "read-back", BytesRead: 4096, Expected: "every byte 0x00", Result: plugins.VerifyPassed}.Map()}
+		}
 		if err == nil {
-			err = s.StepFinished(ctx, runID, st.Seq, claims.StepResult{Outcome: claims.StepOK, Output: name + " output"})
+			err = s.StepFinished(ctx, runID, st.Seq, claims.StepResult{Outcome: claims.StepOK, Output: name + " output", Details: details})
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,77 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/scour-project/scour/plugins"
+)
+
+// judge turns what a step that answered ok reported under
+// details.verification into its outcome (plugins.JudgeVerification), the
+// same for built-ins and plugins: a failed, missing (on a step that
+// verifies) or unknown verification fails the step permanently, whatever
+// its status said, keeping its details, stderr and file hash for the
+// record; a verification that could not verify (not-applicable) returns
+// why, and the step is recorded skipped: it proved nothing.
+func (r *run) judge(s *Step, res *plugins.Result) (notApplicable string, err error) {
+	j, why := plugins.JudgeVerification(res.Details, s.verifies())
+	switch j {
+	case plugins.NotVerifiable:
+		return why, nil
+	case plugins.Refused:
+		details := make(map[string]any, len(res.Details)+1)
+		for k, v := range res.Details {
+			details[k] = v
+		}
+		if _, present := plugins.VerificationResult(details); !present {
+			// The record lists the step under verification, saying so.
+			details[plugins.VerificationKey] = plugins.Verification{Method: "none reported",
+				Result: plugins.VerifyNotReported, Reason: "the step " + why}.Map()
+		}
+		r.log.Error("step answered ok but its verification does not pass: failing it", "step", s.Name, "reason", why)
+		return "", &plugins.Error{Code: plugins.CodePermanent, Details: details, Stderr: res.Stderr, SHA256: res.SHA256,
+			Msg: fmt.Sprintf("device %s: step %s answered ok, but %s: the media may still hold the previous tenant's data, so the device stays reserved (quarantined); "+
+				"read the step's details and stderr in the run's record (scourctl records show), fix the cause, then release it with scourctl placement unquarantine (it is cleaned again before it returns)",
+				r.t.Address, s.Name, why)}
+	}
+	return "", nil
+}
+
+// verificationRefused reports whether a step's recorded verification
+// (if it reported one) is anything but passed or not-applicable: such a
+// step ends the run even when it is optional, since the verification
+// says the tenant's data may still be there.
+func verificationRefused(rec StepRecord) bool {
+	result, present := plugins.VerificationResult(rec.Details)
+	return present && result != plugins.VerifyPassed && result != plugins.VerifyNotApplicable
+}
+
+// unverified is the last check before a clean verdict, whatever path led
+// there (a plugin or a built-in, a step run now or resumed from a record
+// an older scour stored): every step that verifies and succeeded must
+// have reported a passed verification, and no step may have recorded a
+// verification that is not passed or not-applicable. It returns the
+// offending step and why, or "" when the run may be clean.
+func (r *run) unverified() (step, why string) {
+	steps := r.prof.Pipeline.Steps
+	for _, rec := range r.recs {
+		if rec.State == StepSkipped {
+			continue // did not run, or could not verify: proves nothing either way
+		}
+		result, present := plugins.VerificationResult(rec.Details)
+		verifies := rec.Index < len(steps) && steps[rec.Index].verifies()
+		switch {
+		case verificationRefused(rec):
+			why = fmt.Sprintf("recorded verification %q", result)
+		case verifies && rec.State == StepSucceeded && !present:
+			why = "no verification recorded"
+		case verifies && rec.State == StepSucceeded && result != plugins.VerifyPassed:
+			why = fmt.Sprintf("recorded verification %q, not %s", result, plugins.VerifyPassed)
+		default:
+			continue
+		}
+		return rec.Name, fmt.Sprintf("refusing a clean verdict: step %s (%s) %s: the media may still hold the previous tenant's data; device %s stays reserved (quarantined): clean it again and release it with scourctl placement unquarantine",
+			rec.Name, rec.State, why, r.t.Address)
+	}
+	return "", ""
+}

@@ -1,0 +1,157 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
+)
+
+// answer is a plugin CLEAN that answers status ok with these details.
+func answer(details map[string]any) func(context.Context, *plugins.Request) (*plugins.Result, error) {
+	return func(context.Context, *plugins.Request) (*plugins.Result, error) { return plugins.OK(details), nil }
+}
+
+func verificationDetails(result string) map[string]any {
+	v := plugins.Verification{Method: "read-back", BytesRead: 4096, Expected: "every byte 0x00", Result: result}
+	if result == plugins.VerifyFailed {
+		v.Mismatch = "byte at offset 0 is 0xab"
+	}
+	if result == plugins.VerifyNotApplicable {
+		v.Reason = "crypto erase leaves noise"
+	}
+	return map[string]any{plugins.VerificationKey: v.Map()}
+}
+
+// A verification is part of a step's outcome: a step that answers
+// {"status":"ok"} but reports a verification that did not pass (or, when
+// it verifies, none at all) fails permanently, so the run is quarantined
+// and the device stays reserved, whatever the step's status, and even
+// when the step is optional. Issue 31 item 2: such a plugin's device was
+// returned with the tenant's data on it.
+func TestVerificationIsPartOfTheStepsOutcome(t *testing.T) {
+	no := false
+	verifying := func(s *Step) { s.Verifies = true }
+	optional := func(s *Step) { s.Required = &no }
+	for _, tc := range []struct {
+		name     string
+		mods     []func(*Step)
+		clean    func(context.Context, *plugins.Request) (*plugins.Result, error)
+		verdict  Verdict
+		state    StepState
+		recorded string // the check step's recorded verification result
+		reason   string
+	}{
+		{"failed verification, status ok", []func(*Step){verifying}, answer(verificationDetails(plugins.VerifyFailed)),
+			VerdictQuarantine, StepFailed, plugins.VerifyFailed, "its verification failed: byte at offset 0 is 0xab"},
+		{"failed verification, status ok, optional step", []func(*Step){verifying, optional}, answer(verificationDetails(plugins.VerifyFailed)),
+			VerdictQuarantine, StepFailed, plugins.VerifyFailed, "its verification failed"},
+		{"failed verification reported by a step not marked verifies", nil, answer(verificationDetails(plugins.VerifyFailed)),
+			VerdictQuarantine, StepFailed, plugins.VerifyFailed, "its verification failed"},
+		{"no verification from a verifying step", []func(*Step){verifying}, answer(map[string]any{"bytes": 4096}),
+			VerdictQuarantine, StepFailed, plugins.VerifyNotReported, "reported no details.verification"},
+		{"unknown verification result", []func(*Step){verifying}, answer(map[string]any{plugins.VerificationKey: map[string]any{"result": "ok"}}),
+			VerdictQuarantine, StepFailed, "ok", `verification result "ok" is none of`},
+		{"verification that is not an object", []func(*Step){verifying}, answer(map[string]any{plugins.VerificationKey: "passed"}),
+			VerdictQuarantine, StepFailed, "", "is not an object"},
+		{"failed verification in an optional step's error", []func(*Step){verifying, optional},
+			func(context.Context, *plugins.Request) (*plugins.Result, error) {
+				return nil, &plugins.Error{Code: plugins.CodePermanent, Msg: "mismatch", Details: verificationDetails(plugins.VerifyFailed)}
+			},
+			VerdictQuarantine, StepFailed, plugins.VerifyFailed, "mismatch"},
+		{"passed verification", []func(*Step){verifying}, answer(verificationDetails(plugins.VerifyPassed)),
+			VerdictClean, StepSucceeded, plugins.VerifyPassed, ""},
+		{"not applicable: recorded skipped, proves nothing", []func(*Step){verifying}, answer(verificationDetails(plugins.VerifyNotApplicable)),
+			VerdictClean, StepSkipped, plugins.VerifyNotApplicable, ""},
+		{"no verification from a step that does not verify", nil, answer(map[string]any{"bytes": 4096}),
+			VerdictClean, StepSucceeded, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(pluginStep("wipe"), pluginStep("check", tc.mods...))
+			h := newHarness(t, cfg)
+			h.pr.clean["check"] = tc.clean
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.verdict {
+				t.Fatalf("verdict %s (%s), want %s", res.Verdict, res.Reason, tc.verdict)
+			}
+			if len(res.Steps) != 2 || res.Steps[1].Name != "check" {
+				t.Fatalf("steps %s, want wipe and check", states(res.Steps))
+			}
+			check := res.Steps[1]
+			if check.State != tc.state {
+				t.Errorf("check %s (%s), want %s", check.State, check.Message, tc.state)
+			}
+			if got, _ := plugins.VerificationResult(check.Details); got != tc.recorded {
+				t.Errorf("check's recorded verification %q, want %q (details %v)", got, tc.recorded, check.Details)
+			}
+			if tc.verdict == VerdictClean {
+				return
+			}
+			if res.Step != "check" || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, tc.reason) {
+				t.Errorf("decided at %q code %d: %s; want step check, code %d, a reason saying %q", res.Step, res.Code, res.Reason, plugins.CodePermanent, tc.reason)
+			}
+			if tc.state == StepFailed && check.Code != plugins.CodePermanent {
+				t.Errorf("check failed with code %d, want %d (permanent: quarantine)", check.Code, plugins.CodePermanent)
+			}
+		})
+	}
+}
+
+// The built-in verify is held to the same rule: an optional verify that
+// finds the tenant's bytes ends the run quarantined instead of letting it
+// go on to a clean verdict.
+func TestOptionalBuiltinVerifyThatFailsQuarantines(t *testing.T) {
+	media := filepath.Join(t.TempDir(), "nvme0n1")
+	if err := os.WriteFile(media, bytes.Repeat([]byte{0xab}, 1<<16), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	cfg := testConfig(pluginStep("wipe"), Step{Name: "verify", Type: "verify", Required: &no, Args: map[string]any{"mode": "all"}})
+	h := newHarness(t, cfg, func(h *harness) {
+		h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+			return []hardware.Media{{Path: media, Size: 1 << 16}}, nil
+		}
+	})
+	res := h.clean(t, target(1))
+	if res.Verdict != VerdictQuarantine || res.Step != "verify" {
+		t.Fatalf("verdict %s at %q (%s), want quarantine at verify; steps %s", res.Verdict, res.Step, res.Reason, states(res.Steps))
+	}
+	if got, _ := plugins.VerificationResult(res.Steps[1].Details); got != plugins.VerifyFailed {
+		t.Errorf("verify's recorded verification %q, want failed", got)
+	}
+}
+
+// The last check before a clean verdict holds whatever path led there:
+// a run resumed from a record an older scour stored (a verifying step
+// recorded succeeded with a failed verification) is not clean.
+func TestResumedStepWithFailedVerificationIsNotClean(t *testing.T) {
+	cfg := testConfig(pluginStep("check", func(s *Step) { s.Verifies = true }), pluginStep("reset"))
+	h := newHarness(t, cfg)
+	tg := target(1)
+	c := cfg
+	c.setDefaults()
+	r := &run{t: tg, prof: &c.Profiles[0]}
+	open, _, err := h.cp.OpenRun(context.Background(), r.start())
+	if err != nil {
+		t.Fatal(err)
+	}
+	details := verificationDetails(plugins.VerifyFailed)
+	details[DefinitionKey] = definition(&c.Profiles[0].Pipeline)
+	h.cp.StepStarted(context.Background(), open.ID, StepRecord{RunID: open.ID, Index: 0, Name: "check", State: StepSucceeded, Details: details})
+
+	res := h.clean(t, tg)
+	if res.RunID != open.ID {
+		t.Fatalf("run %s, want the resumed run %s", res.RunID, open.ID)
+	}
+	if res.Verdict != VerdictQuarantine || res.Step != "check" || !strings.Contains(res.Reason, `recorded verification "failed"`) {
+		t.Fatalf("verdict %s at %q: %s; want quarantine at check naming its failed verification", res.Verdict, res.Step, res.Reason)
+	}
+	if got := h.pr.Calls(); len(got) != 1 || got[0] != "CLEAN reset" {
+		t.Fatalf("calls %v, want only reset run (check resumed as recorded)", got)
+	}
+}
