@@ -47,6 +47,7 @@ func init() {
 		fs.Int64Var(&f.mediaBytes, "media-bytes", 4<<20, "size of each simulated media file")
 		fs.IntVar(&f.media, "media", 1, "number of simulated media files (0: a device without media)")
 		fs.BoolVar(&f.noClean, "no-clean", false, "run VERSION and CHECK only")
+		fs.BoolVar(&f.verifies, "verifies", false, "the step is configured with verifies: true: CLEAN must report a passed details.verification")
 		fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit for CLEAN")
 		fs.StringVar(&f.simConfig, "sim-config", "", "scour config whose hardware: section is the simulator; the device comes from it (its media are the simulator's files)")
 		_ = test.MarkFlagRequired("device")
@@ -70,6 +71,7 @@ type pluginTestFlags struct {
 	mediaBytes int64
 	media      int
 	noClean    bool
+	verifies   bool
 	timeout    time.Duration
 	simConfig  string
 }
@@ -151,7 +153,7 @@ func (t *pluginTest) run(ctx context.Context, path string, f pluginTestFlags) {
 	if f.noClean {
 		return
 	}
-	t.clean(ctx, r, abs, version, req)
+	t.clean(ctx, r, abs, version, req, f.verifies)
 }
 
 func (t *pluginTest) check(ctx context.Context, r *runner.Runner, path, version string, req *plugins.Request) {
@@ -171,7 +173,7 @@ func (t *pluginTest) check(ctx context.Context, r *runner.Runner, path, version 
 	t.codeRange("CHECK", err)
 }
 
-func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version string, req *plugins.Request) {
+func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version string, req *plugins.Request, verifies bool) {
 	var progress []float64
 	start := time.Now()
 	res, err := r.Clean(ctx, path, version, req, func(f float64) { progress = append(progress, f) })
@@ -186,6 +188,7 @@ func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version 
 		return
 	}
 	t.pass("CLEAN: ok in %s, details %v", time.Since(start).Round(time.Millisecond), res.Details)
+	t.verification(res.Details, verifies)
 	if len(progress) == 0 {
 		t.warn("CLEAN printed no progress lines ({\"progress\": 0.5} on stdout before the result)")
 	} else {
@@ -202,6 +205,25 @@ func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version 
 	}
 	if res.Stderr != "" {
 		fmt.Fprintf(t.out, "      stderr:\n%s\n", indent(res.Stderr))
+	}
+}
+
+// verification judges CLEAN's details.verification as scour does
+// (plugins.JudgeVerification): an ok answer with a verification that did
+// not pass, or none from a step that verifies, fails the step in scour,
+// and so fails here.
+func (t *pluginTest) verification(details map[string]any, verifies bool) {
+	result, present := plugins.VerificationResult(details)
+	switch j, why := plugins.JudgeVerification(details, verifies); {
+	case j == plugins.Refused:
+		t.fail("CLEAN answered status ok, but %s: scour fails such a step permanently (code %d) and quarantines the device; "+
+			"a verification that did not pass is an error answer (exit non-zero, with details.verification in its details)", why, plugins.CodePermanent)
+	case j == plugins.NotVerifiable:
+		t.warn("CLEAN: verification not applicable (%s): scour records the step skipped, proving nothing; a purge pipeline's run is then not returned", why)
+	case present && !verifies:
+		t.warn("CLEAN reports a verification (%s) but --verifies was not given: configure the step with verifies: true (and test with --verifies) so a purge pipeline counts it", result)
+	case present:
+		t.pass("CLEAN: verification %s", result)
 	}
 }
 
