@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -307,35 +305,20 @@ echo '{"status":"ok"}'
 // root-owned directory of the test's own, as scour's plugin rules want.
 func withPauseStep(t *testing.T, d time.Duration, first bool) HostOption {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "pause")
-	if err := os.WriteFile(path, []byte(pausePlugin), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return func(cfg map[string]any) {
-		pl := cfg["pipelines"].(map[string]any)
-		pl["plugin_dirs"] = []string{dir}
-		for _, prof := range pl["profiles"].([]map[string]any) {
-			if prof["name"] != "nvme" {
-				continue
-			}
-			p := prof["pipeline"].(map[string]any)
-			p["version"] = 2
-			pause := map[string]any{
-				"name": "pause", "type": "plugin", "path": path, "destructive": false,
-				"args": map[string]any{"seconds": int(d.Seconds())},
-			}
-			steps := p["steps"].([]map[string]any)
-			if first {
-				p["steps"] = append([]map[string]any{pause}, steps...)
-			} else {
-				p["steps"] = append(steps, pause)
-			}
+	path := installPlugin(t, "pause", pausePlugin)
+	return withNVMePipeline(path, func(p map[string]any) {
+		p["version"] = 2
+		pause := map[string]any{
+			"name": "pause", "type": "plugin", "path": path, "destructive": false,
+			"args": map[string]any{"seconds": int(d.Seconds())},
 		}
-	}
+		steps := p["steps"].([]map[string]any)
+		if first {
+			p["steps"] = append([]map[string]any{pause}, steps...)
+		} else {
+			p["steps"] = append(steps, pause)
+		}
+	})
 }
 
 // reallocate replaces every allocation of inst by the flavor's resources
