@@ -197,7 +197,7 @@ func finishSet(r StepResult) (string, []any, error) {
 	// A step that reports what it verified is a verification, whatever
 	// its type: the record lists it under "verification".
 	verifies := ""
-	if _, ok := r.Details[plugins.VerificationKey]; ok {
+	if _, ok := r.Details[plugins.VerificationKey].(map[string]any); ok {
 		verifies = ", verification = 1"
 	}
 	return `ended_at = ?, outcome = ?, output = ?, code = ?, details = ?, stderr = ?, progress = ` + progress + verifies,

@@ -123,6 +123,7 @@ func TestFailedVerificationIsNeverClean(t *testing.T) {
 		{"not applicable", StepOK, verified("not-applicable"), true},
 		{"failed, step skipped", StepSkipped, verified("failed"), true},
 		{"no verification", StepOK, map[string]any{"bytes": 1}, true},
+		{"a description in words (GPU scrub), not a verification", StepOK, map[string]any{"verification": "every covered byte read back and compared with zero"}, true},
 	} {
 		for _, category := range []string{"clear", ""} {
 			t.Run(c.name+"/"+category, func(t *testing.T) {

@@ -24,9 +24,14 @@ func (r *run) judge(s *Step, res *plugins.Result) (notApplicable string, err err
 			details[k] = v
 		}
 		if _, present := plugins.VerificationResult(details); !present {
-			// The record lists the step under verification, saying so.
+			// None, or not an object: the record lists the step under
+			// verification, saying so (and what it said instead).
+			reason := "the step " + why
+			if said, ok := details[plugins.VerificationKey]; ok {
+				reason += fmt.Sprintf(" (it said %v)", said)
+			}
 			details[plugins.VerificationKey] = plugins.Verification{Method: "none reported",
-				Result: plugins.VerifyNotReported, Reason: "the step " + why}.Map()
+				Result: plugins.VerifyNotReported, Reason: reason}.Map()
 		}
 		r.log.Error("step answered ok but its verification does not pass: failing it", "step", s.Name, "reason", why)
 		return "", &plugins.Error{Code: plugins.CodePermanent, Details: details, Stderr: res.Stderr, SHA256: res.SHA256,

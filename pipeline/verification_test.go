@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/gpu"
+	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -58,7 +60,7 @@ func TestVerificationIsPartOfTheStepsOutcome(t *testing.T) {
 		{"unknown verification result", []func(*Step){verifying}, answer(map[string]any{plugins.VerificationKey: map[string]any{"result": "ok"}}),
 			VerdictQuarantine, StepFailed, "ok", `verification result "ok" is none of`},
 		{"verification that is not an object", []func(*Step){verifying}, answer(map[string]any{plugins.VerificationKey: "passed"}),
-			VerdictQuarantine, StepFailed, "", "is not an object"},
+			VerdictQuarantine, StepFailed, plugins.VerifyNotReported, "is not an object"},
 		{"failed verification in an optional step's error", []func(*Step){verifying, optional},
 			func(context.Context, *plugins.Request) (*plugins.Result, error) {
 				return nil, &plugins.Error{Code: plugins.CodePermanent, Msg: "mismatch", Details: verificationDetails(plugins.VerifyFailed)}
@@ -69,6 +71,9 @@ func TestVerificationIsPartOfTheStepsOutcome(t *testing.T) {
 		{"not applicable: recorded skipped, proves nothing", []func(*Step){verifying}, answer(verificationDetails(plugins.VerifyNotApplicable)),
 			VerdictClean, StepSkipped, plugins.VerifyNotApplicable, ""},
 		{"no verification from a step that does not verify", nil, answer(map[string]any{"bytes": 4096}),
+			VerdictClean, StepSucceeded, "", ""},
+		{"a step that does not verify describing its check in words (GPU scrub)", nil,
+			answer(map[string]any{plugins.VerificationKey: "every covered byte read back and compared with zero", "verified": true}),
 			VerdictClean, StepSucceeded, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,5 +158,38 @@ func TestResumedStepWithFailedVerificationIsNotClean(t *testing.T) {
 	}
 	if got := h.pr.Calls(); len(got) != 1 || got[0] != "CLEAN reset" {
 		t.Fatalf("calls %v, want only reset run (check resumed as recorded)", got)
+	}
+}
+
+// detailsScrubber is a backend whose GPU scrub reports the scour GPU
+// scrub tool's details (hardware/gpu), as the real backend does.
+type detailsScrubber struct {
+	*fakehw.Backend
+	details map[string]any
+}
+
+func (d detailsScrubber) ScrubGPUDetails(context.Context, hardware.Address, hardware.Progress) (map[string]any, error) {
+	return d.details, nil
+}
+
+// The GPU scrub's details describe its read-back in words under
+// "verification" (a sentence, not a verification object): a scrub that
+// succeeded is not failed for it, and the record lists no verification
+// it did not make.
+func TestGPUScrubDetailsAreNotAFailedVerification(t *testing.T) {
+	details := (&gpu.Report{TotalBytes: 1 << 20, FreeBytes: 1 << 20, CoveredBytes: 1 << 20, MinCoverage: 0.9, Verified: true}).Details()
+	if _, ok := details[plugins.VerificationKey].(string); !ok {
+		t.Fatalf("the GPU scrub's details no longer describe the verification in words (%v): adapt this test", details[plugins.VerificationKey])
+	}
+	h := newHarness(t, testConfig(Step{Name: "scrub", Type: "gpu-scrub"}))
+	e, err := New(testConfig(Step{Name: "scrub", Type: "gpu-scrub"}), Options{Logger: h.e.log, Checkpoints: NewMemCheckpoints(),
+		Backend: detailsScrubber{h.be, details}, Plugins: h.pr,
+		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Clean(context.Background(), target(1))
+	if err != nil || res.Verdict != VerdictClean {
+		t.Fatalf("Clean = %v, %v; want clean", res, err)
 	}
 }

@@ -31,14 +31,14 @@ const (
 const VerifyNotReported = "not reported"
 
 // VerificationResult reads the result a step reported under
-// VerificationKey: present says whether details has the key at all;
-// result is "" when the value is not an object with a string result.
+// VerificationKey: present says whether details has a verification, an
+// object (a value of another type, such as a sentence, is a description,
+// not a verification); result is "" when it has no string result.
 func VerificationResult(details map[string]any) (result string, present bool) {
-	raw, present := details[VerificationKey]
+	m, present := details[VerificationKey].(map[string]any)
 	if !present {
 		return "", false
 	}
-	m, _ := raw.(map[string]any)
 	result, _ = m["result"].(string)
 	return result, true
 }
@@ -71,14 +71,21 @@ const (
 // {"status":"ok"} with a failed verification has found the tenant's data
 // on the media, and its status does not outweigh that.
 func JudgeVerification(details map[string]any, verifies bool) (j Judgement, why string) {
-	result, present := VerificationResult(details)
-	if !present {
-		if verifies {
-			return Refused, "it verifies (verifies: true, or type verify) but reported no details." + VerificationKey + ": nothing says the media were checked"
-		}
+	raw, said := details[VerificationKey]
+	m, isObject := raw.(map[string]any)
+	switch {
+	case !isObject && !verifies:
+		// None, or not a verification in this protocol's sense: a step
+		// that does not verify describing its own check in words (the
+		// GPU scrub tool's "verification": "every covered byte read
+		// back ..."). Its own status decides, as for any other detail.
 		return Verified, ""
+	case !said:
+		return Refused, "it verifies (verifies: true, or type verify) yet reported no details." + VerificationKey + ": nothing says the media were checked"
+	case !isObject:
+		return Refused, "its details." + VerificationKey + " is not an object"
 	}
-	m, _ := details[VerificationKey].(map[string]any)
+	result, _ := m["result"].(string)
 	switch result {
 	case VerifyPassed:
 		return Verified, ""
@@ -98,9 +105,6 @@ func JudgeVerification(details map[string]any, verifies bool) (j Judgement, why 
 		}
 		return Refused, why
 	case "":
-		if m == nil {
-			return Refused, "its details." + VerificationKey + " is not an object"
-		}
 		return Refused, "its details." + VerificationKey + " has no result"
 	default:
 		return Refused, fmt.Sprintf("its verification result %q is none of %s, %s, %s", result, VerifyPassed, VerifyFailed, VerifyNotApplicable)
