@@ -127,7 +127,6 @@ func WithSlowWipes(d time.Duration) HostOption {
 func (c *Cloud) AddHost(t *testing.T, devs []SimDevice, opts ...HostOption) *Host {
 	t.Helper()
 	name := harness.UniqueName("cmp")
-	var seed []harness.Device
 	for i := range devs {
 		if devs[i].Kind == "" {
 			devs[i].Kind = "nvme"
@@ -135,13 +134,8 @@ func (c *Cloud) AddHost(t *testing.T, devs []SimDevice, opts ...HostOption) *Hos
 		if devs[i].SANICAP == 0 {
 			devs[i].SANICAP = 0x2
 		}
-		vendor, product := "144d", "a80a"
-		if devs[i].Kind == "gpu" {
-			vendor, product = "10de", "20b5"
-		}
-		seed = append(seed, harness.Device{Address: devs[i].Address, VendorID: vendor, ProductID: product, OneTimeUse: true})
 	}
-	h := &Host{Name: name, Node: c.P.SeedComputeNode(t, name, seed...), Dir: t.TempDir(), Devices: devs, cloud: c}
+	h := &Host{Name: name, Node: c.P.SeedComputeNode(t, name, seedDevices(devs)...), Dir: t.TempDir(), Devices: devs, cloud: c}
 	h.http = freeAddr(t)
 	cfg := h.baseConfig()
 	for _, o := range opts {
@@ -162,6 +156,20 @@ func (c *Cloud) AddHost(t *testing.T, devs []SimDevice, opts ...HostOption) *Hos
 	h.Start(t)
 	t.Cleanup(func() { h.Stop(t) })
 	return h
+}
+
+// seedDevices is what nova-compute reports to Placement for devs: each a
+// one-time-use device with its kind's vendor and product.
+func seedDevices(devs []SimDevice) []harness.Device {
+	var seed []harness.Device
+	for _, d := range devs {
+		vendor, product := "144d", "a80a"
+		if d.Kind == "gpu" {
+			vendor, product = "10de", "20b5"
+		}
+		seed = append(seed, harness.Device{Address: d.Address, VendorID: vendor, ProductID: product, OneTimeUse: true})
+	}
+	return seed
 }
 
 func (h *Host) baseConfig() map[string]any {

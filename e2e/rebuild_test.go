@@ -53,3 +53,32 @@ func TestClaimsRebuiltAfterDatabaseLoss(t *testing.T) {
 		t.Errorf("record names previous project %q, want tenant-a (from Placement's allocation)", got)
 	}
 }
+
+// Placement's database is rebuilt under a running scourd (restored from
+// an empty backup, nova-compute then reporting its providers again): the
+// quarantine trait scourd created at start is gone with it. scourd
+// creates it again and goes on (scans filter on it, un-reserves check it),
+// instead of failing every scan with HTTP 400 until it is restarted: a
+// device released after the rebuild is cleaned and returned.
+func TestPlacementDatabaseRebuilt(t *testing.T) {
+	t.Parallel()
+	const addr = "0000:81:00.0"
+	c := &Cloud{Bus: harness.StartRabbitMQ(t).VHost(t), P: harness.StartPlacement(t, harness.Dedicated())}
+	h := c.AddHost(t, []SimDevice{{Address: addr}})
+	Eventually(t, 30*time.Second, "scourd connected to Placement", func() (bool, string) {
+		return strings.Contains(h.Logs(), "placement connected"), "no 'placement connected' in the log yet" // the trait is created before
+	})
+
+	c.P.RebuildDatabase(t)
+	h.Node = c.P.SeedComputeNode(t, h.Name, seedDevices(h.Devices)...)
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, addr)
+	c.Delete(t, h, inst, harness.Versioned)
+	c.WaitAvailable(t, h, addr, 60*time.Second)
+	if !h.MediaZeroed(t, addr) {
+		t.Error("device returned without being wiped")
+	}
+	if !strings.Contains(h.Logs(), "created it again") {
+		t.Errorf("no log line saying the quarantine trait was created again:\n%s", tail(h.Logs(), 30))
+	}
+}

@@ -108,6 +108,8 @@ func classify(method, path string, err error) error {
 	case code.Actual == http.StatusConflict && (api.Code == "" || api.Code == "placement.concurrent_update"),
 		code.Actual == http.StatusInternalServerError && strings.Contains(api.Detail, lostRace):
 		return fmt.Errorf("%w: %w", errConflict, api)
+	case code.Actual == http.StatusBadRequest && strings.Contains(api.Detail, "No such trait"):
+		return fmt.Errorf("%w: %w", errNoSuchTrait, api)
 	case code.Actual == http.StatusNotFound:
 		return fmt.Errorf("%w: %w", ErrNotFound, api)
 	case code.Actual == http.StatusNotAcceptable:

@@ -200,24 +200,3 @@ func (c *Client) putTraits(ctx context.Context, uuid string, gen int, traits []s
 	body := map[string]any{"resource_provider_generation": gen, "traits": traits}
 	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/traits", body, nil, http.StatusOK)
 }
-
-// ensureTrait creates a CUSTOM_ trait once per client (PUT /traits/NAME is
-// idempotent: 201 created, 204 existed).
-func (c *Client) ensureTrait(ctx context.Context, name string) error {
-	c.mu.Lock()
-	ok := c.traitsOK[name]
-	c.mu.Unlock()
-	if ok || !isCustom(name) {
-		return nil
-	}
-	err := c.retry(ctx, func(ctx context.Context) error {
-		return c.do(ctx, http.MethodPut, "traits/"+name, nil, nil, http.StatusCreated, http.StatusNoContent)
-	}, "trait", name)
-	if err != nil {
-		return fmt.Errorf("creating trait %s: %w", name, err)
-	}
-	c.mu.Lock()
-	c.traitsOK[name] = true
-	c.mu.Unlock()
-	return nil
-}

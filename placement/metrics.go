@@ -9,11 +9,12 @@ import (
 // metrics are per client, registered on the registerer given to New
 // (never the global one).
 type metrics struct {
-	requests     *prometheus.CounterVec
-	retries      *prometheus.CounterVec
-	skipped      prometheus.Counter
-	scanRequests prometheus.Gauge
-	scanSeconds  prometheus.Histogram
+	requests        *prometheus.CounterVec
+	retries         *prometheus.CounterVec
+	skipped         prometheus.Counter
+	traitsRecreated prometheus.Counter
+	scanRequests    prometheus.Gauge
+	scanSeconds     prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -29,6 +30,10 @@ func newMetrics() *metrics {
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "requests_skipped_total",
 			Help: "Placement requests failed at once, unsent, because Keystone refused scour's credentials less than a minute before (each would have been one more login attempt toward Keystone's lockout).",
+		}),
+		traitsRecreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "traits_recreated_total",
+			Help: "CUSTOM_ traits scour created again because Placement answered that they did not exist (its database was rebuilt or restored under a running scour).",
 		}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
@@ -47,5 +52,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.scanRequests), r.Register(m.scanSeconds))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.scanRequests), r.Register(m.scanSeconds))
 }

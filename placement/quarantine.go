@@ -127,18 +127,20 @@ func (c *Client) editTraits(ctx context.Context, dev Ref, edit func([]string) []
 	if err := c.ensureTrait(ctx, c.cfg.QuarantineTrait); err != nil {
 		return err
 	}
-	return c.retry(ctx, func(ctx context.Context) error {
-		gen, traits, err := c.traitsOf(ctx, dev.UUID)
-		if err != nil {
-			return err
-		}
-		next := edit(slices.Clone(traits))
-		if next == nil {
+	return c.withTraits(ctx, func(ctx context.Context) error {
+		return c.retry(ctx, func(ctx context.Context) error {
+			gen, traits, err := c.traitsOf(ctx, dev.UUID)
+			if err != nil {
+				return err
+			}
+			next := edit(slices.Clone(traits))
+			if next == nil {
+				return nil
+			}
+			if err := c.putTraits(ctx, dev.UUID, gen, next); err != nil {
+				return fmt.Errorf("updating traits: %w", err)
+			}
 			return nil
-		}
-		if err := c.putTraits(ctx, dev.UUID, gen, next); err != nil {
-			return fmt.Errorf("updating traits: %w", err)
-		}
-		return nil
-	}, dev.logAttrs()...)
+		}, dev.logAttrs()...)
+	})
 }

@@ -253,11 +253,13 @@ func (c *Client) listTree(ctx context.Context, node, traits string) ([]provider,
 		Providers []provider `json:"resource_providers"`
 	}
 	q := url.Values{"in_tree": {node}, "required": {traits}}
-	err := c.retry(ctx, func(ctx context.Context) error {
-		return c.do(ctx, http.MethodGet, "resource_providers?"+q.Encode(), nil, &body, http.StatusOK)
+	err := c.withTraits(ctx, func(ctx context.Context) error {
+		return c.retry(ctx, func(ctx context.Context) error {
+			return c.do(ctx, http.MethodGet, "resource_providers?"+q.Encode(), nil, &body, http.StatusOK)
+		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s's devices with trait(s) %s: %w (a missing trait means Placement's os-traits lacks it: configure placement.one_time_use_trait)", c.cfg.Node, traits, err)
+		return nil, fmt.Errorf("listing %s's devices with trait(s) %s: %w", c.cfg.Node, traits, err)
 	}
 	var out []provider
 	for _, p := range body.Providers {

@@ -27,6 +27,7 @@ type fakePlacement struct {
 	minVersion, maxVersion string
 	rootBody               string // overrides the version document
 	handle                 func(w http.ResponseWriter, r *http.Request)
+	putTrait               func(name string) // sees each trait created, when set
 
 	mu   sync.Mutex
 	reqs []string
@@ -46,6 +47,9 @@ func (f *fakePlacement) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"versions": [{"id": "v1.0", "min_version": %q, "max_version": %q, "status": "CURRENT"}]}`, f.minVersion, f.maxVersion)
 	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/traits/"):
+		if f.putTrait != nil {
+			f.putTrait(strings.TrimPrefix(r.URL.Path, "/traits/"))
+		}
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		f.handle(w, r)

@@ -170,3 +170,30 @@ func (p *Placement) needDedicated(t testing.TB, what string) {
 		t.Fatalf("e2e harness: %s would disturb every test sharing Placement: use harness.StartPlacement(t, harness.Dedicated())", what)
 	}
 }
+
+// RebuildDatabase loses Placement's database and starts Placement again
+// on an empty one, as a restore from an empty or old backup does:
+// placement-start creates the database again (db sync, the standard
+// traits, HW_PCI_ONE_TIME_USE), so every provider, allocation and custom
+// trait is gone and the test seeds what nova-compute would report again.
+// Needs a Dedicated() Placement.
+func (p *Placement) RebuildDatabase(t testing.TB) {
+	t.Helper()
+	p.needDedicated(t, "RebuildDatabase")
+	var err error
+	switch p.mode.DB {
+	case "sqlite":
+		_, err = p.svc.exec(t.Context(), "", "rm", "-f", "/var/lib/placement/placement.sqlite")
+	default: // placement-start creates role and database when the role is missing
+		for _, sql := range []string{"DROP DATABASE placement WITH (FORCE)", "DROP ROLE placement"} {
+			if _, err = p.svc.exec(t.Context(), "postgres", "psql", "-p", "5432", "-v", "ON_ERROR_STOP=1", "-c", sql); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("e2e harness: dropping Placement's database: %v", err)
+	}
+	p.Stop(t)
+	p.Start(t)
+}
