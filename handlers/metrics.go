@@ -20,6 +20,7 @@ type metrics struct {
 	cleansDone    *prometheus.CounterVec // verdict
 	unreserves    *prometheus.CounterVec // result
 	claimsSwept   prometheus.Counter
+	requarantined prometheus.Counter
 	stuck         prometheus.Gauge
 	broadcasts    *prometheus.CounterVec // kind, claim (live: acted on; none: nothing read)
 }
@@ -62,6 +63,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"result"}),
 		claimsSwept: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "claims_swept_total", Help: "Open claims released as orphans (no allocation, older than claim_expiry_time)."}),
+		requarantined: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "quarantines_restored_total", Help: "Quarantines the store holds that a scan found missing in Placement (the trait or reserved=total lost: Nova replacing the device provider's traits, a failed write, an operator) and set again."}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "stuck_runs", Help: "Cleaning runs in flight for longer than stuck_after."}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.scans.WithLabelValues("error")
 	var errs []error
 	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.arqs, m.cleansStarted,
-		m.cleansDone, m.unreserves, m.claimsSwept, m.stuck, m.broadcasts} {
+		m.cleansDone, m.unreserves, m.claimsSwept, m.requarantined, m.stuck, m.broadcasts} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -44,7 +44,11 @@ func lostQuarantines(devs []Device, open map[string]OpenQuarantine) []Device {
 }
 
 // requarantine sets reserved=total and the trait again on the lost
-// devices, with a WARN naming each. The store is read again first: the
+// devices, with a WARN naming each, counted in
+// scour_lifecycle_quarantines_restored_total. Nova removes the trait at
+// its next update of the provider (it sets its own trait set), so this
+// is routine; reserved=total, which Nova never lowers, kept the device
+// out of the pool meanwhile. The store is read again first: the
 // scan read it before Placement (to keep its read-to-queue window short),
 // and an operator's release in between (store first, then the trait)
 // must not be undone. A failure is retried at the next scan.
@@ -72,6 +76,7 @@ func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
 			continue
 		}
 		set++
+		r.m.requarantined.Inc()
 	}
 	if set > 0 {
 		r.Trigger("quarantine set again") // the devices gauge shows it at once

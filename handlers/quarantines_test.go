@@ -3,8 +3,11 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/scour-project/scour/handlers"
 )
@@ -119,5 +122,42 @@ func TestScanGaugeTellsRetiredFromQuarantined(t *testing.T) {
 	}
 	if d := e.w.Device(rp(3)); d.Reserved != d.Total || !d.Quarantined {
 		t.Errorf("lost retirement: reserved %d of %d, trait %v; want set again", d.Reserved, d.Total, d.Quarantined)
+	}
+}
+
+// Nova's update of a device provider sets its traits to Nova's own set
+// (pci_placement_translator update_traits): the quarantine trait goes,
+// reserved=total stays (Nova never lowers it). The device is not cleaned
+// (the store holds the quarantine); the scan puts the trait back, logs
+// it and counts it in scour_lifecycle_quarantines_restored_total, once
+// per loss.
+func TestNovaTraitReplacementRestoresQuarantine(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 1)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true })
+	e.c.Quarantine(rp(1), "step sanitize failed: exit 3")
+	e.reconcile()
+	novaUpdate := func(d *handlers.Device) { d.Quarantined = false } // the traits replaced; reserved untouched
+	for loss := 1; loss <= 2; loss++ {
+		e.w.Set(rp(1), novaUpdate)
+		e.reconcile()
+		d := e.w.Device(rp(1))
+		if d.Reserved != d.Total || !d.Quarantined {
+			t.Fatalf("after Nova's update %d and a scan: reserved %d of %d, trait %v; want reserved and quarantined", loss, d.Reserved, d.Total, d.Quarantined)
+		}
+		want := fmt.Sprintf(`
+# HELP scour_lifecycle_quarantines_restored_total Quarantines the store holds that a scan found missing in Placement (the trait or reserved=total lost: Nova replacing the device provider's traits, a failed write, an operator) and set again.
+# TYPE scour_lifecycle_quarantines_restored_total counter
+scour_lifecycle_quarantines_restored_total %d
+`, loss)
+		if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "scour_lifecycle_quarantines_restored_total"); err != nil {
+			t.Errorf("after %d losses: %v", loss, err)
+		}
+	}
+	if n := e.cl.CallsFor(rp(1)); n != 0 {
+		t.Errorf("%d cleaning runs of a quarantined device", n)
+	}
+	if out := logs.String(); !strings.Contains(out, "setting both again") || !strings.Contains(out, "rp=rp-1") {
+		t.Errorf("no WARN naming the device:\n%s", out)
 	}
 }
