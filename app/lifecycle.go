@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -235,12 +234,12 @@ func holdHostLock(ctx context.Context, check func(context.Context) error, every 
 }
 
 // maintenanceLoop settles cleaned records whose un-reserve happened (or
-// became moot) unrecorded (hourly; run does it at start), applies the
-// record retention and, when configured, publishes capability traits: at
-// start, then once an hour.
-// With capability traits off, the first pass withdraws any that an
-// earlier configuration or scour version left on this host's devices.
+// became moot) unrecorded (hourly; run does it at start) and applies the
+// record retention.
 func (l *lifecycle) maintenanceLoop(ctx context.Context) {
+	if l.placement.Config().PublishCapabilityTraits {
+		l.log.Warn("placement.publish_capability_traits is ignored: Nova sets the traits of its PCI device providers to its own set on every update, so scour no longer writes capability traits; put them in nova.conf's [pci] device_spec (scourctl nova-device-spec prints the entries) and remove the setting")
+	}
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for first := true; ; first = false {
@@ -252,52 +251,10 @@ func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 		} else if runs+cl > 0 {
 			l.log.Info("record retention purge", "runs", runs, "claims", cl)
 		}
-		if l.placement.Config().PublishCapabilityTraits || first {
-			l.publishCapabilities(ctx)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// publishCapabilities puts each local one-time-use device's discovered
-// capabilities on its resource provider as CUSTOM_SCOUR_CAP_* traits
-// (placement.publish_capability_traits), so flavors can require them,
-// and removes stale ones; with the option off it only withdraws scour's
-// capability traits (no hardware discovery). Devices of the tree that
-// this host does not have are skipped (rule 3).
-func (l *lifecycle) publishCapabilities(ctx context.Context) {
-	on := l.placement.Config().PublishCapabilityTraits
-	res, err := l.placement.Scan(ctx)
-	if err != nil {
-		l.log.Warn("capability traits not published: Placement scan failed; retried in an hour", "err", err)
-		return
-	}
-	local, err := l.hardware.List(ctx)
-	if err != nil {
-		l.log.Warn("capability traits not published: hardware discovery failed; retried in an hour", "err", err)
-		return
-	}
-	for _, d := range res.Devices {
-		if !slices.Contains(local, d.Address) {
-			continue
-		}
-		var caps hardware.Capabilities
-		var err error
-		if on {
-			var dev *hardware.Device
-			if dev, err = l.hardware.Discover(ctx, d.Address); err == nil {
-				caps = dev.Capabilities
-			}
-		}
-		if err == nil {
-			err = l.placement.PublishCapabilities(ctx, d.Ref, caps)
-		}
-		if err != nil {
-			l.log.Warn("capability traits not published for a device; retried in an hour", "device", d.Name, "address", d.Address, "err", err)
 		}
 	}
 }

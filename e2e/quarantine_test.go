@@ -14,8 +14,9 @@ import (
 )
 
 // The claims store, not the Placement trait, is the authority on a
-// quarantine: when the trait disappears (a failed write, a crash after the
-// verdict, an agent rewriting the provider's traits), the device is not
+// quarantine: when the trait disappears (Nova's update setting the
+// provider's traits to its own set, a failed write, a crash after the
+// verdict), the device is not
 // cleaned again with a fresh budget; scour puts the trait back. Only
 // scourctl placement unquarantine releases it, and then the device is
 // cleaned before it returns.
@@ -39,16 +40,17 @@ func TestQuarantineSurvivesLostTrait(t *testing.T) {
 	if err := os.Remove(filepath.Join(h.Dir, "sim", addr, "fail-sanitize")); err != nil {
 		t.Fatal(err)
 	}
-	var kept []string
-	for _, tr := range c.P.Traits(t, d.UUID) {
-		if tr != "CUSTOM_SCOUR_QUARANTINED" {
-			kept = append(kept, tr)
-		}
+	// Nova's update of the provider: its own traits only, reserved kept.
+	c.P.NovaUpdateTraits(t, d)
+	if c.Quarantined(t, d) || c.Reserved(t, d) != 1 {
+		t.Fatalf("Nova's update: trait %v, reserved %d; want the trait gone, reserved 1", c.Quarantined(t, d), c.Reserved(t, d))
 	}
-	c.P.SetTraits(t, d.UUID, kept...)
 	Eventually(t, 30*time.Second, "quarantine trait restored", func() (bool, string) {
 		return c.Quarantined(t, d), fmt.Sprintf("traits %v", c.P.Traits(t, d.UUID))
 	})
+	if n, _ := aMetric(aMetrics(t, h), "scour_lifecycle_quarantines_restored_total"); n < 1 {
+		t.Errorf("scour_lifecycle_quarantines_restored_total = %v after the restore, want >= 1", n)
+	}
 	Never(t, 5*time.Second, "device quarantined in the store", func() (bool, string) {
 		if r := c.Reserved(t, d); r != 1 {
 			return true, fmt.Sprintf("returned to the pool (reserved=%d)", r)

@@ -37,8 +37,12 @@ type CapabilitySpec struct {
 	Trait TraitRule
 }
 
-// flag publishes a true bool as one trait.
-var flag = TraitRule{Shape: TraitFlag}
+// flag publishes a true bool as one trait; changingFlag one that changes
+// during the device's life.
+var (
+	flag         = TraitRule{Shape: TraitFlag}
+	changingFlag = TraitRule{Shape: TraitFlag, Changes: true}
+)
 
 var knownCapabilities = []CapabilitySpec{
 	{Name: "kind", Kind: KindSet, Source: "PCI class code: nvme, gpu, nic, fpga (0x12 processing accelerator) or generic", Trait: TraitRule{Shape: TraitMembers, Members: DeviceKinds}},
@@ -56,9 +60,9 @@ var knownCapabilities = []CapabilitySpec{
 	{Name: "nvme.sanitize", Kind: KindOrdered, Scale: SanitizeScale, Source: "nvme id-ctrl sanicap bits 2/1/0 (overwrite/block/crypto)", Trait: TraitRule{Shape: TraitMembers, Members: SanitizeScale}},
 	{Name: "nvme.firmware", Kind: KindOrdered, Source: "nvme id-ctrl fr (firmware revision)"},
 	{Name: "nvme.model", Kind: KindSet, Source: "nvme id-ctrl mn"},
-	{Name: "nvme.percent_used", Kind: KindOrdered, Source: "nvme smart-log percent_used (compare numerically: \"<90\")", Trait: TraitRule{Shape: TraitBelow, Bounds: PercentUsedBounds}},
-	{Name: "nvme.critical_warning", Kind: KindBool, Source: "nvme smart-log critical_warning != 0", Trait: flag},
-	{Name: "nvme.spare_ok", Kind: KindBool, Source: "nvme smart-log avail_spare >= spare_thresh", Trait: flag},
+	{Name: "nvme.percent_used", Kind: KindOrdered, Source: "nvme smart-log percent_used (compare numerically: \"<90\")", Trait: TraitRule{Shape: TraitBelow, Bounds: PercentUsedBounds, Changes: true}},
+	{Name: "nvme.critical_warning", Kind: KindBool, Source: "nvme smart-log critical_warning != 0", Trait: changingFlag},
+	{Name: "nvme.spare_ok", Kind: KindBool, Source: "nvme smart-log avail_spare >= spare_thresh", Trait: changingFlag},
 	{Name: "gpu.model", Kind: KindSet, Source: "nvidia-smi name"},
 	{Name: "gpu.memory_mib", Kind: KindOrdered, Source: "nvidia-smi memory.total (MiB, compare numerically)"},
 	{Name: "gpu.driver_version", Kind: KindOrdered, Source: "nvidia-smi driver_version"},

@@ -39,6 +39,10 @@ type TraitRule struct {
 	Shape   TraitShape
 	Members []string // TraitMembers: the fixed set
 	Bounds  []int    // TraitBelow: fixed bucket boundaries, ascending
+	// Changes marks a value that changes during the device's life (wear,
+	// health): its traits are left out of StaticTraits, since a trait
+	// written once into Nova's configuration would go stale.
+	Changes bool
 }
 
 // PercentUsedBounds are the fixed bucket boundaries of
@@ -53,7 +57,14 @@ var DeviceKinds = []string{string(KindNVMe), string(KindGPU), string(KindNIC), s
 // ("CUSTOM_SCOUR_CAP_") by each capability's TraitRule: upper case,
 // other characters become "_", names over Placement's 255 characters
 // dropped. Unknown capability names publish nothing. Sorted, unique.
-func (c Capabilities) Traits(prefix string) []string {
+func (c Capabilities) Traits(prefix string) []string { return c.traits(prefix, true) }
+
+// StaticTraits is Traits without the capabilities whose value changes
+// during the device's life (TraitRule.Changes: wear, health): the traits
+// that can be written once into Nova's [pci] device_spec.
+func (c Capabilities) StaticTraits(prefix string) []string { return c.traits(prefix, false) }
+
+func (c Capabilities) traits(prefix string, changing bool) []string {
 	var out []string
 	add := func(parts ...string) {
 		t := prefix + traitName(strings.Join(parts, "_"))
@@ -67,6 +78,9 @@ func (c Capabilities) Traits(prefix string) []string {
 			continue
 		}
 		rule := spec.Trait
+		if rule.Changes && !changing {
+			continue
+		}
 		if rule.Shape == TraitOperator {
 			switch v.Kind {
 			case KindBool:

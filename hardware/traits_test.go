@@ -90,3 +90,26 @@ func TestTraitRulesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// Static traits are those a device_spec can carry for good: the wear
+// buckets and the health flags, which change during the device's life,
+// are left out; everything else is as Traits renders it.
+func TestStaticTraitsLeaveOutChangingCapabilities(t *testing.T) {
+	t.Parallel()
+	caps := Capabilities{
+		"kind":                  Set("nvme"),
+		"pci.reset":             Bool(true),
+		"nvme.sanitize":         Ordered("crypto"),
+		"nvme.percent_used":     Ordered("7"),
+		"nvme.critical_warning": Bool(true),
+		"nvme.spare_ok":         Bool(true),
+		"custom.rack_cooled":    Bool(true),
+	}
+	want := []string{"P_CUSTOM_RACK_COOLED", "P_KIND_NVME", "P_NVME_SANITIZE_CRYPTO", "P_PCI_RESET"}
+	if diff := cmp.Diff(want, caps.StaticTraits("P_")); diff != "" {
+		t.Errorf("static traits (-want +got):\n%s", diff)
+	}
+	if all := caps.Traits("P_"); len(all) != len(want)+8 { // 6 wear buckets, 2 health flags
+		t.Errorf("Traits: %d names %v, want %d", len(all), all, len(want)+8)
+	}
+}

@@ -48,8 +48,10 @@ type Config struct {
 	// QuarantineTrait marks devices that must not return to the pool
 	// (default CUSTOM_SCOUR_QUARANTINED).
 	QuarantineTrait string `yaml:"quarantine_trait"`
-	// PublishCapabilityTraits publishes CUSTOM_SCOUR_* capability traits on
-	// device RPs (default false).
+	// PublishCapabilityTraits is ignored (scourd warns at start): Nova
+	// replaces the traits of its PCI device providers on every update, so
+	// capability traits go in Nova's [pci] device_spec (scourctl
+	// nova-device-spec). Kept so that older configurations still load.
 	PublishCapabilityTraits bool `yaml:"publish_capability_traits"`
 	// Cyborg recognizes Cyborg's accelerator providers (cyborg.go).
 	Cyborg CyborgConfig `yaml:"cyborg"`

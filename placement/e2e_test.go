@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/scour-project/scour/hardware"
 )
 
 func TestE2EScanDerivesEveryState(t *testing.T) {
@@ -466,56 +465,6 @@ func TestE2EInstanceDevices(t *testing.T) {
 	none, err := c.InstanceDevices(context.Background(), newUUID())
 	if err != nil || len(none.Devices) != 0 {
 		t.Errorf("unknown instance: %+v %v", none, err)
-	}
-}
-
-func TestE2EPublishCapabilitiesMerges(t *testing.T) {
-	env := testPlacement(t)
-	h := seedNode(t, env)
-	// Traits an older scour left: exact values under CAP_ and the
-	// pre-CAP_ naming. They are stale and must go; the rest stays.
-	legacy := []string{"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_7", "CUSTOM_SCOUR_CAP_PCI_DRIVER_VFIO_PCI", "CUSTOM_SCOUR_PCI_DRIVER_NVME"}
-	base := []string{"COMPUTE_MANAGED_PCI_DEVICE", DefaultOneTimeUseTrait, "CUSTOM_OPERATOR_GOLD"}
-	dev := h.seedDevice(devSpec{Addr: "0000:81:00.0", Reserved: 1, Quarantined: true, Traits: append(slices.Clone(base), legacy...)})
-	base = append(base, DefaultQuarantineTrait)
-	ctx := context.Background()
-	caps := hardware.Capabilities{
-		"nvme.sanitize":     {Kind: hardware.KindOrdered, Items: []string{"overwrite", "block", "crypto"}},
-		"nvme.percent_used": {Kind: hardware.KindOrdered, Items: []string{"60"}},
-		"pci.driver":        {Kind: hardware.KindSet, Items: []string{"nvme"}},
-		"pci.reset":         {Kind: hardware.KindBool, Bool: true},
-	}
-	on := newE2EClient(t, env, h.Node, func(c *Config) { c.PublishCapabilityTraits = true })
-	if err := on.PublishCapabilities(ctx, dev, caps); err != nil {
-		t.Fatal(err)
-	}
-	want := append(slices.Clone(base), "CUSTOM_SCOUR_CAP_NVME_SANITIZE_BLOCK", "CUSTOM_SCOUR_CAP_NVME_SANITIZE_CRYPTO",
-		"CUSTOM_SCOUR_CAP_NVME_SANITIZE_OVERWRITE", "CUSTOM_SCOUR_CAP_PCI_RESET",
-		"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_75", "CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_90", "CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_100")
-	if diff := cmp.Diff(sorted(want), sorted(h.traits(dev))); diff != "" {
-		t.Errorf("traits (-want +got):\n%s", diff)
-	}
-	// Wear crosses a bucket boundary and a capability goes: the traits
-	// that no longer apply go, nothing else does.
-	caps = hardware.Capabilities{
-		"nvme.percent_used": {Kind: hardware.KindOrdered, Items: []string{"80"}},
-		"pci.reset":         {Kind: hardware.KindBool, Bool: true},
-	}
-	if err := on.PublishCapabilities(ctx, dev, caps); err != nil {
-		t.Fatal(err)
-	}
-	want = append(slices.Clone(base), "CUSTOM_SCOUR_CAP_PCI_RESET",
-		"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_90", "CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_100")
-	if diff := cmp.Diff(sorted(want), sorted(h.traits(dev))); diff != "" {
-		t.Errorf("traits after shrink (-want +got):\n%s", diff)
-	}
-	// Publishing turned off: scour's capability traits are withdrawn.
-	off := newE2EClient(t, env, h.Node)
-	if err := off.PublishCapabilities(ctx, dev, caps); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(sorted(base), sorted(h.traits(dev))); diff != "" {
-		t.Errorf("traits after withdrawal (-want +got):\n%s", diff)
 	}
 }
 

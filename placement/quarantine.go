@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/scour-project/scour/hardware"
 )
@@ -50,70 +49,19 @@ func (c *Client) Unquarantine(ctx context.Context, dev Ref) error {
 	return nil
 }
 
-// CapabilityPrefix starts every capability trait scour publishes.
+// CapabilityPrefix starts every capability trait name scour derives
+// (scourctl nova-device-spec puts them in Nova's [pci] device_spec).
 const CapabilityPrefix = "CUSTOM_SCOUR_CAP_"
 
-// legacyCapabilityPrefixes start the capability traits older scour
-// versions published (CUSTOM_SCOUR_<FAMILY>_..., before the CAP_ prefix,
-// with free values such as driver names and firmware versions): they are
-// removed as stale wherever scour publishes or withdraws.
-var legacyCapabilityPrefixes = []string{
-	"CUSTOM_SCOUR_KIND_", "CUSTOM_SCOUR_PCI_", "CUSTOM_SCOUR_NVME_",
-	"CUSTOM_SCOUR_GPU_", "CUSTOM_SCOUR_NIC_", "CUSTOM_SCOUR_CUSTOM_",
-}
-
-// PublishCapabilities replaces the device's scour capability traits with
-// CapabilityTraits(caps), keeping every other trait (Nova's, the
-// operator's, the quarantine trait). Stale ones go: a trait scour
-// published before that no longer applies, including older versions'
-// names. With Config.PublishCapabilityTraits off, caps is ignored and
-// the device's scour capability traits are withdrawn. One GET, plus one
-// PUT only when something changes.
-func (c *Client) PublishCapabilities(ctx context.Context, dev Ref, caps hardware.Capabilities) error {
-	var want []string
-	if c.cfg.PublishCapabilityTraits {
-		want = CapabilityTraits(caps)
-	}
-	for _, t := range want {
-		if err := c.ensureTrait(ctx, t); err != nil {
-			return devErr("publish capabilities", dev, err)
-		}
-	}
-	err := c.editTraits(ctx, dev, func(t []string) []string {
-		next := slices.DeleteFunc(slices.Clone(t), c.isCapabilityTrait)
-		next = append(next, want...)
-		if sameSet(next, t) {
-			return nil
-		}
-		return next
-	})
-	return devErr("publish capabilities", dev, err)
-}
-
-// isCapabilityTrait reports whether t is a capability trait of this or
-// an older scour version (never the configured quarantine trait).
-func (c *Client) isCapabilityTrait(t string) bool {
-	if t == c.cfg.QuarantineTrait {
-		return false
-	}
-	if strings.HasPrefix(t, CapabilityPrefix) {
-		return true
-	}
-	return slices.ContainsFunc(legacyCapabilityPrefixes, func(p string) bool { return strings.HasPrefix(t, p) })
-}
-
 // CapabilityTraits maps capabilities to trait names by each capability's
-// hardware.TraitRule (booleans, fixed sets, bucketed numbers; never free
-// values), sorted. docs/placement.md lists them.
+// hardware.TraitRule (booleans, fixed sets; never free values, nor values
+// that change during the device's life such as wear), sorted.
+// docs/placement.md lists them. Scour does not write them to Placement
+// itself: Nova sets each of its PCI device providers' traits to its own
+// set on every update, so only traits Nova reports from its [pci]
+// device_spec stay.
 func CapabilityTraits(caps hardware.Capabilities) []string {
-	return caps.Traits(CapabilityPrefix)
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
+	return caps.StaticTraits(CapabilityPrefix)
 }
 
 // editTraits applies edit to the RP's current traits and PUTs the result

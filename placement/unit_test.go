@@ -411,30 +411,10 @@ func TestCapabilityTraits(t *testing.T) {
 		"gpu.ecc":           {Kind: hardware.KindBool, Bool: false},
 		"fw.channels":       {Kind: hardware.KindSet, Items: []string{"stable-2.1"}},
 	})
-	want := []string{"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_100", "CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_BELOW_90",
-		"CUSTOM_SCOUR_CAP_NVME_SANITIZE_CRYPTO", "CUSTOM_SCOUR_CAP_NVME_SANITIZE_OVERWRITE", "CUSTOM_SCOUR_CAP_PCI_RESET"}
+	// Wear changes during the device's life: no trait for a device_spec.
+	want := []string{"CUSTOM_SCOUR_CAP_NVME_SANITIZE_CRYPTO", "CUSTOM_SCOUR_CAP_NVME_SANITIZE_OVERWRITE", "CUSTOM_SCOUR_CAP_PCI_RESET"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
-
-func TestIsCapabilityTraitKeepsOthers(t *testing.T) {
-	t.Parallel()
-	c := &Client{cfg: Config{QuarantineTrait: "CUSTOM_SCOUR_PCI_QUARANTINE"}}
-	for tr, want := range map[string]bool{
-		"CUSTOM_SCOUR_CAP_PCI_RESET":                      true,
-		"CUSTOM_SCOUR_CAP_NVME_PERCENT_USED_7":            true, // older exact value
-		"CUSTOM_SCOUR_PCI_DRIVER_VFIO_PCI":                true, // pre-CAP_ naming
-		"CUSTOM_SCOUR_NIC_FIRMWARE_FW_VERSION_22_31_1014": true,
-		"CUSTOM_SCOUR_PCI_QUARANTINE":                     false, // the configured quarantine trait
-		"CUSTOM_SCOUR_QUARANTINED":                        false,
-		"CUSTOM_OPERATOR_GOLD":                            false,
-		"COMPUTE_MANAGED_PCI_DEVICE":                      false,
-		DefaultOneTimeUseTrait:                            false,
-	} {
-		if got := c.isCapabilityTrait(tr); got != want {
-			t.Errorf("isCapabilityTrait(%s) = %v, want %v", tr, got, want)
-		}
 	}
 }
 

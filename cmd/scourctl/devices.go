@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/hardware"
@@ -44,9 +45,7 @@ per device (columns: ` + strings.Join(deviceColumns, ", ") + `).`,
 			},
 		}
 		fl := cmd.Flags()
-		fl.StringVar(&f.sysfs, "sysfs", "", "sysfs root to read (default /sys, or the config's sysfs_root)")
-		fl.StringVar(&f.hardwareConfig, "hardware-config", "", "YAML file holding the hardware section (`hardware: {...}` or its body), e.g. a simulator config")
-		fl.BoolVar(&f.all, "all", false, "also list generic PCI functions (not NVMe, GPU or NIC)")
+		f.addFlags(fl, "YAML file holding the hardware section (`hardware: {...}` or its body), e.g. a simulator config")
 		fl.BoolVar(&f.json, "json", false, "same as -o json")
 		_ = fl.MarkDeprecated("json", "use -o json")
 		return cmd
@@ -56,6 +55,14 @@ per device (columns: ` + strings.Join(deviceColumns, ", ") + `).`,
 type devicesFlags struct {
 	sysfs, hardwareConfig string
 	all, json             bool
+}
+
+// addFlags adds the discovery flags: --sysfs, --hardware-config (its help
+// given: the commands read it differently) and --all.
+func (f *devicesFlags) addFlags(fl *pflag.FlagSet, hardwareConfigHelp string) {
+	fl.StringVar(&f.sysfs, "sysfs", "", "sysfs root to read (default /sys, or the config's sysfs_root)")
+	fl.StringVar(&f.hardwareConfig, "hardware-config", "", hardwareConfigHelp)
+	fl.BoolVar(&f.all, "all", false, "also list generic PCI functions (not NVMe, GPU or NIC)")
 }
 
 var deviceColumns = []string{"address", "kind", "vendor", "device", "driver", "model", "serial", "firmware", "namespaces", "capabilities", "absent"}
@@ -77,6 +84,17 @@ func discoverDevices(ctx context.Context, f devicesFlags, names []string, warn i
 	if err != nil {
 		return nil, err
 	}
+	devs, err := discover(ctx, cfg, f, names, warn)
+	var reports []hardware.DeviceReport
+	for _, d := range devs {
+		reports = append(reports, hardware.Describe(d))
+	}
+	return reports, err
+}
+
+// discover discovers the devices named (all of them without names, the
+// generic ones only with f.all) with the hardware section cfg.
+func discover(ctx context.Context, cfg hardware.Config, f devicesFlags, names []string, warn io.Writer) ([]*hardware.Device, error) {
 	if f.sysfs != "" {
 		cfg.SysfsRoot = f.sysfs
 	}
@@ -89,7 +107,7 @@ func discoverDevices(ctx context.Context, f devicesFlags, names []string, warn i
 	if err != nil {
 		return nil, err
 	}
-	var reports []hardware.DeviceReport
+	var devs []*hardware.Device
 	var failed []string
 	for _, a := range addrs {
 		dev, err := b.Discover(ctx, a)
@@ -100,12 +118,12 @@ func discoverDevices(ctx context.Context, f devicesFlags, names []string, warn i
 		if dev.Kind == hardware.KindGeneric && !f.all && !explicit {
 			continue
 		}
-		reports = append(reports, hardware.Describe(dev))
+		devs = append(devs, dev)
 	}
 	if len(failed) > 0 {
-		return reports, errors.New(strings.Join(failed, "; "))
+		return devs, errors.New(strings.Join(failed, "; "))
 	}
-	return reports, nil
+	return devs, nil
 }
 
 func deviceAddresses(ctx context.Context, b hardware.Backend, args []string) ([]hardware.Address, bool, error) {

@@ -33,14 +33,8 @@ func TestDevicesFakeSysfs(t *testing.T) {
 }
 
 func TestDevicesSimulatorJSON(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "hw.yaml")
-	body := "hardware:\n  backend: simulated\n  simulator:\n    state_dir: " + filepath.Join(dir, "state") +
-		"\n    devices:\n      - {address: '0000:81:00.0', kind: nvme, model: SIM, sanicap: 1}\n" +
-		"  device_capabilities:\n    '0000:81:00.0': {custom.tier: gold}\n"
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := simHardware(t, "      - {address: '0000:81:00.0', kind: nvme, model: SIM, sanicap: 1}\n"+
+		"  device_capabilities:\n    '0000:81:00.0': {custom.tier: gold}\n")
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"devices", "--hardware-config", cfg, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
@@ -58,4 +52,18 @@ func TestDevicesSimulatorJSON(t *testing.T) {
 	if code := run(context.Background(), []string{"devices", "--hardware-config", cfg, "zz"}, &out, &errb); code != 1 {
 		t.Errorf("bad address exit %d", code)
 	}
+}
+
+// simHardware writes a hardware section for the simulator with the
+// devices (YAML list items under simulator.devices, and whatever follows
+// at the section's level) and returns its path.
+func simHardware(t *testing.T, devices string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hw.yaml")
+	body := "hardware:\n  backend: simulated\n  simulator:\n    state_dir: " + filepath.Join(dir, "state") + "\n    devices:\n" + devices
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

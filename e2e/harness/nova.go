@@ -142,3 +142,21 @@ func (p *Placement) DeleteAllocations(t testing.TB, consumer string) {
 	t.Helper()
 	p.call(t, http.MethodDelete, "/allocations/"+consumer, Microversion, nil, nil, http.StatusNoContent, http.StatusNotFound)
 }
+
+// TraitOwnerNova is the standard trait Nova adds to every provider it
+// manages (os-traits OWNER_NOVA).
+const TraitOwnerNova = "OWNER_NOVA"
+
+// NovaUpdateTraits plays nova-compute pushing its provider tree after a
+// refresh of its cache ([pci] report_in_placement): the PCI-in-Placement
+// translator sets the device provider's traits to exactly Nova's set
+// (update_traits, then OWNER_NOVA; nova/compute/pci_placement_translator.py):
+// COMPUTE_MANAGED_PCI_DEVICE, HW_PCI_ONE_TIME_USE when one-time-use, and
+// the traits of the device's [pci] device_spec entry (dev.Traits,
+// normalised and created as Nova does). Every other trait goes: scour's
+// quarantine trait, traits another agent wrote. Inventory is left alone
+// (reserved included).
+func (p *Placement) NovaUpdateTraits(t testing.TB, dev *DeviceRP) {
+	t.Helper()
+	p.SetTraits(t, dev.UUID, p.novaTraits(t, dev.Device, TraitOwnerNova)...)
+}

@@ -105,19 +105,27 @@ func (p *Placement) SeedComputeNode(t testing.TB, name string, devs ...Device) *
 		p.putInventories(t, rp.UUID, map[string]Inventory{
 			rp.ResourceClass: {Total: 1, Reserved: 0, MinUnit: 1, MaxUnit: 1, StepSize: 1, AllocationRatio: 1.0},
 		})
-		traits := []string{TraitManagedPCIDevice}
-		if d.OneTimeUse {
-			traits = append(traits, TraitOneTimeUse)
-		}
-		for _, tr := range d.Traits {
-			tr = normaliseCustom(tr)
-			p.call(t, http.MethodPut, "/traits/"+tr, Microversion, nil, nil, http.StatusCreated, http.StatusNoContent)
-			traits = append(traits, tr)
-		}
-		p.SetTraits(t, rp.UUID, traits...)
+		p.SetTraits(t, rp.UUID, p.novaTraits(t, d)...)
 		node.Devices = append(node.Devices, rp)
 	}
 	return node
+}
+
+// novaTraits is the trait set Nova reports for d, plus extra:
+// COMPUTE_MANAGED_PCI_DEVICE, HW_PCI_ONE_TIME_USE when one-time-use, and
+// d's device_spec traits, normalised and created as Nova creates them.
+func (p *Placement) novaTraits(t testing.TB, d Device, extra ...string) []string {
+	t.Helper()
+	traits := append([]string{TraitManagedPCIDevice}, extra...)
+	if d.OneTimeUse {
+		traits = append(traits, TraitOneTimeUse)
+	}
+	for _, tr := range d.Traits {
+		tr = normaliseCustom(tr)
+		p.call(t, http.MethodPut, "/traits/"+tr, Microversion, nil, nil, http.StatusCreated, http.StatusNoContent)
+		traits = append(traits, tr)
+	}
+	return traits
 }
 
 func (p *Placement) putInventories(t testing.TB, rp string, inv map[string]Inventory) {
