@@ -159,8 +159,12 @@ func (b *fakeBackend) Clean(_ context.Context, device, by string) (string, error
 	return "cleaning " + device + " for " + by, nil
 }
 
-func (b *fakeBackend) Retire(_ context.Context, device, by, reason string) (string, error) {
-	return "retired " + device + " by " + by + ": " + reason, nil
+func (b *fakeBackend) Retire(_ context.Context, device, by, reason string, noWipe bool) (string, error) {
+	msg := "retired " + device + " by " + by + ": " + reason
+	if noWipe {
+		msg += " (no wipe)"
+	}
+	return msg, nil
 }
 
 func (b *fakeBackend) Rescan(reason string) {
@@ -215,10 +219,13 @@ func TestSocketPermissionsAndCalls(t *testing.T) {
 	if _, err := c.Clean(context.Background(), "busy", "alice"); err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "allocated to vm-1") {
 		t.Errorf("Clean of a busy device: %v; want the backend's refusal with 409", err)
 	}
-	if msg, err := c.Retire(context.Background(), "0000:81:00.0", "alice", "RMA & co"); err != nil || msg != "retired 0000:81:00.0 by alice: RMA & co" {
+	if msg, err := c.Retire(context.Background(), "0000:81:00.0", "alice", "RMA & co", false); err != nil || msg != "retired 0000:81:00.0 by alice: RMA & co" {
 		t.Errorf("Retire: %q, %v", msg, err)
 	}
-	if _, err := c.Retire(context.Background(), "0000:81:00.0", "alice", " "); err == nil || !strings.Contains(err.Error(), "needs a reason") {
+	if msg, err := c.Retire(context.Background(), "0000:81:00.0", "alice", "shredded", true); err != nil || msg != "retired 0000:81:00.0 by alice: shredded (no wipe)" {
+		t.Errorf("Retire --no-wipe: %q, %v; want the backend told not to wipe", msg, err)
+	}
+	if _, err := c.Retire(context.Background(), "0000:81:00.0", "alice", " ", false); err == nil || !strings.Contains(err.Error(), "needs a reason") {
 		t.Errorf("Retire without a reason: %v", err)
 	}
 	b.mu.Lock()

@@ -54,9 +54,14 @@ func (c *Client) Clean(ctx context.Context, device, by string) (string, error) {
 	return c.text(ctx, "/v1/clean?"+url.Values{"device": {device}, "by": {by}}.Encode())
 }
 
-// Retire asks scourd to keep device reserved with reason.
-func (c *Client) Retire(ctx context.Context, device, by, reason string) (string, error) {
-	return c.text(ctx, "/v1/retire?"+url.Values{"device": {device}, "by": {by}, "reason": {reason}}.Encode())
+// Retire asks scourd to keep device reserved with reason; noWipe asks it
+// not to wipe a device that still holds its last tenant's data.
+func (c *Client) Retire(ctx context.Context, device, by, reason string, noWipe bool) (string, error) {
+	q := url.Values{"device": {device}, "by": {by}, "reason": {reason}}
+	if noWipe {
+		q.Set("no_wipe", "1")
+	}
+	return c.text(ctx, "/v1/retire?"+q.Encode())
 }
 
 func (c *Client) text(ctx context.Context, path string) (string, error) {

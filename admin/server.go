@@ -26,10 +26,12 @@ type Backend interface {
 	Status(ctx context.Context) (Report, error)
 	Rescan(reason string)
 	// Clean has device (PCI address or resource provider UUID) cleaned
-	// now; Retire keeps it reserved with reason. Both return what was
-	// done, for the operator; an *OperatorError is the operator's to fix.
+	// now; Retire keeps it reserved with reason, wiping it first unless
+	// noWipe when it was not cleaned since its last tenant. Both return
+	// what was done, for the operator; an *OperatorError is the
+	// operator's to fix.
 	Clean(ctx context.Context, device, by string) (string, error)
-	Retire(ctx context.Context, device, by, reason string) (string, error)
+	Retire(ctx context.Context, device, by, reason string, noWipe bool) (string, error)
 }
 
 // OperatorError is a refused operation (allocated device, unknown device,
@@ -120,8 +122,9 @@ func Listen(cfg Config, b Backend, log *slog.Logger) (*Server, error) {
 		if strings.TrimSpace(q.Get("reason")) == "" {
 			return "", &OperatorError{"retire needs a reason (--reason): it is recorded with the device"}
 		}
-		log.Info("retire asked on the admin socket", "device", q.Get("device"), "by", q.Get("by"), "reason", q.Get("reason"))
-		return b.Retire(r.Context(), q.Get("device"), q.Get("by"), q.Get("reason"))
+		noWipe := q.Get("no_wipe") == "1"
+		log.Info("retire asked on the admin socket", "device", q.Get("device"), "by", q.Get("by"), "reason", q.Get("reason"), "no_wipe", noWipe)
+		return b.Retire(r.Context(), q.Get("device"), q.Get("by"), q.Get("reason"), noWipe)
 	}))
 	return &Server{path: cfg.Socket, ln: ln, log: log,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil

@@ -267,17 +267,27 @@ func (c cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handlers
 	if err != nil {
 		return handlers.CleanResult{}, err
 	}
+	target := pipeline.Target{
+		Address: req.Device.Address, RPUUID: req.Device.RPUUID, RPName: req.Device.RPName,
+		ResourceClass:    req.Device.ResourceClass,
+		PreviousInstance: req.PreviousInstance, PreviousProject: req.PreviousProject,
+		Trigger: recordTrigger(req.Trigger),
+	}
+	if quarantined && q.Wipe != "" {
+		// An operator's retirement of a device not cleaned since its last
+		// tenant: its retirement run, not the pipeline.
+		res, err := c.e.Retire(ctx, target, q.Reason, q.Wipe == claims.WipeDeclined)
+		if err != nil {
+			return handlers.CleanResult{}, err
+		}
+		return handlers.CleanResult{Verdict: handlers.Verdict(res.Verdict), RunID: res.RunID, Detail: res.String()}, nil
+	}
 	if quarantined {
 		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: q.RunID,
 			Detail: fmt.Sprintf("device %s was quarantined at %s by run %s (%s) and never released; its Placement trait was missing and is set again; release it with scourctl placement unquarantine once the cause is fixed",
 				req.Device.Address, q.QuarantinedAt.Format(time.RFC3339), q.RunID, q.Reason)}, nil
 	}
-	res, err := c.e.Clean(ctx, pipeline.Target{
-		Address: req.Device.Address, RPUUID: req.Device.RPUUID, RPName: req.Device.RPName,
-		ResourceClass:    req.Device.ResourceClass,
-		PreviousInstance: req.PreviousInstance, PreviousProject: req.PreviousProject,
-		Trigger: recordTrigger(req.Trigger),
-	})
+	res, err := c.e.Clean(ctx, target)
 	if err != nil {
 		return handlers.CleanResult{}, err
 	}

@@ -335,12 +335,23 @@ func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error
 // the reason recorded in the store (the authority) and the quarantine
 // trait in Placement, until scourctl placement unquarantine. The store is
 // written first; a failed Placement write is repeated by every scan.
-func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (string, error) {
+//
+// A device not cleaned since its last tenant (retireWipeOf) is wiped
+// before it leaves: the retirement waits for a retirement run, which the
+// reconciler starts once nothing holds the device (rule 2) and resumes
+// after a crash (rule 5), the device quarantined throughout (rule 4).
+// With noWipe that run only records it NOT WIPED (operator chose
+// --no-wipe). Retire returns once the retirement is recorded.
+func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWipe bool) (string, error) {
 	d, err := l.operatorDevice(ctx, device)
 	if err != nil {
 		return "", err
 	}
-	created, err := l.store.Retire(ctx, l.host, d.UUID, string(d.Address), by, reason)
+	wipe, note, err := l.retireWipeOf(ctx, d, noWipe)
+	if err != nil {
+		return "", err
+	}
+	created, err := l.store.Retire(ctx, l.host, d.UUID, string(d.Address), by, reason, wipe, note)
 	if err != nil {
 		return "", err
 	}
@@ -351,18 +362,52 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string) (stri
 		l.reconciler.Trigger("operator retire by " + by + " (Placement write failed)")
 		return "", fmt.Errorf("recorded the retirement of device %s, but Placement was not updated: scourd sets reserved=total and the quarantine trait again at every scan until Placement accepts them; until then Nova may schedule the device (check Placement, then scourctl status): %w", d.Address, err)
 	}
-	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by, "reason", reason)
+	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address,
+		"by", by, "reason", reason, "wipe", wipe, "note", note)
 	l.reconciler.Trigger("operator retire by " + by)
-	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never cleaned or returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
 	if !created {
-		msg = fmt.Sprintf("device %s (%s) was already quarantined or retired; that reason stands\n", d.Address, d.UUID)
+		return fmt.Sprintf("device %s (%s) was already quarantined or retired; that reason stands (scourctl status)\n", d.Address, d.UUID), nil
 	}
+	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
 	if len(d.Consumers) > 0 {
-		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it, uncleaned\n", strings.Join(d.Consumers, ","))
+		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
 	}
-	msg += "retiring does not wipe it: a device not cleaned since its last tenant still holds that tenant's data (scourctl records list --device " + string(d.Address) +
-		"); before it leaves the host, release it (scourctl placement unquarantine), which cleans it, or destroy it (docs/pipelines.md, Retirement)\n"
+	follow := "follow it with scourctl status, or scourctl records list --device " + string(d.Address)
+	switch wipe {
+	case claims.WipePending:
+		msg += "it was not cleaned since its last tenant: scourd wipes it with its retirement wipe first (once no instance holds it), keeping it reserved; " +
+			"the outcome, wiped or RETIRED UNWIPED, is in its record (" + follow + ")\n"
+	case claims.WipeDeclined:
+		msg += "NOT WIPED (operator chose --no-wipe): it may still hold its last tenant's data; destroy it (shred, or degauss); its record says so (" + follow + ")\n"
+	default:
+		msg += note + "\n"
+	}
 	return msg, nil
+}
+
+// retireWipeOf decides what an operator's retirement of d waits for: a
+// device not cleaned since its last tenant (in use, reserved and not yet
+// returned clean, or used since its last clean as the store knows) waits
+// for the retirement wipe, or with noWipe for its NOT WIPED record; any
+// other holds no tenant's data and needs none. note says which, for the
+// retirement's reason.
+func (l *lifecycle) retireWipeOf(ctx context.Context, d placement.Device, noWipe bool) (wipe, note string, err error) {
+	dirty := len(d.Consumers) > 0 || d.Used > 0 || d.Quarantined ||
+		(d.Inventory.Total > 0 && d.Inventory.Reserved >= d.Inventory.Total)
+	if !dirty {
+		_, ok, err := l.store.PreviousTenant(ctx, l.host, d.UUID)
+		if err != nil {
+			return "", "", fmt.Errorf("device %s: cannot tell whether it was cleaned since its last tenant, so not retired (retry; check the claims database): %w", d.Address, err)
+		}
+		dirty = ok
+	}
+	switch {
+	case dirty && noWipe:
+		return claims.WipeDeclined, pipeline.NoWipeWhy + ": it may still hold its last tenant's data; destroy it (shred, or degauss)", nil
+	case dirty:
+		return claims.WipePending, "not cleaned since its last tenant: wiped before it leaves (retirement wipe pending)", nil
+	}
+	return "", "not wiped: none needed, it holds no tenant's data (cleaned since its last tenant, or never used)", nil
 }
 
 // operatorDevice finds the device an operator named, in a fresh scan.

@@ -20,7 +20,21 @@ type Quarantine struct {
 	ReleasedAt    *time.Time
 	ReleasedBy    string
 	ReleaseReason string
+	// Wipe is what an operator's retirement still waits for: WipePending
+	// (the retirement wipe) or WipeDeclined (the record of scourctl
+	// retire --no-wipe); "" for nothing.
+	Wipe string
 }
+
+// Retirement wipes an operator's retirement waits for (Quarantine.Wipe).
+const (
+	// WipePending: the device was not cleaned since its last tenant, so
+	// a retirement run wipes it, once nothing holds it, before it leaves.
+	WipePending = "pending"
+	// WipeDeclined: the operator retired it with --no-wipe; a retirement
+	// run records it NOT WIPED (and counts it unwiped).
+	WipeDeclined = "no-wipe"
+)
 
 // Retired reports an operator's retirement (Retire: a quarantine without
 // a run), as opposed to a cleaning run's quarantine verdict.
@@ -33,7 +47,13 @@ func (s *Store) openQuarantine(ctx context.Context, tx *sql.Tx, run Run, reason,
 		return err
 	}
 	if n > 0 {
-		return nil // already quarantined: the first verdict's row stands
+		// Already quarantined: the first verdict's row stands. A
+		// retirement that waited for this run (its retirement wipe, or
+		// its record of --no-wipe) has it now, and says how it ended.
+		_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE quarantines SET wipe = '', reason = reason || ?
+			WHERE host = ? AND device_rp = ? AND released_at IS NULL AND wipe <> ''`),
+			boundOutput("; retirement run "+run.ID+": "+reason), run.Host, run.DeviceRP)
+		return err
 	}
 	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
 		(host, device_rp, address, run_id, reason, quarantined_at) VALUES (?, ?, ?, ?, ?, ?)`),
@@ -45,9 +65,9 @@ func (s *Store) openQuarantine(ctx context.Context, tx *sql.Tx, run Run, reason,
 func (s *Store) ActiveQuarantine(ctx context.Context, host, deviceRP string) (Quarantine, bool, error) {
 	var q Quarantine
 	var at string
-	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at, wipe
 		FROM quarantines WHERE host = ? AND device_rp = ? AND released_at IS NULL`), host, deviceRP).
-		Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at)
+		Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at, &q.Wipe)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Quarantine{}, false, nil
 	}
@@ -86,7 +106,7 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reaso
 // trait whatever Placement shows now. The reconciler holds Placement to
 // it at every scan.
 func (s *Store) OpenQuarantines(ctx context.Context, host string) ([]Quarantine, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at, wipe
 		FROM quarantines WHERE host = ? AND released_at IS NULL ORDER BY device_rp`), host)
 	if err != nil {
 		return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
@@ -96,7 +116,7 @@ func (s *Store) OpenQuarantines(ctx context.Context, host string) ([]Quarantine,
 	for rows.Next() {
 		var q Quarantine
 		var at string
-		if err := rows.Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at); err != nil {
+		if err := rows.Scan(&q.Host, &q.DeviceRP, &q.Address, &q.RunID, &q.Reason, &at, &q.Wipe); err != nil {
 			return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
 		}
 		if q.QuarantinedAt, err = parseTS(at); err != nil {

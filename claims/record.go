@@ -304,7 +304,7 @@ func imageOf(st Step, outcome string) (RecordImage, bool) {
 // erased by the run's retirement wipe (pipeline.RetireWipeKey) with a
 // technique, or retired unwiped, in plain words.
 type RecordRetirement struct {
-	// Step is the step that said retire.
+	// Step is the step that said retire, or OperatorRetirement.
 	Step string `json:"step"`
 	// Wiped: the retirement wipe succeeded before the verdict.
 	Wiped bool `json:"wiped"`
@@ -318,11 +318,16 @@ type RecordRetirement struct {
 }
 
 // codeRetire is plugins.CodeRetire; retireWipeKey is
-// pipeline.RetireWipeKey.
+// pipeline.RetireWipeKey; noWipeWhy is pipeline.NoWipeWhy.
 const (
 	codeRetire    = plugins.CodeRetire
 	retireWipeKey = "scour_retire_wipe"
+	noWipeWhy     = "NOT WIPED (operator chose --no-wipe)"
 )
+
+// OperatorRetirement is RecordRetirement.Step of an operator's retirement
+// (scourctl retire), which no step decided.
+const OperatorRetirement = "scourctl retire"
 
 // retirementOf reads, from a quarantined run's step rows, whether a step
 // said retire and what the retirement wipe did (nil for any other run).
@@ -340,14 +345,22 @@ func retirementOf(run Run, steps []Step) *RecordRetirement {
 			gate = st
 		}
 	}
-	if gate == nil {
+	if gate == nil && wipe == nil {
 		return nil
 	}
-	rt := &RecordRetirement{Step: gate.Name}
+	// Without a step that said retire, the run is an operator's
+	// retirement run (scourctl retire): its retirement wipe alone.
+	rt := &RecordRetirement{Step: OperatorRetirement}
+	if gate != nil {
+		rt.Step = gate.Name
+	}
 	const destroy = "the device may still hold the last tenant's data: do not send it for an RMA, resale or disposal as it is; destroy it (shred, or degauss) and record that"
 	switch {
 	case wipe == nil:
 		rt.Note = "NOT WIPED: no retirement wipe ran in this run; " + destroy
+	case wipe.Outcome == StepSkipped && strings.Contains(wipe.Output, noWipeWhy):
+		rt.WipeStep = wipe.Name
+		rt.Note = noWipeWhy + ": the operator retired it without a wipe; " + destroy
 	case wipe.Outcome == StepOK:
 		rt.Wiped, rt.WipeStep = true, wipe.Name
 		rt.Technique, _ = wipe.Details[plugins.TechniqueKey].(string)

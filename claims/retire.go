@@ -17,7 +17,17 @@ import (
 // in the same transaction (cleaned, not returned): the release must clean
 // the device again with its full pipeline, not resume that run into an
 // un-reserve on a clean from before the retirement.
-func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason string) (bool, error) {
+//
+// wipe is what the retirement waits for (Quarantine.Wipe): WipePending
+// for a device not cleaned since its last tenant, WipeDeclined for one
+// the operator retires with --no-wipe, "" for a device with nothing to
+// wipe; note, said after the reason, tells the operator which.
+func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason, wipe, note string) (bool, error) {
+	switch wipe {
+	case "", WipePending, WipeDeclined:
+	default:
+		return false, fmt.Errorf("claims: retiring device %s on host %s: unknown retirement wipe %q", deviceRP, host, wipe)
+	}
 	created := false
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -29,9 +39,12 @@ func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason 
 			return nil
 		}
 		why := fmt.Sprintf("retired by %s: %s", by, reason)
+		if note != "" {
+			why += "; " + note
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
-			(host, device_rp, address, run_id, reason, quarantined_at) VALUES (?, ?, ?, '', ?, ?)`),
-			host, deviceRP, address, why, s.stamp()); err != nil {
+			(host, device_rp, address, run_id, reason, quarantined_at, wipe) VALUES (?, ?, ?, '', ?, ?, ?)`),
+			host, deviceRP, address, boundOutput(why), s.stamp(), wipe); err != nil {
 			return err
 		}
 		created = true

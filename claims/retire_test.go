@@ -17,7 +17,7 @@ func TestRetire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA: firmware bug")
+	created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA: firmware bug", "", "")
 	if err != nil || !created {
 		t.Fatalf("Retire: %v, %v", created, err)
 	}
@@ -31,7 +31,7 @@ func TestRetire(t *testing.T) {
 	if open, err := s.OpenQuarantines(ctx, "cmp2"); err != nil || len(open) != 0 {
 		t.Fatalf("OpenQuarantines of another host = %+v, %v; want none", open, err)
 	}
-	if created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other"); err != nil || created {
+	if created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other", "", ""); err != nil || created {
 		t.Fatalf("second Retire: %v, %v; want the first to stand", created, err)
 	}
 	if released, err := s.ReleaseQuarantine(ctx, "cmp1", "rp-1", "carol", "back from RMA"); err != nil || !released {
@@ -43,7 +43,7 @@ func TestRetire(t *testing.T) {
 	if open, err := s.OpenQuarantines(ctx, "cmp1"); err != nil || len(open) != 0 {
 		t.Errorf("OpenQuarantines after the release = %+v, %v; want none", open, err)
 	}
-	if _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10)); err != nil {
+	if _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10), "", ""); err != nil {
 		t.Errorf("retire after a release: %v", err)
 	}
 }
@@ -56,7 +56,7 @@ func TestRetireClosesARunWaitingForItsReturn(t *testing.T) {
 		ctx := context.Background()
 		s := mustOpen(t, cfg)
 		waiting := cleanedRun(t, s, "rp-nvme-0")
-		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA"); err != nil {
+		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := s.GetRun(ctx, waiting.ID)
@@ -70,6 +70,39 @@ func TestRetireClosesARunWaitingForItsReturn(t *testing.T) {
 		run, resumed, err := s.OpenRun(ctx, rs)
 		if err != nil || resumed || run.ID == waiting.ID {
 			t.Fatalf("OpenRun after the release = %s resumed=%t, %v; want a new run", run.ID, resumed, err)
+		}
+	})
+}
+
+// A retirement waiting for its wipe says so (Wipe) until a run of the
+// device ends quarantined: then the retirement stands, with what that
+// run said, and waits for nothing more.
+func TestRetireWaitsForItsWipeRun(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "bogus", ""); err == nil {
+			t.Fatal("Retire with an unknown wipe accepted")
+		}
+		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", WipePending, "wipe pending"); err != nil {
+			t.Fatal(err)
+		}
+		open, err := s.OpenQuarantines(ctx, "compute-1")
+		if err != nil || len(open) != 1 || open[0].Wipe != WipePending || open[0].Reason != "retired by alice: RMA; wipe pending" {
+			t.Fatalf("OpenQuarantines = %+v, %v; want the retirement waiting for its wipe", open, err)
+		}
+		run, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, run.ID, "retire-wipe", false, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunQuarantined, "wiped before retirement"); err != nil {
+			t.Fatal(err)
+		}
+		q, ok, err := s.ActiveQuarantine(ctx, "compute-1", "rp-nvme-0")
+		if err != nil || !ok || q.Wipe != "" || !q.Retired() ||
+			q.Reason != "retired by alice: RMA; wipe pending; retirement run "+run.ID+": wiped before retirement" {
+			t.Fatalf("ActiveQuarantine after the retirement run = %+v, %v, %v; want the retirement, wipe done, naming the run", q, ok, err)
 		}
 	})
 }

@@ -319,6 +319,14 @@ var migrations = []migration{
 			PRIMARY KEY (host, instance_uuid, device_rp)
 		)`,
 	}},
+	// v2 of quarantines: an operator's retirement of a device not cleaned
+	// since its last tenant waits for its retirement wipe ("pending"), or
+	// for the record of the operator's choice not to wipe it ("no-wipe"),
+	// which a retirement run of the reconciler writes; '' once it did,
+	// and for every other quarantine.
+	{table: "quarantines", version: 2, stmts: []string{
+		`ALTER TABLE quarantines ADD COLUMN wipe TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed

@@ -161,3 +161,37 @@ scour_lifecycle_quarantines_restored_total %d
 		t.Errorf("no WARN naming the device:\n%s", out)
 	}
 }
+
+// An operator's retirement of a device not cleaned since its last tenant
+// waits for its retirement run: never while an instance holds the device
+// (rule 2), once when nothing does, with the device kept reserved and
+// quarantined (rule 4) and counted retired; once that run's verdict is
+// stored, the retirement waits for nothing, and no scan runs it again. A
+// retirement that waits for no wipe is never run.
+func TestScanRunsARetirementWaitingForItsWipe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved, d.Quarantined, d.Consumers = 1, true, []string{"vm-1"} })
+	e.c.RetireToWipe(rp(1), "retired by alice: RMA")
+	e.w.Set(rp(2), func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true })
+	e.c.Retire(rp(2), "retired by bob: RMA")
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		e.c.WipeDone(req.Device.RPUUID)
+		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: "run-retire", Detail: "retired by alice: RMA; wiped before retirement"}, nil
+	}
+	e.reconcile()
+	if n := e.cl.CallsFor(rp(1)); n != 0 {
+		t.Fatalf("retirement run started %d times while vm-1 holds the device", n)
+	}
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Consumers = nil })
+	e.reconcile()
+	if n := e.cl.CallsFor(rp(1)); n != 1 {
+		t.Fatalf("retirement runs = %d once nothing holds the device, want 1", n)
+	}
+	e.reconcile()
+	e.wantDevice(1, handlers.StateQuarantined, 1, 0)
+	e.wantDevice(2, handlers.StateQuarantined, 0, 0)
+	if got := devicesGauge(t, e, "retired"); got != 2 {
+		t.Errorf(`scour_lifecycle_devices{state="retired"} = %v, want 2`, got)
+	}
+}

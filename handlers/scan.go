@@ -46,7 +46,11 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		}
 		if r.present(ctx, d) {
 			r.enqueue(d, reason, snapshot, now)
-			counts[r.queuedState(d)]++
+			if d.Quarantined { // a retirement waiting for its wipe
+				counts[quarantinedState(open, d.RPUUID)]++
+			} else {
+				counts[r.queuedState(d)]++
+			}
 		} else {
 			counts[gaugeAbsent]++
 		}
@@ -106,6 +110,10 @@ const (
 func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, snapshot readMark, now time.Time, counts map[string]int) action {
 	_, running := r.running[d.RPUUID]
 	b, backingOff := r.backoff[d.RPUUID]
+	// A retirement waiting for its wipe is queued like a dirty device
+	// (reserved, nothing holds it; InUse is checked first: rule 2), and
+	// stays quarantined throughout (rule 4).
+	wipe := d.Quarantined && open[d.RPUUID].Wipe && d.State != StateUnmanaged && d.Total > 0 && d.Reserved >= d.Total
 	switch {
 	case d.State == StateUnmanaged:
 		r.dropLocked(d.RPUUID, snapshot)
@@ -117,10 +125,10 @@ func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, sn
 			return actBurn
 		}
 		counts[string(StateBurnedInUse)]++
-	case d.Quarantined:
+	case d.Quarantined && !wipe:
 		r.dropLocked(d.RPUUID, snapshot)
 		counts[quarantinedState(open, d.RPUUID)]++
-	case !d.Dirty():
+	case !wipe && !d.Dirty():
 		r.dropLocked(d.RPUUID, snapshot)
 		delete(r.backoff, d.RPUUID)
 		counts[string(StateAvailable)]++

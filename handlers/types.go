@@ -227,6 +227,11 @@ type OpenQuarantine struct {
 	// Retired: an operator's retirement (scourctl retire, e.g. for an
 	// RMA), planned; otherwise a cleaning run's quarantine verdict.
 	Retired bool
+	// Wipe: the retirement waits for its retirement run (the device was
+	// not cleaned since its last tenant: the wipe, or the record of
+	// --no-wipe). The reconciler queues the device like a dirty one once
+	// nothing holds it, and the Cleaner runs that instead of the pipeline.
+	Wipe bool
 }
 
 // Tenant is who used a device before its cleaning.

@@ -148,6 +148,30 @@ func New(cfg Config, o Options) (*Engine, error) {
 // or stored (ErrAlreadyRunning, checkpoint store down, ctx cancelled): the
 // device stays reserved and the caller retries later.
 func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
+	return e.clean(ctx, t, retireNone)
+}
+
+// Retire runs (or resumes) an operator's retirement of a device not
+// cleaned since its last tenant: instead of the pipeline, a run of its
+// retirement wipe alone (the step of a worn drive's retirement: the
+// pipeline's retire_wipe, or nvme-erase with the strongest technique),
+// through the ordinary step path (Placement asked first, rule 2;
+// checkpoints, rule 5). Its verdict is quarantine with the Retirement
+// (wiped, or RETIRED UNWIPED), retry-later for a retryable wipe failure,
+// or aborted when Placement showed an allocation: nothing was erased. With
+// noWipe (scourctl retire --no-wipe) nothing touches the device: the run
+// records its wipe skipped, NOT WIPED (operator chose --no-wipe), and the
+// retirement counts unwiped. reason says who retired it and why.
+func (e *Engine) Retire(ctx context.Context, t Target, reason string, noWipe bool) (*Result, error) {
+	mode := retireWipe
+	if noWipe {
+		mode = retireNoWipe
+	}
+	t.retireReason = reason
+	return e.clean(ctx, t, mode)
+}
+
+func (e *Engine) clean(ctx context.Context, t Target, mode retireMode) (*Result, error) {
 	if t.Address == "" || t.RPUUID == "" {
 		// Without its resource provider the allocation check before
 		// destructive steps would ask about nothing.
@@ -195,7 +219,10 @@ func (e *Engine) Clean(ctx context.Context, t Target) (*Result, error) {
 	e.m.inFlight.Inc()
 	defer e.m.inFlight.Dec()
 
-	r := &run{e: e, t: t, dev: dev, prof: prof, def: definition(&prof.Pipeline), log: log.With("profile", prof.Name, "pipeline", prof.Pipeline.Name)}
+	r := &run{e: e, t: t, dev: dev, prof: prof, def: definition(&prof.Pipeline), retiring: mode, log: log.With("profile", prof.Name, "pipeline", prof.Pipeline.Name)}
+	if mode != retireNone {
+		r.def = "retirement: " + r.def
+	}
 	res, err := r.execute(ctx)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ type Target struct {
 	// Trigger is what made scour clean the device (the record's
 	// triggered_by); "" leaves it to the checkpoint store.
 	Trigger string
+	// retireReason, on an operator's retirement run (Engine.Retire),
+	// says who retired the device and why.
+	retireReason string
 }
 
 // match returns the first profile that matches, and why each profile before

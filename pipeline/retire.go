@@ -64,7 +64,7 @@ func (r *run) retireWipe() (*Step, string) {
 // device that cannot be erased is retired unwiped, and res says so.
 // prior are the records of the run's earlier attempts: a wipe already
 // done in this run is not repeated.
-func (r *run) retire(ctx context.Context, prior []StepRecord, gate *Step, res *Result) error {
+func (r *run) retire(ctx context.Context, prior []StepRecord, gate string, res *Result) error {
 	idx := len(r.prof.Pipeline.Steps)
 	ws, none := r.retireWipe()
 	var rec StepRecord
@@ -84,8 +84,8 @@ func (r *run) retire(ctx context.Context, prior []StepRecord, gate *Step, res *R
 		var err error
 		rec, err = r.step(ctx, idx, ws)
 		if ctx.Err() != nil {
-			return fmt.Errorf("device %s: run %s interrupted at the retirement wipe (step %s) after step %s said retire: %w",
-				r.t.Address, r.run.ID, ws.Name, gate.Name, context.Cause(ctx))
+			return fmt.Errorf("device %s: run %s interrupted at the retirement wipe (step %s) after %s said retire: %w",
+				r.t.Address, r.run.ID, ws.Name, gate, context.Cause(ctx))
 		}
 		var stop errStop
 		if errors.As(err, &stop) {
@@ -135,4 +135,62 @@ func (r *run) retire(ctx context.Context, prior []StepRecord, gate *Step, res *R
 	r.log.Error("device due for retirement could not be wiped: it is retired UNWIPED and may still hold the last tenant's data; destroy it (shred, or degauss) rather than an RMA or disposal as is",
 		"step", name, "why", why)
 	return nil
+}
+
+// retireMode says whether a run is an operator's retirement (Engine.Retire).
+type retireMode int
+
+const (
+	retireNone   retireMode = iota // a cleaning run of the pipeline
+	retireWipe                     // scourctl retire: the retirement wipe alone
+	retireNoWipe                   // scourctl retire --no-wipe: nothing run, recorded NOT WIPED
+)
+
+// NoWipeWhy is why a device retired with scourctl retire --no-wipe is
+// unwiped, as its record and verdict say.
+const NoWipeWhy = "NOT WIPED (operator chose --no-wipe)"
+
+// retireWipeName names the step a retirement run plans: the retirement
+// wipe's, or RetireWipeName when none is known.
+func (r *run) retireWipeName() string {
+	if ws, _ := r.retireWipe(); ws != nil {
+		return ws.Name
+	}
+	return RetireWipeName
+}
+
+// retireByOperator is an operator's retirement run (Engine.Retire): the
+// retirement wipe as step number len(steps), as a worn drive's; with
+// --no-wipe that step is recorded skipped and the device retired unwiped.
+func (r *run) retireByOperator(ctx context.Context, prior []StepRecord, res *Result) (*Result, error) {
+	res.Reason = r.t.retireReason
+	if res.Reason == "" {
+		res.Reason = "retired by an operator"
+	}
+	if r.retiring == retireNoWipe {
+		idx, name := len(r.prof.Pipeline.Steps), r.retireWipeName()
+		rec, ok := doneIn(prior, r.run.ID, idx, name)
+		if !ok {
+			rec = StepRecord{RunID: r.run.ID, Index: idx, Name: name, Started: time.Now().UTC(),
+				State: StepSkipped, Message: "skipped: " + NoWipeWhy + ": the device was not erased before its retirement"}
+			var err error
+			if rec, err = r.finish(ctx, &Step{Name: name, retireWipe: true}, rec, 0, nil); err != nil {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("device %s: run %s interrupted recording its retirement: %w", r.t.Address, r.run.ID, context.Cause(ctx))
+			}
+		}
+		r.recs = append(r.recs, rec)
+		res.Verdict = VerdictQuarantine
+		res.Retirement = &Retirement{Step: name, Why: NoWipeWhy}
+		res.Reason = fmt.Sprintf("RETIRED UNWIPED: %s; %s. "+
+			"The device may still hold the last tenant's data: do not send it for an RMA, resale or disposal as it is; destroy it (shred, or degauss) and record that",
+			res.Reason, NoWipeWhy)
+		r.log.Error("device retired by an operator with --no-wipe: it is retired UNWIPED and may still hold the last tenant's data; destroy it (shred, or degauss)")
+	} else if err := r.retire(ctx, prior, "an operator (scourctl retire)", res); err != nil {
+		return nil, err
+	}
+	res.Steps, res.Serial, res.Model = r.recs, r.serial, r.model
+	return res, nil
 }

@@ -258,3 +258,91 @@ profiles:
 		}
 	}
 }
+
+func (r *retireRig) retire(t *testing.T, noWipe bool) *Result {
+	t.Helper()
+	res, err := r.e.Retire(context.Background(), Target{Address: wornNVMe, RPUUID: "rp-worn"}, "retired by alice: RMA", noWipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+const operatorPipeline = `
+      name: nvme
+      steps:
+        - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-format}
+`
+
+// An operator's retirement (scourctl retire) of a device not cleaned
+// since its last tenant runs the retirement wipe alone, not the
+// pipeline: the strongest technique, Placement asked first, recorded as
+// the run's retirement wipe, counted wiped; the verdict keeps it
+// quarantined and says who retired it.
+func TestOperatorRetireWipesFirst(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111}, operatorPipeline)
+	res := r.retire(t, false)
+	if res.Verdict != VerdictQuarantine || !strings.HasPrefix(res.Reason, "retired by alice: RMA; wiped before retirement") {
+		t.Fatalf("%s; want quarantine, retired by alice, wiped first", res)
+	}
+	if got := states(res.Steps); got != "retire-wipe=succeeded" {
+		t.Errorf("steps %s; want the retirement wipe alone", got)
+	}
+	const crypto = "NVMe Sanitize, Crypto Erase"
+	if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique != crypto {
+		t.Errorf("retirement %+v; want wiped with %q", rt, crypto)
+	}
+	if w := res.Steps[0]; w.Index != 2 || w.Details[RetireWipeKey] != true {
+		t.Errorf("wipe record index %d details %v; want index 2 marked %s", w.Index, w.Details, RetireWipeKey)
+	}
+	if bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Error("the drive was retired with the tenant's data still on it")
+	}
+	if n := r.allocs.Load(); n != 1 {
+		t.Errorf("Placement asked %d times; want once, before the wipe", n)
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w != 1 || u != 0 {
+		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 1 and 0", w, u)
+	}
+}
+
+// Rule 2 for an operator's retirement: an allocation aborts it before
+// the wipe, the media untouched, nothing counted.
+func TestOperatorRetireWaitsForAnAllocation(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111}, operatorPipeline)
+	r.taken.Store(true)
+	res := r.retire(t, false)
+	if res.Verdict != VerdictAborted || res.Retirement != nil {
+		t.Fatalf("%s, retirement %+v; want aborted before the wipe", res, res.Retirement)
+	}
+	if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+		t.Error("the drive was wiped although Placement showed an allocation")
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w+u != 0 {
+		t.Errorf("retirements counted %v/%v for an aborted run", w, u)
+	}
+}
+
+// scourctl retire --no-wipe touches nothing, and records the device
+// NOT WIPED by the operator's choice, counted unwiped (the alert).
+func TestOperatorRetireNoWipe(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{SANICAP: 0b111}, operatorPipeline)
+	res := r.retire(t, true)
+	if res.Verdict != VerdictQuarantine || !strings.HasPrefix(res.Reason, "RETIRED UNWIPED: retired by alice: RMA; "+NoWipeWhy) ||
+		!strings.Contains(res.Reason, "destroy it") {
+		t.Fatalf("%s; want quarantine, RETIRED UNWIPED by the operator's choice, destroy it", res)
+	}
+	if got := states(res.Steps); got != "retire-wipe=skipped" {
+		t.Errorf("steps %s; want the retirement wipe recorded skipped", got)
+	}
+	if rt := res.Retirement; rt == nil || rt.Wiped || rt.Why != NoWipeWhy {
+		t.Errorf("retirement %+v; want unwiped, %q", rt, NoWipeWhy)
+	}
+	if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) || r.allocs.Load() != 0 {
+		t.Errorf("the drive was touched (Placement asked %d times) on --no-wipe", r.allocs.Load())
+	}
+	if w, u := r.retirements("true"), r.retirements("false"); w != 0 || u != 1 {
+		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 0 and 1", w, u)
+	}
+}

@@ -39,6 +39,8 @@ type run struct {
 	// device stays on the last step's driver for the next step.
 	homeDev *hardware.Device
 	kept    bool
+	// retiring marks an operator's retirement run (Engine.Retire).
+	retiring retireMode
 }
 
 // errStop ends a run with a verdict before a step touched the device
@@ -55,6 +57,11 @@ func (r *run) start() RunStart {
 	names := make([]string, len(p.Steps))
 	for i, s := range p.Steps {
 		names[i] = s.Name
+	}
+	if r.retiring != retireNone {
+		// A retirement run plans its wipe alone: a cleaning run of the
+		// pipeline never resumes it, nor it a cleaning run.
+		names = []string{r.retireWipeName()}
 	}
 	rs := RunStart{Device: string(r.t.Address), RPUUID: r.t.RPUUID, Profile: r.prof.Name,
 		Pipeline: p.Name, PipelineVersion: p.Version, Steps: names, Started: time.Now().UTC(), Category: p.Category, Trigger: r.t.Trigger}
@@ -223,6 +230,9 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	}
 	res := &Result{RunID: r.run.ID, Device: string(r.t.Address), Profile: r.prof.Name,
 		Pipeline: fmt.Sprintf("%s v%d", r.prof.Pipeline.Name, r.prof.Pipeline.Version), Attempt: r.run.Attempt}
+	if r.retiring != retireNone {
+		return r.retireByOperator(ctx, prior, res)
+	}
 	for i := range r.prof.Pipeline.Steps {
 		s := &r.prof.Pipeline.Steps[i]
 		if rec, ok := doneIn(prior, r.run.ID, i, s.Name); ok {
@@ -250,7 +260,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		res.Step, res.Code = s.Name, rec.Code
 		res.Verdict, res.Reason = r.verdictFor(s, rec)
 		if rec.Code == plugins.CodeRetire {
-			if err := r.retire(ctx, prior, s, res); err != nil {
+			if err := r.retire(ctx, prior, "step "+s.Name, res); err != nil {
 				return nil, err
 			}
 		}

@@ -142,7 +142,7 @@ func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQ
 	}
 	out := make(map[string]handlers.OpenQuarantine, len(open))
 	for _, q := range open {
-		out[q.DeviceRP] = handlers.OpenQuarantine{Reason: q.Reason, Retired: q.Retired()}
+		out[q.DeviceRP] = handlers.OpenQuarantine{Reason: q.Reason, Retired: q.Retired(), Wipe: q.Wipe != ""}
 	}
 	return out, nil
 }

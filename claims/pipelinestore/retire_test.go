@@ -101,3 +101,76 @@ func TestRecordOfUnwipedRetirementSaysSo(t *testing.T) {
 		t.Errorf("record summary %q does not say RETIRED UNWIPED", rec.Result.Summary)
 	}
 }
+
+// An operator's retirement of a device not cleaned since its last tenant:
+// the store's retirement waits for its wipe; the retirement run (a
+// shutdown during the wipe resumed, rule 5) runs the wipe alone, never the
+// pipeline, and its record names the operator's retirement and the
+// technique; the retirement then waits for nothing, its reason saying how
+// it ended.
+func TestRecordOfOperatorRetirementNamesTheWipe(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := openStore(t, dir)
+	bg := context.Background()
+	if _, err := s.Retire(bg, "compute-1", target.RPUUID, string(target.Address), "alice", "RMA", claims.WipePending, "wipe pending"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	pr := retirePlugins(func(ctx context.Context) (*plugins.Result, error) { cancel(); <-ctx.Done(); return nil, ctx.Err() })
+	if res, err := engine(t, retireConfig(), s, pr).Retire(ctx, target, "retired by alice: RMA", false); err == nil {
+		t.Fatalf("shutdown during the retirement wipe returned a verdict: %+v", res)
+	}
+	s.Close()
+
+	s = openStore(t, dir)
+	pr = retirePlugins(shredded)
+	res, err := engine(t, retireConfig(), s, pr).Retire(bg, target, "retired by alice: RMA", false)
+	if err != nil || res.Verdict != pipeline.VerdictQuarantine {
+		t.Fatalf("Retire = %+v, %v; want quarantine", res, err)
+	}
+	if got := pr.Calls(); !slices.Equal(got, []string{"shred"}) {
+		t.Fatalf("calls after the restart %v; want the wipe alone", got)
+	}
+	rec, err := s.Record(bg, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := claims.RecordRetirement{Step: claims.OperatorRetirement, Wiped: true, WipeStep: "shred", Technique: "Overwrite, zeros",
+		Note: "wiped before retirement by step shred with Overwrite, zeros: the device holds none of the last tenant's data"}
+	if rec.Retirement == nil || *rec.Retirement != want {
+		t.Errorf("record retirement %+v; want %+v", rec.Retirement, want)
+	}
+	if rec.Result.State != string(claims.RunQuarantined) {
+		t.Errorf("record result %+v", rec.Result)
+	}
+	q, ok, err := s.ActiveQuarantine(bg, "compute-1", target.RPUUID)
+	if err != nil || !ok || q.Wipe != "" || !q.Retired() || !strings.Contains(q.Reason, "retirement run "+res.RunID+": ") ||
+		!strings.Contains(q.Reason, "wiped before retirement by step shred (Overwrite, zeros)") {
+		t.Errorf("retirement after its run = %+v, %v, %v; want it waiting for nothing, naming the run and the wipe", q, ok, err)
+	}
+}
+
+// scourctl retire --no-wipe: the record says NOT WIPED (operator chose
+// --no-wipe) and to destroy the device; nothing ran.
+func TestRecordOfNoWipeRetirementSaysSo(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "state"))
+	pr := retirePlugins(shredded)
+	res, err := engine(t, retireConfig(), s, pr).Retire(context.Background(), target, "retired by alice: shredder", true)
+	if err != nil || res.Verdict != pipeline.VerdictQuarantine {
+		t.Fatalf("Retire = %+v, %v", res, err)
+	}
+	if got := pr.Calls(); len(got) != 0 {
+		t.Errorf("plugins run on --no-wipe: %v", got)
+	}
+	rec, err := s.Record(context.Background(), res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := rec.Retirement
+	if rt == nil || rt.Wiped || rt.Step != claims.OperatorRetirement || !strings.HasPrefix(rt.Note, pipeline.NoWipeWhy) || !strings.Contains(rt.Note, "destroy it") {
+		t.Errorf("record retirement %+v; want unwiped, %s, destroy it", rt, pipeline.NoWipeWhy)
+	}
+	if !strings.Contains(rec.Result.Summary, "RETIRED UNWIPED") {
+		t.Errorf("record summary %q does not say RETIRED UNWIPED", rec.Result.Summary)
+	}
+}

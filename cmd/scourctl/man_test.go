@@ -22,6 +22,7 @@ func TestManPages(t *testing.T) {
 		"scourctl-placement-unquarantine.1": "stays reserved",
 		"scourctl-completion-bash.1":        "bash",
 		"scourctl-status.1":                 "--output",
+		"scourctl-retire.1":                 "--no-wipe",
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, page))
 		if err != nil {

@@ -56,8 +56,9 @@ run. A device in use by an instance, or quarantined, is refused.`,
 	})
 	register(func(c *cli) *cobra.Command {
 		var reason string
+		var noWipe bool
 		cmd := &cobra.Command{
-			Use:   "retire DEVICE --reason TEXT",
+			Use:   "retire DEVICE --reason TEXT [--no-wipe]",
 			Short: "keep a device out of the pool, recorded with a reason (undo: placement unquarantine)",
 			Long: `Asks scourd, over its admin socket, to retire DEVICE: it is reserved in
 Placement with the quarantine trait, and the claims store records who
@@ -65,18 +66,27 @@ retired it and why; scourd never cleans or returns it until an operator
 releases it with scourctl placement unquarantine DEVICE. A device in use
 leaves the pool when its instance releases it.
 
-Retiring does not wipe: a device not cleaned since its last tenant (in
-use, or released and not yet cleaned) keeps that tenant's data. Before it
-leaves the host, release it (which cleans it with its full pipeline) or
-destroy it. A drive a cleaning step retires (worn) is wiped first
-(docs/pipelines.md, Retirement).`,
+A device not cleaned since its last tenant (in use, or released and not
+yet cleaned) is wiped before it leaves: scourd runs the retirement wipe
+of its pipeline (retire_wipe, or for an NVMe the strongest erase it
+supports) once no instance holds it, keeping it reserved and quarantined
+throughout, as for a drive a cleaning step retires (worn). The command
+returns when the retirement is recorded; scourctl status and scourctl
+records list --device DEVICE show the outcome: wiped, with its technique,
+or RETIRED UNWIPED (the wipe could not erase it: destroy it). A device
+cleaned since its last tenant is not wiped again.
+
+--no-wipe retires a device without wiping it, for one that is being
+physically destroyed: it is recorded NOT WIPED (operator chose
+--no-wipe) and counted unwiped, which alerts (ScourDeviceRetiredUnwiped).
+See docs/pipelines.md, Retirement.`,
 			Args: exactArgs(1, "one DEVICE (PCI address or resource provider UUID)"),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cl, _, err := c.adminClient()
 				if err != nil {
 					return err
 				}
-				msg, err := cl.Retire(cmd.Context(), args[0], operatorName(), reason)
+				msg, err := cl.Retire(cmd.Context(), args[0], operatorName(), reason, noWipe)
 				if err != nil {
 					return err
 				}
@@ -86,6 +96,7 @@ destroy it. A drive a cleaning step retires (worn) is wiped first
 		}
 		cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the device; required)")
 		_ = cmd.MarkFlagRequired("reason")
+		cmd.Flags().BoolVar(&noWipe, "no-wipe", false, "do not wipe a device not cleaned since its last tenant (it is being destroyed): recorded NOT WIPED, and alerts")
 		return cmd
 	})
 }

@@ -304,6 +304,23 @@ func (s *Claims) Retire(rp, reason string) {
 	s.open(rp, handlers.OpenQuarantine{Reason: reason, Retired: true})
 }
 
+// RetireToWipe opens an operator's retirement of rp that waits for its
+// retirement run (claims.WipePending or WipeDeclined).
+func (s *Claims) RetireToWipe(rp, reason string) {
+	s.open(rp, handlers.OpenQuarantine{Reason: reason, Retired: true, Wipe: true})
+}
+
+// WipeDone records that rp's retirement run ended, as the store does when
+// that run's verdict is stored.
+func (s *Claims) WipeDone(rp string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.quarantines[rp]; ok {
+		q.Wipe = false
+		s.quarantines[rp] = q
+	}
+}
+
 // Quarantine opens a cleaning verdict's quarantine of rp, as the store
 // does when a run ends quarantined (the first open quarantine stands).
 func (s *Claims) Quarantine(rp, reason string) {
