@@ -196,6 +196,21 @@ func (a dirtyCheck) HasAllocations(ctx context.Context, rpUUID string) (bool, er
 	return !dirty, nil
 }
 
+var _ pipeline.RetiredChecker = dirtyCheck{}
+
+// HasAllocationsRetired is the check before an operator's retirement
+// wipe: the device must be reserved, quarantined (retired) and free.
+func (a dirtyCheck) HasAllocationsRetired(ctx context.Context, rpUUID string) (bool, error) {
+	d, err := a.c.Device(ctx, placement.Ref{UUID: rpUUID, Name: rpUUID})
+	if err != nil {
+		return false, err
+	}
+	a.seen.put(d)
+	inv := d.Inventory
+	retired := d.Used == 0 && len(d.Consumers) == 0 && inv.Total > 0 && inv.Reserved >= inv.Total && d.Quarantined
+	return !retired, nil
+}
+
 // presence implements handlers.Hardware: a device is cleaned only when
 // this host's hardware discovery finds it (safety rule 3).
 type presence struct{ be hardware.Backend }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -62,7 +63,7 @@ func TestScourctlRetireAndClean(t *testing.T) {
 	c.WaitAvailable(t, h, retired, 30*time.Second)
 
 	out, err := scourctl(t, "retire", retired, "--reason", "RMA ticket 42", "--config", h.config)
-	if err != nil || !strings.Contains(out, "is retired") || !strings.Contains(out, "retiring does not wipe it") {
+	if err != nil || !strings.Contains(out, "is retired") || !strings.Contains(out, "not wiped: none needed") {
 		t.Fatalf("scourctl retire: %v\n%s", err, out)
 	}
 	if !c.Quarantined(t, rd) || c.Reserved(t, rd) != 1 {
@@ -134,4 +135,63 @@ func TestSIGTERMDuringAStepIsNotAnError(t *testing.T) {
 	}
 	h.Start(t)
 	c.WaitAvailable(t, h, addr, 60*time.Second)
+}
+
+// scourctl retire of a device in use: the command returns at once and
+// says the wipe follows; nothing runs while the instance holds it (rule
+// 2); once released, the retirement run wipes it (its record names the
+// operator's retirement and the technique), and it stays reserved and
+// quarantined. --no-wipe on another device in use records it NOT WIPED,
+// its media untouched.
+func TestScourctlRetireWipesADeviceInUse(t *testing.T) {
+	t.Parallel()
+	const wiped, kept = "0000:81:00.0", "0000:82:00.0"
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: wiped}, {Address: kept}})
+	c.WaitAvailable(t, h, wiped, 30*time.Second)
+	c.WaitAvailable(t, h, kept, 30*time.Second)
+	i1, i2 := harness.NewUUID(), harness.NewUUID()
+	c.Boot(t, h, i1, harness.Legacy, wiped)
+	c.Boot(t, h, i2, harness.Legacy, kept)
+	out, err := scourctl(t, "retire", wiped, "--reason", "RMA 7", "--config", h.config)
+	if err != nil || !strings.Contains(out, "is retired") || !strings.Contains(out, "in use by "+i1) || !strings.Contains(out, "wipes it with its retirement wipe first") {
+		t.Fatalf("scourctl retire: %v\n%s", err, out)
+	}
+	out, err = scourctl(t, "retire", kept, "--reason", "to the shredder", "--no-wipe", "--config", h.config)
+	if err != nil || !strings.Contains(out, "NOT WIPED (operator chose --no-wipe)") {
+		t.Fatalf("scourctl retire --no-wipe: %v\n%s", err, out)
+	}
+	if recs := h.Records(t, wiped); len(recs) != 0 {
+		t.Fatalf("a run of the retired device while %s holds it: %v", i1, recs)
+	}
+	c.Delete(t, h, i1, harness.Legacy)
+	c.Delete(t, h, i2, harness.Legacy)
+	retirement := func(addr string) (map[string]any, string) {
+		recs := h.Records(t, addr)
+		if len(recs) != 1 {
+			return nil, fmt.Sprintf("%d records; log tail:\n%s", len(recs), tail(h.Logs(), 30))
+		}
+		rt, _ := recs[0]["retirement"].(map[string]any)
+		return rt, fmt.Sprint(recs[0]["result"], rt)
+	}
+	Eventually(t, 90*time.Second, "the retired device wiped and recorded", func() (bool, string) {
+		rt, why := retirement(wiped)
+		return rt != nil && rt["wiped"] == true && rt["step"] == "scourctl retire" && rt["technique"] != "", why
+	})
+	Eventually(t, 60*time.Second, "the --no-wipe device recorded NOT WIPED", func() (bool, string) {
+		rt, why := retirement(kept)
+		note, _ := rt["note"].(string)
+		return rt != nil && rt["wiped"] == false && strings.HasPrefix(note, "NOT WIPED (operator chose --no-wipe)"), why
+	})
+	if !h.MediaZeroed(t, wiped) {
+		t.Error("the retired device still holds the tenant's data")
+	}
+	if h.MediaZeroed(t, kept) {
+		t.Error("the --no-wipe device was wiped")
+	}
+	for _, addr := range []string{wiped, kept} {
+		if d := h.Device(addr); c.Reserved(t, d) != 1 || !c.Quarantined(t, d) {
+			t.Errorf("%s is not reserved with the quarantine trait after its retirement run", addr)
+		}
+	}
 }

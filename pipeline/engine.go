@@ -27,6 +27,15 @@ type AllocationChecker interface {
 	HasAllocations(ctx context.Context, rpUUID string) (bool, error)
 }
 
+// RetiredChecker is an optional AllocationChecker capability for an
+// operator's retirement run (Engine.Retire), whose device is quarantined
+// on purpose: HasAllocationsRetired reports true unless Placement shows
+// it reserved, quarantined and without an allocation. A checker without
+// it is asked HasAllocations.
+type RetiredChecker interface {
+	HasAllocationsRetired(ctx context.Context, rpUUID string) (bool, error)
+}
+
 // AllocationCheckerFunc adapts a function to AllocationChecker.
 type AllocationCheckerFunc func(ctx context.Context, rpUUID string) (bool, error)
 

@@ -239,7 +239,11 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 	if done != "" {
 		at, untouched = fmt.Sprintf("the retry of destructive step %s", s.Name), fmt.Sprintf(", after %s: the device may be partly erased", done)
 	}
-	has, err := r.e.alloc.HasAllocations(ctx, r.t.RPUUID)
+	check := r.e.alloc.HasAllocations
+	if rc, ok := r.e.alloc.(RetiredChecker); ok && r.retiring != retireNone {
+		check = rc.HasAllocationsRetired
+	}
+	has, err := check(ctx, r.t.RPUUID)
 	if err != nil {
 		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
 	}
