@@ -191,6 +191,13 @@ func writeRecordText(w io.Writer, rec claims.Record) {
 	fmt.Fprintf(w, "\n  previous:    instance %s, project %s\n", rec.PreviousTenant.InstanceUUID, rec.PreviousTenant.ProjectID)
 	fmt.Fprintf(w, "  pipeline:    %s %s, triggered by %s\n", rec.Method.Pipeline, rec.Method.PipelineVersion, recordsDash(rec.TriggeredBy))
 	fmt.Fprintf(w, "  result:      %s %s\n", strings.ToUpper(rec.Result.State), rec.Result.Summary)
+	if rt := rec.Retirement; rt != nil {
+		wiped := "NOT WIPED"
+		if rt.Wiped {
+			wiped = "wiped by step " + rt.WipeStep + " (" + recordsDash(rt.Technique) + ")"
+		}
+		fmt.Fprintf(w, "  retirement:  decided by %s; %s: %s\n", rt.Step, wiped, rt.Note)
+	}
 	fmt.Fprintf(w, "  started:     %s\n  ended:       %s\n\n", rec.StartedAt.Format(time.RFC3339), recordsTime(rec.EndedAt))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tSTEP\tATTEMPT\tOUTCOME\tPROGRESS\tSTARTED\tENDED\tOUTPUT")

@@ -143,3 +143,19 @@ func seedVerifications(t *testing.T) string {
 	}
 	return dir
 }
+
+// records show (text) prints the record's retirement: who decided it,
+// whether the device was wiped and how, and the note.
+func TestRecordTextShowsRetirement(t *testing.T) {
+	var b strings.Builder
+	writeRecordText(&b, claims.Record{Retirement: &claims.RecordRetirement{Step: claims.OperatorRetirement, Wiped: true,
+		WipeStep: "retire-wipe", Technique: "NVMe Sanitize, Crypto Erase", Note: "wiped before retirement"}})
+	if want := "retirement:  decided by scourctl retire; wiped by step retire-wipe (NVMe Sanitize, Crypto Erase): wiped before retirement"; !strings.Contains(b.String(), want) {
+		t.Errorf("records show text lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	writeRecordText(&b, claims.Record{Retirement: &claims.RecordRetirement{Step: "wear", Note: "NOT WIPED (operator chose --no-wipe): destroy it"}})
+	if want := "decided by wear; NOT WIPED: NOT WIPED (operator chose --no-wipe): destroy it"; !strings.Contains(b.String(), want) {
+		t.Errorf("records show text lacks %q:\n%s", want, b.String())
+	}
+}
