@@ -322,6 +322,15 @@ func fpgaClearMemory(ctx context.Context, be hardware.Backend, t *Target) (*plug
 		for k, v := range res.Details {
 			d[k] = v
 		}
+		// The tool's "ok" alone is its word that it cleared the memory; a
+		// card returned on that word alone may still hold the last
+		// tenant's data. Only a passed read-back (details.verification)
+		// counts, as for a step that verifies.
+		if j, why := plugins.JudgeVerification(res.Details, true); j != plugins.Verified {
+			return nil, withDetails(plugins.Errorf(plugins.CodePermanent,
+				"step %s: clearing the memory of FPGA %s: %s answered ok but %s; the card may still hold the last tenant's data, so it is quarantined (the tool must read the memory back and report details.verification.result: passed)",
+				t.Step, addr, tool, why), d)
+		}
 		return plugins.OK(d), nil
 	}
 	fp, ok := be.(hardware.FPGAProgrammer)

@@ -221,3 +221,38 @@ func TestFPGAClearMemory(t *testing.T) {
 		t.Errorf("no tool, no backend support: %v, want unsupported", err)
 	}
 }
+
+// A vendor tool's "ok" alone does not clear a card: only a passed
+// read-back of the memory it cleared does. An ok with no verification,
+// a failed one or a not-applicable one is a quarantine, with the tool's
+// details kept.
+func TestFPGAClearMemoryToolMustReadBack(t *testing.T) {
+	tool := func(v any) func(context.Context, string, map[string]any) (*plugins.Result, error) {
+		return func(_ context.Context, _ string, args map[string]any) (*plugins.Result, error) {
+			if args["action"] != "clear-memory" {
+				t.Errorf("tool asked %v, want action clear-memory", args)
+			}
+			d := map[string]any{"bytes": 1 << 30}
+			if v != nil {
+				d[plugins.VerificationKey] = v
+			}
+			return plugins.OK(d), nil
+		}
+	}
+	args := map[string]any{"tool": "/usr/lib/scour/plugins/fpga-xrt"}
+	if _, err := fpgaStep(t, fpgaSim(t), "fpga-clear-memory", args, tool(map[string]any{"result": "passed", "method": "read-back"})); err != nil {
+		t.Errorf("tool cleared and read back: %v", err)
+	}
+	for name, v := range map[string]any{
+		"no verification": nil,
+		"failed":          map[string]any{"result": "failed", "mismatch": "offset 0x1000"},
+		"not applicable":  map[string]any{"result": "not-applicable", "reason": "no read-back"},
+		"not an object":   "zeroed",
+	} {
+		_, err := fpgaStep(t, fpgaSim(t), "fpga-clear-memory", args, tool(v))
+		var pe *plugins.Error
+		if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent || !strings.Contains(pe.Msg, "may still hold") || pe.Details["bytes"] == nil {
+			t.Errorf("%s: err %#v, want permanent (quarantine) naming the missing read-back, with the tool's details", name, err)
+		}
+	}
+}
