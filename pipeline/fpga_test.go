@@ -146,7 +146,7 @@ profiles:
 	if res.Verdict != VerdictClean {
 		t.Fatalf("%s: steps %s", res, states(res.Steps))
 	}
-	if got == nil || got.Device.Kind != "fpga" || got.Args["action"] != "program" || got.Args["region"] != "region0" || got.Args["bitstream_id"] != "0xgolden" {
+	if got == nil || got.Device.Kind != "fpga" || got.Args["action"] != "program" || got.Args["region"] != "region0" || got.Args["bitstream_id"] != nil {
 		t.Errorf("the programmer got %+v", got)
 	}
 }

@@ -177,7 +177,7 @@ func fpgaProgram(ctx context.Context, be hardware.Backend, t *Target) (*plugins.
 	for _, region := range regions {
 		if programmer != "" {
 			res, err := toolRun(ctx, t, programmer, map[string]any{"action": "program", "region": region, "image_file": img.Path,
-				"image_id": img.ID, "image_hash_algo": img.HashAlgo, "image_hash_value": img.HashValue, "bitstream_id": want}, "programming "+img.Name)
+				"image_id": img.ID, "image_hash_algo": img.HashAlgo, "image_hash_value": img.HashValue}, "programming "+img.Name)
 			if err != nil {
 				return nil, withDetails(err, details)
 			}
@@ -292,9 +292,11 @@ func fpgaReadback(ctx context.Context, be hardware.Backend, t *Target) (*plugins
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: no fpga-program step succeeded earlier in this run: nothing to read back on %s (put fpga-program before it)", t.Step, t.Device.Address)
 	}
 	toolIDs := map[string]string{}
+	// The tool is not told the id it should find (nor is it when it
+	// programs): a tool that echoed it back would pass a card it never read.
 	if tool, _ := argString(t.Args, "programmer", ""); tool != "" {
 		for _, region := range regions {
-			res, err := toolRun(ctx, t, tool, map[string]any{"action": "readback", "region": region, "bitstream_id": want}, "reading back")
+			res, err := toolRun(ctx, t, tool, map[string]any{"action": "readback", "region": region}, "reading back")
 			if err != nil {
 				return nil, err
 			}
