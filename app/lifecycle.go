@@ -111,9 +111,10 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Logger:      log,
 	})
 	if err != nil {
-		// Its configuration or the plugins' deployment: --check-config
-		// finds the same, and restarting does not fix it.
-		return fail(fmt.Errorf("%w: pipelines: %w", config.ErrInvalid, err))
+		// Its values were validated before start (config.LoadChecked):
+		// what is left is the plugins' deployment (a plugin gone or not
+		// answering since), which installing it fixes: exit 1, restarted.
+		return fail(fmt.Errorf("pipelines: %w", err))
 	}
 	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
 		Placement: placementGate{c: pc, seen: seen, journal: func(runID string) placement.PutJournal {

@@ -66,11 +66,19 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	// The same checks for --check-config and for a start: what the
 	// check accepts starts, as far as this host can tell without the
-	// network (Placement credentials, plugins, paths), and a start
-	// refused for any of them exits 2, which systemd does not restart.
+	// network (Placement credentials, plugins, paths). A start refused
+	// for the configuration exits 2, which systemd does not restart; one
+	// refused only because the host is not ready (a plugin not installed
+	// or answering, a directory not creatable: config.ErrHostNotReady)
+	// exits 1, which it restarts, since a scourd that stays down fences
+	// nothing. --check-config exits 2 for either.
 	cfg, err := config.LoadChecked(*path, explicit || *path != config.DefaultPath, environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "scourd: %v\n", err)
+		if !*check && hostOnly(*path, explicit || *path != config.DefaultPath, environ, err) {
+			fmt.Fprintf(stderr, "scourd: the host is not ready for this configuration (above); exiting 1 so that systemd starts scourd again\n")
+			return 1
+		}
 		return 2
 	}
 	if *check {
@@ -190,4 +198,15 @@ func startCPUProfile(file string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// hostOnly reports whether err, LoadChecked's, holds only problems of the
+// host (config.ErrHostNotReady): the configuration's values pass
+// Validate and its credentials are complete.
+func hostOnly(path string, required bool, environ []string, err error) bool {
+	if !errors.Is(err, config.ErrHostNotReady) || errors.Is(err, config.ErrInvalid) {
+		return false
+	}
+	_, verr := config.Load(path, required, environ)
+	return verr == nil
 }

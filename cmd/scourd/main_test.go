@@ -398,4 +398,20 @@ func TestCheckConfigRunsTheStartChecksAndListsThemAll(t *testing.T) {
 			t.Errorf("--check-config created %s (stat: %v)", p, err)
 		}
 	}
+
+	// A configuration that is valid on a host not ready for it (a plugin
+	// not installed yet): --check-config refuses it (2), a start exits 1
+	// so that systemd starts it again once the plugin is there, instead
+	// of leaving scourd down (exit 2 is never restarted).
+	notReady := write("127.0.0.1:9464", state, "good", "missing")
+	for args, want := range map[string]int{"--check-config": 2, "": 1} {
+		argv := []string{"--config", notReady}
+		if args != "" {
+			argv = append([]string{args}, argv...)
+		}
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), argv, environ, &out, &errb); code != want || !strings.Contains(errb.String(), `" does not exist`) {
+			t.Errorf("scourd %v on a host without the plugin: exit %d, want %d\n%s", argv, code, want, errb.String())
+		}
+	}
 }
