@@ -105,9 +105,13 @@ func (h *seedHost) inv(dev Ref, rc string) (reserved, total, maxUnit int) {
 	return
 }
 
+// cyborgOn manages Cyborg's devices from Placement alone: these tests
+// prove the fence, so no Cyborg API (its ARQs) is read (a static token
+// would need placement.cyborg.endpoint for that).
 func cyborgOn(traits ...string) func(*Config) {
 	return func(c *Config) {
-		c.Cyborg = CyborgConfig{Enabled: true, Traits: traits, ResourceClasses: []string{"FPGA", "PGPU"}}
+		noARQs := false
+		c.Cyborg = CyborgConfig{Enabled: true, Traits: traits, ResourceClasses: []string{"FPGA", "PGPU"}, ReadARQs: &noARQs}
 	}
 }
 
