@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -39,6 +42,23 @@ type Plan struct {
 	// match (all of them when Profile is empty).
 	NotMatched []string
 	Steps      []PlannedStep
+	// RetireWipe is the retirement wipe a run would do before its
+	// quarantine verdict if a required step said retire (code 13; see
+	// docs/pipelines.md, Retirement): nil when none would, and then
+	// NoRetireWipe says why (the device would be retired unwiped).
+	RetireWipe   *PlannedRetireWipe
+	NoRetireWipe string
+}
+
+// PlannedRetireWipe is a Plan's retirement wipe: planned as a step (its
+// Action other than "run" means it would not erase the device, which
+// would then be retired unwiped), with its args and where it comes from.
+type PlannedRetireWipe struct {
+	PlannedStep
+	Args map[string]any
+	// Configured: the pipeline's retire_wipe; otherwise the default for
+	// the device's kind.
+	Configured bool
 }
 
 // PlannedStep is one step of a Plan.
@@ -86,6 +106,12 @@ func (e *Engine) Plan(ctx context.Context, t Target) (*Plan, error) {
 		}
 		p.Steps = append(p.Steps, ps)
 	}
+	if ws, none := retireWipeFor(&prof.Pipeline, dev); ws != nil {
+		p.RetireWipe = &PlannedRetireWipe{PlannedStep: planStep(ws, dev, prof.Pipeline.HomeDriver, nil, true),
+			Args: ws.Args, Configured: prof.Pipeline.RetireWipe != nil}
+	} else {
+		p.NoRetireWipe = none
+	}
 	return p, nil
 }
 
@@ -111,29 +137,67 @@ func (p *Plan) Write(w io.Writer) {
 		fmt.Fprintf(w, "category %s\n", p.Category)
 	}
 	for i, s := range p.Steps {
-		flags := []string{}
-		if s.Destructive {
-			flags = append(flags, "destructive: Placement allocation check first")
-		}
-		if !s.Required {
-			flags = append(flags, "optional")
-		}
-		if s.Verifies {
-			flags = append(flags, "verifies: listed under the record's verification")
-		}
-		fmt.Fprintf(w, "  %d. %-4s %s (%s): %s", i+1, strings.ToUpper(s.Action), s.Name, s.Type, s.Why)
-		if len(flags) > 0 {
-			fmt.Fprintf(w, " [%s]", strings.Join(flags, "; "))
-		}
-		fmt.Fprintf(w, "\n       %s\n", s.Does)
-		for _, warn := range s.Warnings {
-			fmt.Fprintf(w, "       WARNING: %s\n", warn)
-		}
+		writeStep(w, strconv.Itoa(i+1), s)
 		if s.Action == "fail" {
 			fmt.Fprintf(w, "  the run would stop here and the device would be quarantined\n")
-			return
+			break
 		}
 	}
+	p.writeRetireWipe(w)
+}
+
+// writeStep prints planned step s, numbered n.
+func writeStep(w io.Writer, n string, s PlannedStep) {
+	flags := []string{}
+	if s.Destructive {
+		flags = append(flags, "destructive: Placement allocation check first")
+	}
+	if !s.Required {
+		flags = append(flags, "optional")
+	}
+	if s.Verifies {
+		flags = append(flags, "verifies: listed under the record's verification")
+	}
+	fmt.Fprintf(w, "  %s. %-4s %s (%s): %s", n, strings.ToUpper(s.Action), s.Name, s.Type, s.Why)
+	if len(flags) > 0 {
+		fmt.Fprintf(w, " [%s]", strings.Join(flags, "; "))
+	}
+	fmt.Fprintf(w, "\n       %s\n", s.Does)
+	for _, warn := range s.Warnings {
+		fmt.Fprintf(w, "       WARNING: %s\n", warn)
+	}
+}
+
+// writeRetireWipe prints what a step saying retire (code 13) would lead
+// to: the retirement wipe, or that the device would be retired unwiped.
+func (p *Plan) writeRetireWipe(w io.Writer) {
+	rw := p.RetireWipe
+	if rw == nil {
+		fmt.Fprintf(w, "if a step says retire (code 13): %s; the device would be RETIRED UNWIPED (it may still hold the last tenant's data)\n", p.NoRetireWipe)
+		return
+	}
+	from := "the pipeline's retire_wipe"
+	if !rw.Configured {
+		from = fmt.Sprintf("no retire_wipe configured: the default for a device of kind %s", p.Device.Kind)
+	}
+	fmt.Fprintf(w, "if a step says retire (code 13), the run ends and this retirement wipe runs before the quarantine verdict (%s):\n", from)
+	writeStep(w, "R", rw.PlannedStep)
+	fmt.Fprintf(w, "       args: %s\n", formatArgs(rw.Args))
+	if rw.Action != "run" {
+		fmt.Fprintf(w, "  the wipe would not run: the device would be RETIRED UNWIPED (it may still hold the last tenant's data)\n")
+	}
+}
+
+// formatArgs prints a step's args in key order, "none" when it has none.
+func formatArgs(args map[string]any) string {
+	if len(args) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		parts = append(parts, fmt.Sprintf("%s: %v", k, args[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // planStep decides what Clean would do with step s of a device as

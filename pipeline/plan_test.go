@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/scour-project/scour/hardware"
 )
 
 func planText(t *testing.T, e *Engine, addr string) (*Plan, string) {
@@ -87,5 +89,91 @@ func TestDryRunOfShippedPipelineIsClean(t *testing.T) {
 	p, out := planText(t, e, "0000:01:00.0")
 	if p.Profile != "nvme" || strings.Contains(out, "cannot succeed") || strings.Contains(out, "FAIL") {
 		t.Fatalf("shipped pipeline dry run:\n%s", out)
+	}
+}
+
+// TestDryRunShowsTheRetirementWipe: the dry run says, for every device,
+// what a step saying retire (code 13) would lead to: the pipeline's
+// retire_wipe with its type and args; else an NVMe's default nvme-erase,
+// bound to nvme for the wipe; else plainly no wipe and a device retired
+// unwiped.
+func TestDryRunShowsTheRetirementWipe(t *testing.T) {
+	ctx := context.Background()
+	write := func(p *Plan) string {
+		var b bytes.Buffer
+		p.Write(&b)
+		return b.String()
+	}
+	cfg, err := ParseConfig([]byte(`
+profiles:
+  - name: shredded
+    match: {resource_classes: [CUSTOM_SHRED]}
+    pipeline:
+      name: shredded
+      retire_wipe: {name: shred, type: overwrite, args: {pattern: zero}}
+      steps: [{name: wear, type: nvme-wear-check, driver: nvme}]
+  - name: nvme
+    match: {kinds: [nvme]}
+    pipeline:
+      name: nvme
+      steps: [{name: wear, type: nvme-wear-check, driver: nvme}]
+  - name: gpu
+    match: {kinds: [gpu]}
+    pipeline: {name: gpu, steps: [{name: scrub, type: gpu-scrub}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := simEngine(t, cfg, qemuNVMe("0000:81:00.0", "S1", 1),
+		hardware.SimDevice{Address: "0000:41:00.0", Kind: hardware.KindGPU})
+
+	// Default for an NVMe on vfio-pci: nvme-erase, every technique, bound to nvme.
+	p, err := e.Plan(ctx, simTarget("0000:81:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := p.RetireWipe
+	if rw == nil || rw.Name != RetireWipeName || rw.Type != "nvme-erase" || rw.Configured || rw.Action != "run" ||
+		rw.Args["crypto"] != true || rw.Args["allow_overwrite"] != true || !rw.Destructive {
+		t.Fatalf("NVMe's retirement wipe %+v (none: %q); want the default nvme-erase, crypto and overwrite allowed, run, destructive", rw, p.NoRetireWipe)
+	}
+	out := write(p)
+	for _, want := range []string{
+		"if a step says retire (code 13), the run ends and this retirement wipe runs before the quarantine verdict (no retire_wipe configured: the default for a device of kind nvme)",
+		"R. RUN  retire-wipe (nvme-erase)",
+		"[binds nvme for the step, then back to vfio-pci]",
+		"args: {allow_overwrite: true, crypto: true}",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("NVMe dry run lacks %q:\n%s", want, out)
+		}
+	}
+
+	// The pipeline's retire_wipe, as configured.
+	tg := simTarget("0000:81:00.0")
+	tg.ResourceClass = "CUSTOM_SHRED"
+	if p, err = e.Plan(ctx, tg); err != nil {
+		t.Fatal(err)
+	}
+	if rw := p.RetireWipe; rw == nil || rw.Name != "shred" || rw.Type != "overwrite" || !rw.Configured || rw.Args["pattern"] != "zero" {
+		t.Fatalf("configured retirement wipe %+v; want shred (overwrite, pattern zero) from retire_wipe", rw)
+	}
+	out = write(p)
+	for _, want := range []string{"(the pipeline's retire_wipe)", "R. RUN  shred (overwrite)", "args: {pattern: zero}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run with retire_wipe lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A GPU without retire_wipe: none, and retired unwiped, plainly.
+	if p, err = e.Plan(ctx, simTarget("0000:41:00.0")); err != nil {
+		t.Fatal(err)
+	}
+	if p.RetireWipe != nil || !strings.Contains(p.NoRetireWipe, `kind "gpu"`) {
+		t.Fatalf("GPU's retirement wipe %+v, none %q; want none, saying why", p.RetireWipe, p.NoRetireWipe)
+	}
+	out = write(p)
+	if !strings.Contains(out, "if a step says retire (code 13): no retirement wipe") || !strings.Contains(out, "RETIRED UNWIPED") {
+		t.Errorf("GPU dry run does not say plainly that it would be retired unwiped:\n%s", out)
 	}
 }

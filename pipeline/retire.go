@@ -34,19 +34,23 @@ type Retirement struct {
 // every technique allowed (sanitize crypto > block > overwrite, format
 // SES 2 > 1, then a zero overwrite), bound to the driver it needs when
 // the device is elsewhere. Nil, with why, when none is known.
-func (r *run) retireWipe() (*Step, string) {
-	if w := r.prof.Pipeline.RetireWipe; w != nil {
+func (r *run) retireWipe() (*Step, string) { return retireWipeFor(&r.prof.Pipeline, r.dev) }
+
+// retireWipeFor is the retirement wipe pipeline p runs on dev (see
+// run.retireWipe); Engine.Plan shows it too.
+func retireWipeFor(p *Pipeline, dev *hardware.Device) (*Step, string) {
+	if w := p.RetireWipe; w != nil {
 		s := *w
 		s.retireWipe = true
 		return &s, ""
 	}
-	if r.dev.Kind != hardware.KindNVMe {
+	if dev.Kind != hardware.KindNVMe {
 		return nil, fmt.Sprintf("no retirement wipe: none is built in for a device of kind %q, and pipeline %s configures none (retire_wipe)",
-			r.dev.Kind, r.prof.Pipeline.Name)
+			dev.Kind, p.Name)
 	}
 	s := Step{Name: RetireWipeName, Type: "nvme-erase", Args: map[string]any{"crypto": true, "allow_overwrite": true}, retireWipe: true}
 	spec, _ := lookupBuiltin(s.Type)
-	if need := spec.Needs[hardware.KindNVMe]; r.dev.Driver != need {
+	if need := spec.Needs[hardware.KindNVMe]; dev.Driver != need {
 		s.Driver = need
 	}
 	s.setDefaults()

@@ -53,7 +53,10 @@ const pipelineHelp = `Reads scourd's config (--config, default /etc/scour/scour.
 SCOUR_CONFIG; loaded and validated as scourd does) and uses its "hardware:"
 and "pipelines:" sections: discovers the device read-only, and prints the
 profile that matches (and why the others did not), then each step: run,
-skip or fail, and why.
+skip or fail, and why; then the retirement wipe a run would do if a step
+said retire (code 13, a worn drive): the pipeline's retire_wipe or the
+default for the device's kind, with its type and args, or that none would
+run and the device would be retired unwiped.
 Nothing is written to the device and no plugin is executed.`
 
 type dryRunFlags struct{ device, resourceClass, rp string }

@@ -54,10 +54,21 @@ pipelines:
 		"verifies: listed under the record's verification",
 		"5. FAIL reset (pci-reset): requirements unmet",
 		"would stop here",
+		// Even after a failing step: what a worn drive's retirement would run.
+		"if a step says retire (code 13), the run ends and this retirement wipe runs before the quarantine verdict (no retire_wipe configured: the default for a device of kind nvme)",
+		"R. RUN  retire-wipe (nvme-erase)",
+		"args: {allow_overwrite: true, crypto: true}",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"pipeline", "dry-run", "--config", cfg, "--device", "41:00.0"}, &out, &errb); code != 0 {
+		t.Fatalf("gpu: exit %d: %s", code, errb.String())
+	}
+	if want := `if a step says retire (code 13): no retirement wipe: none is built in for a device of kind "gpu", and pipeline gpu configures none (retire_wipe); the device would be RETIRED UNWIPED`; !strings.Contains(out.String(), want) {
+		t.Errorf("gpu output lacks %q:\n%s", want, out.String())
 	}
 	// The simulated media still hold tenant data: nothing was touched.
 	b, _ := os.ReadFile(filepath.Join(dir, "sim", "0000:81:00.0", "nvme0n1.img"))

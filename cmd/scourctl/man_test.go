@@ -23,6 +23,7 @@ func TestManPages(t *testing.T) {
 		"scourctl-completion-bash.1":        "bash",
 		"scourctl-status.1":                 "--output",
 		"scourctl-retire.1":                 "--no-wipe",
+		"scourctl-pipeline-dry-run.1":       "retired unwiped",
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, page))
 		if err != nil {
