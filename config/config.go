@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,7 +146,36 @@ func (c *Config) Validate() error {
 	if err := c.ClaimsRoutingProblem(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.GlanceOwnersProblem(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// GlanceOwnersProblem reports steps naming a Glance image while
+// images.glance.owners is empty: scour reads Glance with an account that
+// may see every project's images, so it takes golden images only from the
+// projects listed there (docs/images.md, Trusted projects).
+func (c *Config) GlanceOwnersProblem() error {
+	if c.Lifecycle.Disabled() || len(c.Images.Glance.Owners) > 0 {
+		return nil
+	}
+	var steps []string
+	for _, p := range c.Pipelines.Profiles {
+		all := p.Pipeline.Steps
+		if p.Pipeline.RetireWipe != nil {
+			all = append(slices.Clip(all), *p.Pipeline.RetireWipe)
+		}
+		for _, s := range all {
+			if images.NamesGlance(s.Args) {
+				steps = append(steps, fmt.Sprintf("profile %s step %s", p.Name, s.Name))
+			}
+		}
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: required, since %s name a Glance image: list the Glance project ids whose images scour may program as golden (scour reads Glance with placement's credentials, which may see every project's images)", images.OwnersKey, strings.Join(steps, ", "))
 }
 
 // ClaimsRoutingProblem reports bus.broadcast_routing: claims where it

@@ -213,3 +213,38 @@ func TestRedactedHidesEveryDSNForm(t *testing.T) {
 		}
 	}
 }
+
+// A step naming a Glance image needs images.glance.owners: scour reads
+// Glance as an account that may see every project's images, and without
+// trusted projects a tenant's upload could pass for the golden image.
+func TestGlanceStepNeedsOwners(t *testing.T) {
+	t.Parallel()
+	for _, env := range [][]string{nil, {"SCOUR_IMAGES_GLANCE_OWNERS=ops1, ops2"}} {
+		c, err := Load("../deploy/scour.yaml", true, env)
+		if err != nil {
+			t.Fatalf("deploy/scour.yaml: %v", err)
+		}
+		named := false
+		for _, pr := range c.Pipelines.Profiles {
+			for _, s := range pr.Pipeline.Steps {
+				if s.Type == "fpga-program" {
+					s.Args["image"] = map[string]any{"glance_query": map[string]any{"tags": []any{"golden"}}}
+					named = true
+				}
+			}
+		}
+		if !named {
+			t.Fatal("deploy/scour.yaml has no fpga-program step to point at Glance")
+		}
+		err = c.Validate()
+		if env == nil {
+			if err == nil || !strings.Contains(err.Error(), "images.glance.owners: required") || !strings.Contains(err.Error(), "step program") {
+				t.Errorf("Glance step without owners: %v, want an error naming images.glance.owners and the step", err)
+			}
+			continue
+		}
+		if err != nil || len(c.Images.Glance.Owners) != 2 || c.Images.Glance.Owners[1] != "ops2" {
+			t.Errorf("with owners %v: %v", c.Images.Glance.Owners, err)
+		}
+	}
+}

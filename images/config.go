@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,14 @@ type GlanceConfig struct {
 	// Endpoint is Glance's URL, bypassing the service catalog; required
 	// when placement uses a static token (no Keystone, no catalog).
 	Endpoint string `yaml:"endpoint"`
+	// Owners are the Glance project ids whose images scour trusts as
+	// golden. scour reads Glance with placement's credentials, usually
+	// an admin's, which see every project's images: without this a
+	// tenant's private image carrying the same properties and tags could
+	// be programmed as golden. An image owned by another project is
+	// refused by id and ignored by a query. Required when a step names a
+	// Glance image (config.Validate checks it).
+	Owners []string `yaml:"owners"`
 	// AllowMD5 accepts an image without multihash (os_hash_algo/
 	// os_hash_value) when its legacy md5 checksum matches; the record then
 	// says the check was md5. Default false: such images are refused.
@@ -72,6 +82,11 @@ func (c *Config) Validate() error {
 		bad("images.cache_max_bytes: negative")
 	}
 	g := c.Glance
+	for i, o := range g.Owners {
+		if o == "" || strings.ContainsAny(o, " \t,") {
+			bad("images.glance.owners[%d]: %q is not a Glance project id", i, o)
+		}
+	}
 	if g.Endpoint != "" {
 		if u, err := url.Parse(g.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("images.glance.endpoint: %q is not an http(s) URL", g.Endpoint)
@@ -84,4 +99,19 @@ func (c *Config) Validate() error {
 		bad("images.glance.attempts: %d, want at least 1", g.Attempts)
 	}
 	return errors.Join(errs...)
+}
+
+// OwnersKey is the configuration key listing the trusted Glance projects.
+const OwnersKey = "images.glance.owners"
+
+// NamesGlance reports whether a step's args name a Glance image
+// (args.image with glance_id: or glance_query:).
+func NamesGlance(args map[string]any) bool {
+	m, ok := args["image"].(map[string]any)
+	return ok && (m["glance_id"] != nil || m["glance_query"] != nil)
+}
+
+// trusted reports whether owner is one of the trusted projects.
+func (g GlanceConfig) trusted(owner string) bool {
+	return owner != "" && slices.Contains(g.Owners, owner)
 }

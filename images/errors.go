@@ -24,6 +24,9 @@ const (
 	// ReasonNoMultihash: Glance holds no os_hash_algo/os_hash_value and
 	// the legacy md5 checksum is not allowed (or absent too).
 	ReasonNoMultihash Reason = "no_multihash"
+	// ReasonUntrustedOwner: the image named by id belongs to a project
+	// not in images.glance.owners.
+	ReasonUntrustedOwner Reason = "untrusted_owner"
 	// ReasonTooLarge: the image is larger than the cache may hold.
 	ReasonTooLarge Reason = "too_large"
 	// ReasonUnavailable: the source could not be read (unreachable, 5xx,

@@ -109,6 +109,8 @@ func (g *Glance) check(ref Ref, m *gimages.Image) (Image, error) {
 	algo, _ := m.Properties["os_hash_algo"].(string)
 	val, _ := m.Properties["os_hash_value"].(string)
 	switch {
+	case algo == "md5" && val != "" && !g.cfg.AllowMD5:
+		return refuse(ReasonNoMultihash, "Glance image %s (%s) has only an md5 multihash (os_hash_algo md5): refusing it (re-upload it to a Glance hashing with sha512, or set images.glance.allow_md5: true to accept md5)", m.ID, m.Name)
 	case algo != "" && val != "":
 		img.HashAlgo, img.HashValue = algo, strings.ToLower(val)
 	case g.cfg.AllowMD5 && m.Checksum != "":
@@ -141,8 +143,13 @@ func stringProps(p map[string]any) map[string]string {
 	return out
 }
 
-// find reads the image by id, or the one active image the query matches.
+// find reads the image by id, or the one active image the query matches,
+// among the images of the trusted projects (images.glance.owners) only.
 func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Ref) (*gimages.Image, error) {
+	if len(g.cfg.Owners) == 0 {
+		return nil, &Error{Ref: ref, Reason: ReasonInvalid, ImageID: ref.ID,
+			Msg: fmt.Sprintf("%s is empty, so scour trusts no Glance project's images: list the project ids that own the golden images", OwnersKey)}
+	}
 	if ref.ID != "" {
 		var m *gimages.Image
 		err := g.retry(ctx, func(ctx context.Context) error {
@@ -155,28 +162,29 @@ func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Re
 		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			return nil, &Error{Ref: ref, Reason: ReasonNotFound, ImageID: ref.ID, Msg: "Glance has no image with this id (deleted?): upload it again and point the step at the new id", Err: err}
 		}
+		if err == nil && !g.cfg.trusted(m.Owner) {
+			return nil, &Error{Ref: ref, Reason: ReasonUntrustedOwner, ImageID: m.ID,
+				Msg: fmt.Sprintf("Glance image %s (%s) belongs to project %q, which is not in %s %v: refusing it (point the step at an image of a trusted project, or add its owner to %s if that project holds golden images)", m.ID, m.Name, m.Owner, OwnersKey, g.cfg.Owners, OwnersKey)}
+		}
 		return m, err
 	}
 	var all []gimages.Image
-	err := g.retry(ctx, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
-		defer cancel()
-		all = nil
-		return gimages.List(sc, query{ref.Query}).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
-			is, err := gimages.ExtractImages(p)
-			all = append(all, is...)
-			return true, err
-		})
-	})
-	if err != nil {
-		return nil, err
+	for _, owner := range g.cfg.Owners {
+		is, err := g.list(ctx, sc, query{ref.Query, owner})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, is...)
 	}
 	var active []gimages.Image
 	var names []string
+	seen := map[string]bool{}
 	for _, m := range all {
-		if !matches(m, ref.Query) { // Glance ignoring a filter must not widen the match
+		// Glance ignoring a filter (owner included) must not widen the match.
+		if seen[m.ID] || !matches(m, ref.Query) || !g.cfg.trusted(m.Owner) {
 			continue
 		}
+		seen[m.ID] = true
 		names = append(names, fmt.Sprintf("%s (%s, %s)", m.ID, m.Name, m.Status))
 		if m.Status == gimages.ImageStatusActive {
 			active = append(active, m)
@@ -187,10 +195,47 @@ func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Re
 		return &active[0], nil
 	case 0:
 		return nil, &Error{Ref: ref, Reason: ReasonNotFound, Candidates: names,
-			Msg: fmt.Sprintf("no active Glance image matches (non-active matches: %v): upload the image with these properties and tags, or reactivate it", orNone(names))}
+			Msg: fmt.Sprintf("no active Glance image matches among the trusted projects' (%s %v; non-active matches: %v%s): upload the image with these properties and tags to a trusted project, or reactivate it", OwnersKey, g.cfg.Owners, orNone(names), g.untrusted(ctx, sc, ref))}
 	}
 	return nil, &Error{Ref: ref, Reason: ReasonAmbiguous, Candidates: names,
-		Msg: fmt.Sprintf("%d active Glance images match, want exactly one: %s; deactivate or retag all but one, or name the image by glance_id", len(active), strings.Join(names, ", "))}
+		Msg: fmt.Sprintf("%d active Glance images of the trusted projects match, want exactly one: %s; deactivate or retag all but one, or name the image by glance_id", len(active), strings.Join(names, ", "))}
+}
+
+// list reads every page of a list query.
+func (g *Glance) list(ctx context.Context, sc *gophercloud.ServiceClient, q query) ([]gimages.Image, error) {
+	var all []gimages.Image
+	err := g.retry(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+		defer cancel()
+		all = nil
+		return gimages.List(sc, q).EachPage(ctx, func(_ context.Context, p pagination.Page) (bool, error) {
+			is, err := gimages.ExtractImages(p)
+			all = append(all, is...)
+			return true, err
+		})
+	})
+	return all, err
+}
+
+// untrusted names, for the message of a query nothing trusted matched,
+// the matching images of other projects, which were ignored (best
+// effort: "" when there are none or Glance cannot say). They are never
+// candidates.
+func (g *Glance) untrusted(ctx context.Context, sc *gophercloud.ServiceClient, ref Ref) string {
+	all, err := g.list(ctx, sc, query{q: ref.Query})
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, m := range all {
+		if matches(m, ref.Query) && !g.cfg.trusted(m.Owner) {
+			names = append(names, fmt.Sprintf("%s (%s, %s, owner %s)", m.ID, m.Name, m.Status, m.Owner))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ignored because their owner is not in %s: %s", OwnersKey, strings.Join(names, ", "))
 }
 
 func orNone(s []string) any {
@@ -216,9 +261,12 @@ func matches(m gimages.Image, q *Query) bool {
 }
 
 // query is a Glance list query: custom properties filter by exact value
-// (?prop=value), tags by repeated ?tag=; every status is listed so a
-// deactivated match can be named.
-type query struct{ q *Query }
+// (?prop=value), tags by repeated ?tag=, the owning project by ?owner=
+// (when set); every status is listed so a deactivated match can be named.
+type query struct {
+	q     *Query
+	owner string
+}
 
 func (q query) ToImageListQuery() (string, error) {
 	v := url.Values{}
@@ -227,6 +275,9 @@ func (q query) ToImageListQuery() (string, error) {
 	}
 	for _, t := range q.q.Tags {
 		v.Add("tag", t)
+	}
+	if q.owner != "" {
+		v.Set("owner", q.owner)
 	}
 	v.Set("limit", "100")
 	return "?" + v.Encode(), nil

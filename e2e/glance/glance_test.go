@@ -37,6 +37,9 @@ func newFixture(t *testing.T, g *harness.Glance, cfg images.GlanceConfig, cacheM
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Owners == nil {
+		cfg.Owners = []string{harness.GlanceOwner}
+	}
 	if cfg.Backoff == 0 {
 		cfg.Backoff = time.Millisecond // the faults are injected: no need to wait between tries
 	}
@@ -170,6 +173,37 @@ func TestGlanceQueryMatchingZeroOrTwoImages(t *testing.T) {
 	}
 }
 
+// Another project's image with the operator's properties and tags (a
+// tenant's private upload, which scour's admin credentials can list) is
+// never taken for the golden image: ignored by a query while the
+// operator's is active and once it is deactivated, refused by id.
+func TestGlanceImageOfAnotherProjectIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	g := harness.StartGlance(t)
+	f := newFixture(t, g, images.GlanceConfig{}, 1<<30)
+	model := unique()
+	props := map[string]string{"scour_model": model, "bitstream_id": "0xgolden"}
+	ops := g.Upload(t, harness.GlanceImage{Name: "golden", Tags: []string{"golden"}, Properties: props, Data: randomImage(t, 1024)})
+	evil := g.Upload(t, harness.GlanceImage{Name: "golden", Tags: []string{"golden"}, Owner: "tenant-project",
+		Properties: map[string]string{"scour_model": model, "bitstream_id": "0xevil"}, Data: randomImage(t, 1024)})
+	if o := g.Image(t, evil)["owner"]; o != "tenant-project" {
+		t.Fatalf("harness: the tenant's image is owned by %v", o)
+	}
+	q := images.Ref{Query: &images.Query{Properties: map[string]string{"scour_model": model}, Tags: []string{"golden"}}}
+	img, err := f.src.Fetch(t.Context(), q)
+	if err != nil || img.ID != ops || img.Properties["bitstream_id"] != "0xgolden" {
+		t.Fatalf("both active: %+v, %v; want the operator's %s", img, err, ops)
+	}
+	g.Deactivate(t, ops)
+	_, err = f.src.Fetch(t.Context(), q)
+	e := wantReason(t, err, images.ReasonNotFound, ops, evil, "owner tenant-project", "images.glance.owners")
+	if strings.Contains(strings.Join(e.Candidates, " "), evil) {
+		t.Errorf("the tenant's image is a candidate: %v", e.Candidates)
+	}
+	_, err = f.src.Fetch(t.Context(), images.Ref{ID: evil})
+	wantReason(t, err, images.ReasonUntrustedOwner, evil, "tenant-project", "images.glance.owners")
+}
+
 // An image deactivated or deleted between runs is refused, even though a
 // verified copy is still in the cache.
 func TestGlanceImageDeactivatedOrDeletedBetweenRuns(t *testing.T) {
@@ -276,7 +310,7 @@ func TestGlanceUnavailable(t *testing.T) {
 		c, _ := images.OpenCache(dir, 1<<30)
 		// A port nothing listens on: the connection is refused at once.
 		sc := images.EndpointClient("http://127.0.0.1:1", "", http.Client{})
-		src := images.NewGlance(images.StaticClient(sc), c, images.GlanceConfig{Attempts: 2, Backoff: time.Millisecond}, nil, nil)
+		src := images.NewGlance(images.StaticClient(sc), c, images.GlanceConfig{Owners: []string{harness.GlanceOwner}, Attempts: 2, Backoff: time.Millisecond}, nil, nil)
 		_, err := src.Fetch(t.Context(), images.Ref{ID: id})
 		wantReason(t, err, images.ReasonUnavailable)
 	})

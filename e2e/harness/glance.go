@@ -82,12 +82,20 @@ func (g *Glance) Requests() (total, faulted int64) {
 	return g.proxy.requests.Load(), g.proxy.faulted.Load()
 }
 
+// GlanceOwner is the project that owns uploaded images unless
+// GlanceImage.Owner says otherwise: the operator's project, which the
+// tests list in images.glance.owners.
+const GlanceOwner = "0123456789abcdef0123456789abcdef"
+
 // GlanceImage is what Upload creates.
 type GlanceImage struct {
 	Name       string
 	Properties map[string]string
 	Tags       []string
 	Data       []byte
+	// Owner is the owning project (default GlanceOwner); the harness's
+	// Glance runs unauthenticated as an admin, which may set it.
+	Owner string
 }
 
 // Upload creates an image and uploads its data as an operator does
@@ -98,6 +106,10 @@ func (g *Glance) Upload(t testing.TB, img GlanceImage) string {
 	meta := map[string]any{"name": img.Name, "disk_format": "raw", "container_format": "bare", "tags": append([]string{}, img.Tags...)}
 	for k, v := range img.Properties {
 		meta[k] = v
+	}
+	meta["owner"] = img.Owner
+	if img.Owner == "" {
+		meta["owner"] = GlanceOwner
 	}
 	body, _ := json.Marshal(meta)
 	var created struct{ ID string }
