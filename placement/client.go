@@ -26,10 +26,14 @@ type Client struct {
 	nodeUUID string          // compute node RP, looked up once
 	traitsOK map[string]bool // custom traits known to exist
 	cyborg   map[string]bool // providers listed with a Cyborg trait (cyborg.go)
-	shared   sharedListing   // ConfirmShared's listings
-	invs     invCache        // last inventory read of each device (inventory.go)
-	creds    credsHold       // cooldown after a credential refusal (credentials.go)
-	now      func() time.Time
+	// cyborgLists and cyborgListErr: each Cyborg listing's last success
+	// and its error last logged (listManaged).
+	cyborgLists   map[string][]provider
+	cyborgListErr map[string]string
+	shared        sharedListing // ConfirmShared's listings
+	invs          invCache      // last inventory read of each device (inventory.go)
+	creds         credsHold     // cooldown after a credential refusal (credentials.go)
+	now           func() time.Time
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.

@@ -79,35 +79,100 @@ func (c *CyborgConfig) validate(otu, quarantine string, bad func(string, ...any)
 	}
 }
 
+// managed is one listing of the devices scour manages (listManaged).
+type managed struct {
+	provs []provider
+	// via names, per provider, the Cyborg traits it was listed under
+	// ("" for the one-time-use trait).
+	via map[string][]string
+	// failed holds the Cyborg traits whose listing failed this time (the
+	// previous successful listing stood in, or nothing).
+	failed map[string]bool
+}
+
+// sure says whether uuid's presence in a listing with extra traits is
+// known: it was listed (in the plain listing m) under the one-time-use
+// trait or a Cyborg trait whose listing with extra (x) did not fail.
+func (m managed) sure(uuid string, x managed) bool {
+	return slices.ContainsFunc(m.via[uuid], func(t string) bool { return t == "" || !x.failed[t] })
+}
+
 // listManaged lists the providers of node's tree that scour manages and
 // that carry every trait of extra (a comma-separated suffix such as
 // ",CUSTOM_SCOUR_QUARANTINED", or ""): those with the one-time-use trait,
 // and with Cyborg recognition on, those with any Cyborg trait (one more
 // listing per trait; before microversion 1.39 Placement cannot list
 // "any of"). Cyborg providers are remembered as such (isCyborg).
-func (c *Client) listManaged(ctx context.Context, node, extra string) ([]provider, error) {
+//
+// Only the one-time-use listing failing fails the call: a Cyborg listing
+// that fails (a trait an older Placement does not know and scour cannot
+// create, being a standard one; Placement failing past the retries) is
+// logged and counted (cyborgListFailed), its previous successful listing
+// stands in, and it is named in failed; Nova's one-time-use devices are
+// burned, cleaned and returned as ever.
+func (c *Client) listManaged(ctx context.Context, node, extra string) (managed, error) {
 	out, err := c.listTree(ctx, node, c.cfg.OneTimeUseTrait+extra)
-	if err != nil || !c.cfg.Cyborg.Enabled {
-		return out, err
-	}
-	seen := make(map[string]bool, len(out))
+	m := managed{provs: out, via: make(map[string][]string, len(out)), failed: map[string]bool{}}
 	for _, p := range out {
-		seen[p.UUID] = true
+		m.via[p.UUID] = []string{""}
+	}
+	if err != nil || !c.cfg.Cyborg.Enabled {
+		return m, err
 	}
 	for _, t := range c.cfg.Cyborg.Traits {
+		key := node + "?" + t + extra
 		ps, err := c.listTree(ctx, node, t+extra)
 		if err != nil {
-			return nil, err
+			m.failed[t] = true
+			ps = c.cyborgListFailed(key, t+extra, err)
+		} else {
+			c.cyborgListed(key, t+extra, ps)
 		}
 		for _, p := range ps {
 			c.noteCyborg(p.UUID)
-			if !seen[p.UUID] {
-				seen[p.UUID] = true
-				out = append(out, p)
+			if _, ok := m.via[p.UUID]; !ok {
+				m.provs = append(m.provs, p)
 			}
+			m.via[p.UUID] = append(m.via[p.UUID], t)
 		}
 	}
-	return out, nil
+	return m, nil
+}
+
+// cyborgListFailed counts a failed Cyborg listing, logs it at WARN when
+// its error differs from the one last logged for the same listing (a
+// Placement that does not know the trait fails every scan the same way),
+// and returns the listing's previous successful result (nil if none).
+func (c *Client) cyborgListFailed(key, traits string, err error) []provider {
+	c.metrics.cyborgListFailures.WithLabelValues(traits).Inc()
+	c.mu.Lock()
+	prev, had := c.cyborgLists[key]
+	logIt := c.cyborgListErr[key] != err.Error()
+	if c.cyborgListErr == nil {
+		c.cyborgListErr = map[string]string{}
+	}
+	c.cyborgListErr[key] = err.Error()
+	c.mu.Unlock()
+	if logIt {
+		c.log.Warn("listing this host's Cyborg devices failed; the one-time-use devices are handled as ever, the Cyborg devices of this listing as of its last success (left alone where their quarantine is unknown), until it works again (check that Placement knows the trait, or set placement.cyborg.traits)",
+			"traits", traits, "previous_listing", had, "previous_devices", len(prev), "error", err)
+	}
+	return slices.Clone(prev)
+}
+
+// cyborgListed remembers a successful Cyborg listing.
+func (c *Client) cyborgListed(key, traits string, ps []provider) {
+	c.mu.Lock()
+	if c.cyborgLists == nil {
+		c.cyborgLists = map[string][]provider{}
+	}
+	c.cyborgLists[key] = slices.Clone(ps)
+	_, failed := c.cyborgListErr[key]
+	delete(c.cyborgListErr, key)
+	c.mu.Unlock()
+	if failed {
+		c.log.Info("listing this host's Cyborg devices works again", "traits", traits, "devices", len(ps))
+	}
 }
 
 func (c *Client) noteCyborg(uuid string) {

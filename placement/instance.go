@@ -52,17 +52,17 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 	if len(body.Allocations) == 0 {
 		return claim, nil
 	}
-	devs, err := c.listManaged(ctx, node, "")
+	listed, err := c.listManaged(ctx, node, "")
 	if err != nil {
 		return nil, err
 	}
-	if !matchClaim(claim, node, devs, body.Allocations) {
+	if !matchClaim(claim, node, listed.provs, body.Allocations) {
 		// Nothing of this host's tree: check the cached node is current.
-		if node, devs, err = c.relookupNode(ctx, node); err != nil {
+		if node, listed, err = c.relookupNode(ctx, node); err != nil {
 			return nil, err
 		}
-		if devs != nil {
-			matchClaim(claim, node, devs, body.Allocations)
+		if listed.via != nil {
+			matchClaim(claim, node, listed.provs, body.Allocations)
 		}
 	}
 	sort.Slice(claim.Devices, func(i, j int) bool { return claim.Devices[i].Address < claim.Devices[j].Address })

@@ -9,12 +9,13 @@ import (
 // metrics are per client, registered on the registerer given to New
 // (never the global one).
 type metrics struct {
-	requests        *prometheus.CounterVec
-	retries         *prometheus.CounterVec
-	skipped         prometheus.Counter
-	traitsRecreated prometheus.Counter
-	scanRequests    prometheus.Gauge
-	scanSeconds     prometheus.Histogram
+	requests           *prometheus.CounterVec
+	retries            *prometheus.CounterVec
+	skipped            prometheus.Counter
+	traitsRecreated    prometheus.Counter
+	cyborgListFailures *prometheus.CounterVec
+	scanRequests       prometheus.Gauge
+	scanSeconds        prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -35,6 +36,10 @@ func newMetrics() *metrics {
 			Namespace: "scour", Subsystem: "placement", Name: "traits_recreated_total",
 			Help: "CUSTOM_ traits scour created again because Placement answered that they did not exist (its database was rebuilt or restored under a running scour).",
 		}),
+		cyborgListFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "cyborg_list_failures_total",
+			Help: "Listings of this host's Cyborg devices that failed (a trait Placement does not know, Placement failing past the retries), by the traits listed; the one-time-use devices are handled regardless (docs/cyborg.md).",
+		}, []string{"traits"}),
 		scanRequests: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "last_scan_requests",
 			Help: "Placement requests the last host scan made (2 + 1 or 2 per device once the node is known: 1 while its inventory is unchanged since the last read).",
@@ -52,5 +57,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.scanRequests), r.Register(m.scanSeconds))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds))
 }

@@ -60,15 +60,20 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	devs, err := c.listManaged(ctx, node, "")
+	listed, err := c.listManaged(ctx, node, "")
 	if err != nil {
 		return nil, err
 	}
+	devs := listed.provs
 	if len(devs) == 0 {
 		// An unknown in_tree UUID lists nothing rather than failing: make
 		// sure the cached compute node RP was not deleted and re-created.
-		if node, devs, err = c.relookupNode(ctx, node); err != nil {
+		var relisted managed
+		if node, relisted, err = c.relookupNode(ctx, node); err != nil {
 			return nil, err
+		}
+		if relisted.via != nil {
+			listed, devs = relisted, relisted.provs
 		}
 	}
 	inTree := make(map[string]bool, len(devs))
@@ -80,8 +85,8 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := make(map[string]bool, len(quarantined))
-	for _, p := range quarantined {
+	q := make(map[string]bool, len(quarantined.provs))
+	for _, p := range quarantined.provs {
 		q[p.UUID] = true
 	}
 	out := make([]Device, len(devs))
@@ -94,6 +99,12 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			out[i], errs[i] = c.readDevice(ctx, p, q[p.UUID])
+			if errs[i] == nil && !listed.sure(p.UUID, quarantined) {
+				// Its quarantine listing failed: whether it is quarantined is
+				// unknown, so it is left alone this scan (never cleaned,
+				// returned or counted free).
+				out[i].State, out[i].Why = StateUnmanaged, "Cyborg device whose quarantine listing failed this scan (see the WARN on the failed Cyborg listing); left alone until it works again"
+			}
 		}()
 	}
 	wg.Wait()
@@ -233,13 +244,13 @@ func (c *Client) nodeRP(ctx context.Context) (string, error) {
 
 // relookupNode finds the compute node by name again and, if its UUID
 // changed, lists the new tree.
-func (c *Client) relookupNode(ctx context.Context, old string) (string, []provider, error) {
+func (c *Client) relookupNode(ctx context.Context, old string) (string, managed, error) {
 	c.mu.Lock()
 	c.nodeUUID = ""
 	c.mu.Unlock()
 	node, err := c.nodeRP(ctx)
 	if err != nil || node == old {
-		return node, nil, err
+		return node, managed{}, err
 	}
 	c.log.Warn("compute node resource provider was re-created", "old", old, "new", node)
 	devs, err := c.listManaged(ctx, node, "")

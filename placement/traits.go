@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -103,6 +104,9 @@ func (c *Client) traitSetting(t string) string {
 		return "placement.one_time_use_trait"
 	case c.cfg.QuarantineTrait:
 		return "placement.quarantine_trait"
+	}
+	if c.cfg.Cyborg.Enabled && slices.Contains(c.cfg.Cyborg.Traits, t) {
+		return "placement.cyborg.traits"
 	}
 	return "none (a trait scour wrote)"
 }
