@@ -3,15 +3,16 @@
 # bookworm (minbase) root filesystem with the packages in e2e/images/packages,
 # lay the recipe's config files over a hard-linked copy, and import it with
 # podman twice: one image whose entry point is RabbitMQ, one whose entry point
-# is Placement (PostgreSQL or sqlite, noauth2: e2e/images/placement-start).
-# Glance's image comes from a root filesystem of its own
-# (e2e/images/glance-packages), so neither list's change rebuilds the other's.
+# is Placement (PostgreSQL or sqlite, noauth2 or Keystone:
+# e2e/images/placement-start). Glance's and Keystone's images come from root
+# filesystems of their own (e2e/images/glance-packages,
+# e2e/images/keystone-packages), so no list's change rebuilds another's.
 # Tags are the recipe's content hash, so nothing is rebuilt unless the recipe
 # changed. The debootstrap output is cached under e2e/.images/ (gitignored),
 # keyed by the package list.
 #
 # Environment: SCOUR_E2E_RABBITMQ_IMAGE / SCOUR_E2E_PLACEMENT_IMAGE /
-# SCOUR_E2E_GLANCE_IMAGE (names to
+# SCOUR_E2E_GLANCE_IMAGE / SCOUR_E2E_KEYSTONE_IMAGE (names to
 # use instead; when set and not localhost/scour-e2e-*, nothing is built),
 # SCOUR_E2E_DEBIAN_MIRROR (defaults to this machine's apt mirror).
 set -euo pipefail
@@ -24,15 +25,16 @@ hash=$(e2e_recipe_hash)
 rabbit=$(e2e_rabbitmq_image)
 placement=$(e2e_placement_image)
 glance=$(e2e_glance_image)
+keystone=$(e2e_keystone_image)
 
 have_image() { podman image exists "$1"; }
-have_all() { have_image "$rabbit" && have_image "$placement" && have_image "$glance"; }
+have_all() { have_image "$rabbit" && have_image "$placement" && have_image "$glance" && have_image "$keystone"; }
 
 if have_all; then
-	echo "e2e-images: $rabbit, $placement and $glance are up to date (recipe $hash)"
+	echo "e2e-images: $rabbit, $placement, $glance and $keystone are up to date (recipe $hash)"
 	exit 0
 fi
-for img in "$rabbit" "$placement" "$glance"; do
+for img in "$rabbit" "$placement" "$glance" "$keystone"; do
 	case "$img" in
 	localhost/scour-e2e-*) ;;
 	*) have_image "$img" || { echo "e2e-images: $img is not a scour-built image and is not present; pull it first" >&2; exit 1; } ;;
@@ -124,8 +126,30 @@ build_glance() {
 }
 have_image "$glance" || build_glance
 
+# Keystone: python3-keystone (not the keystone package, whose maintainer
+# scripts configure a database through debconf) served by uwsgi, sqlite and
+# fernet tokens; e2e/images/keystone-start bootstraps it at container start.
+build_keystone() {
+	rootfs e2e/images/keystone-packages
+	stage="$cache/stage-keystone-$hash"
+	rm -rf "$stage"
+	cp -al "$rootfs" "$stage"
+	put e2e/images/keystone.conf /etc/keystone/keystone.conf 0644
+	put e2e/images/keystone-start /usr/local/bin/keystone-start 0755
+	mkdir -p "$stage/var/lib/keystone" "$stage/etc/keystone/fernet-keys" "$stage/etc/keystone/credential-keys"
+	rm -f "$stage/.scour-complete"
+	tar -C "$stage" -c . | podman import -q \
+		--change "$path" \
+		--change 'EXPOSE 5000' \
+		--change "LABEL org.scour.e2e.recipe=$hash" \
+		--change 'CMD ["/usr/local/bin/keystone-start"]' \
+		- "$keystone" >/dev/null
+	rm -rf "$stage"
+}
+have_image "$keystone" || build_keystone
+
 if have_image "$rabbit" && have_image "$placement"; then
-	echo "e2e-images: built $glance in $(($(date +%s) - start))s"
+	echo "e2e-images: built $glance and $keystone in $(($(date +%s) - start))s"
 	exit 0
 fi
 rootfs e2e/images/packages
@@ -169,8 +193,8 @@ rm -rf "$stage"
 # machine (worktrees, branches) may run a recipe of their own: remove only
 # those built more than a day ago, so two checkouts do not remove each other's.
 podman images --filter until=24h --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
-	grep -E '^localhost/scour-e2e-(rabbitmq|placement|glance):' | grep -v ":$hash\$" |
+	grep -E '^localhost/scour-e2e-(rabbitmq|placement|glance|keystone):' | grep -v ":$hash\$" |
 	xargs -r podman rmi >/dev/null 2>&1 || true
 podman image prune -f --filter label=org.scour.e2e.recipe >/dev/null 2>&1 || true
 echo "e2e-images: podman import took $(($(date +%s) - t0))s"
-echo "e2e-images: built $rabbit, $placement and $glance in $(($(date +%s) - start))s"
+echo "e2e-images: built $rabbit, $placement, $glance and $keystone in $(($(date +%s) - start))s"

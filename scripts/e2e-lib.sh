@@ -12,6 +12,7 @@ e2e_recipe_hash() {
 
 e2e_rabbitmq_image() { echo "${SCOUR_E2E_RABBITMQ_IMAGE:-localhost/scour-e2e-rabbitmq:$(e2e_recipe_hash)}"; }
 e2e_glance_image() { echo "${SCOUR_E2E_GLANCE_IMAGE:-localhost/scour-e2e-glance:$(e2e_recipe_hash)}"; }
+e2e_keystone_image() { echo "${SCOUR_E2E_KEYSTONE_IMAGE:-localhost/scour-e2e-keystone:$(e2e_recipe_hash)}"; }
 e2e_placement_image() { echo "${SCOUR_E2E_PLACEMENT_IMAGE:-localhost/scour-e2e-placement:$(e2e_recipe_hash)}"; }
 
 # The Debian mirror this machine's apt uses (first non-security entry), so

@@ -17,6 +17,7 @@ const (
 	EnvRabbitMQImage  = "SCOUR_E2E_RABBITMQ_IMAGE"  // image instead of the scour-built one
 	EnvPlacementImage = "SCOUR_E2E_PLACEMENT_IMAGE" // image instead of the scour-built one
 	EnvGlanceImage    = "SCOUR_E2E_GLANCE_IMAGE"    // image instead of the scour-built one
+	EnvKeystoneImage  = "SCOUR_E2E_KEYSTONE_IMAGE"  // image instead of the scour-built one
 	EnvPodmanSocket   = "SCOUR_E2E_PODMAN_SOCKET"   // engine socket (default /run/podman/podman.sock)
 
 	// The Placement container's database and uwsgi worker processes (see

@@ -82,3 +82,16 @@ func glanceImage() (string, error) {
 	}
 	return "localhost/scour-e2e-glance:" + h, nil
 }
+
+// keystoneImage is the Keystone image to run: the environment's choice,
+// else the scour-built one for the current recipe.
+func keystoneImage() (string, error) {
+	if img := os.Getenv(EnvKeystoneImage); img != "" {
+		return img, nil
+	}
+	h, err := recipeHash(repoRoot())
+	if err != nil {
+		return "", err
+	}
+	return "localhost/scour-e2e-keystone:" + h, nil
+}

@@ -31,6 +31,7 @@ type Service string
 const (
 	RabbitMQService  Service = "rabbitmq"
 	PlacementService Service = "placement"
+	KeystoneService  Service = "keystone"
 )
 
 // Main runs the package's tests and then removes the containers they
@@ -73,7 +74,8 @@ func warmUp(s Service) {
 	if err := engineEnv(); err != nil {
 		return // the first test using s reports it
 	}
-	newSvc := map[Service]func() (*service, error){RabbitMQService: newRabbitMQ, PlacementService: newPlacement}[s]
+	newSvc := map[Service]func() (*service, error){RabbitMQService: newRabbitMQ, PlacementService: newPlacement,
+		KeystoneService: newKeystone(DefaultTokenExpiration)}[s]
 	if newSvc != nil {
 		sharedEntryFor(string(s)).start(newSvc)
 	}
@@ -82,7 +84,12 @@ func warmUp(s Service) {
 // Option changes how StartRabbitMQ and StartPlacement get their service.
 type Option func(*options)
 
-type options struct{ dedicated bool }
+type options struct {
+	dedicated       bool
+	tokenExpiration time.Duration // StartKeystone
+	keystone        *Keystone     // StartPlacement: BehindKeystone
+	policy          string
+}
 
 // Dedicated gives the test a container of its own, removed when the test
 // ends, so it can Stop, Start and Restart it without disturbing other tests.

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -27,6 +29,25 @@ type Placement struct {
 	proxy   *faultProxy
 	client  *http.Client
 	mode    PlacementMode
+	// keystone, when set, validates every token (BehindKeystone): the
+	// harness's own requests carry its admin token.
+	keystone *Keystone
+}
+
+// PlacementServicePassword is the password of the placement service user
+// (project service, role admin) that Placement's keystonemiddleware
+// validates tokens as (BehindKeystone).
+const PlacementServicePassword = "placement"
+
+// BehindKeystone makes StartPlacement's Placement authenticate every
+// request with k (auth_strategy keystone, keystonemiddleware, token
+// validations not cached so a revoked token is refused at once) and apply
+// policy (a policy.yaml body; "" keeps Placement's defaults) over its
+// default policies. Placements of the same Keystone and policy are shared
+// unless Dedicated(); k must be shared too then. The catalog gets no
+// Placement endpoint: a test registers its own (RegisterInCatalog).
+func BehindKeystone(k *Keystone, policy string) Option {
+	return func(o *options) { o.keystone, o.policy = k, policy }
 }
 
 func newPlacement() (*service, error) {
@@ -42,19 +63,24 @@ func newPlacement() (*service, error) {
 		env: mode.env(), desc: mode.String()}, nil
 }
 
-func placementReady(ctx context.Context, hostPort int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d/", hostPort), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+var placementReady = httpReady("/")
+
+// httpReady is a readiness check: GET path on the host port answers 200.
+func httpReady(path string) func(ctx context.Context, hostPort int) error {
+	return func(ctx context.Context, hostPort int) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d%s", hostPort, path), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s answered %s", path, resp.Status)
+		}
+		return nil
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET / answered %s", resp.Status)
-	}
-	return nil
 }
 
 // StartPlacement returns the package's shared Placement (started on first
@@ -66,6 +92,9 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}}
 	o := collect(opts)
 	if u := os.Getenv(EnvPlacementURL); u != "" {
+		if o.keystone != nil {
+			t.Skipf("e2e harness: a Placement behind Keystone needs container mode; %s points at an external Placement", EnvPlacementURL)
+		}
 		if o.dedicated {
 			t.Skipf("e2e harness: a dedicated Placement needs container mode; %s points at an external Placement", EnvPlacementURL)
 		}
@@ -73,6 +102,31 @@ func StartPlacement(t testing.TB, opts ...Option) *Placement {
 		if tok := os.Getenv(EnvPlacementToken); tok != "" {
 			p.token = tok
 		}
+	} else if k := o.keystone; k != nil {
+		k.ServiceUser(t, "placement", PlacementServicePassword)
+		if !o.dedicated && k.isDedicated() {
+			t.Fatalf("e2e harness: a shared Placement behind a dedicated Keystone would outlive it: pass harness.Dedicated() to StartPlacement too")
+		}
+		newSvc := func() (*service, error) {
+			s, err := newPlacement()
+			if err != nil {
+				return nil, err
+			}
+			s.env["PLACEMENT_AUTH"] = "keystone"
+			s.env["KEYSTONE_AUTH_URL"] = k.ContainerURL()
+			s.env["PLACEMENT_SERVICE_PASSWORD"] = PlacementServicePassword
+			s.env["PLACEMENT_POLICY"] = o.policy
+			s.desc += ", behind Keystone"
+			if o.policy != "" {
+				s.desc += " with a policy file"
+			}
+			return s, nil
+		}
+		sum := sha256.Sum256([]byte(o.policy))
+		p.svc = acquire(t, newSvc, "placement-keystone-"+hex.EncodeToString(sum[:4]), o.dedicated)
+		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
+		p.mode, _ = placementMode()
+		p.keystone = k
 	} else {
 		p.svc = acquire(t, newPlacement, "placement", o.dedicated)
 		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
@@ -97,8 +151,34 @@ func (p *Placement) Mode() PlacementMode { return p.mode }
 // BackendURL is Placement itself, bypassing the proxy and its faults.
 func (p *Placement) BackendURL() string { return p.backend }
 
-// Token is the X-Auth-Token to send: "admin" under noauth2.
-func (p *Placement) Token() string { return p.token }
+// Token is the X-Auth-Token to send: "admin" under noauth2, Keystone's
+// admin token behind Keystone ("" when Keystone does not answer).
+func (p *Placement) Token() string {
+	if p.keystone != nil {
+		tok, _ := p.keystone.adminToken(context.Background())
+		return tok
+	}
+	return p.token
+}
+
+// Keystone is the Keystone Placement validates tokens with, or nil.
+func (p *Placement) Keystone() *Keystone { return p.keystone }
+
+// RegisterInCatalog adds Placement's endpoints to its Keystone's catalog
+// in region (the test's own, e.g. UniqueName("region")), one per
+// interface, all at URL (the test's proxy), and returns region.
+func (p *Placement) RegisterInCatalog(t testing.TB, region string, interfaces ...string) string {
+	t.Helper()
+	if p.keystone == nil {
+		t.Fatalf("e2e harness: RegisterInCatalog needs a Placement BehindKeystone")
+	}
+	var eps []Endpoint
+	for _, i := range interfaces {
+		eps = append(eps, Endpoint{Interface: i, Region: region, URL: p.URL()})
+	}
+	p.keystone.RegisterService(t, "placement", "placement", eps...)
+	return region
+}
 
 // HTTPClient is a plain client with a timeout, for requests to URL.
 func (p *Placement) HTTPClient() *http.Client { return p.client }
@@ -106,7 +186,7 @@ func (p *Placement) HTTPClient() *http.Client { return p.client }
 // ServiceClient is a gophercloud client for URL at Microversion, with the
 // token set, ready for gophercloud's placement/v1 packages.
 func (p *Placement) ServiceClient() *gophercloud.ServiceClient {
-	pc := &gophercloud.ProviderClient{HTTPClient: *p.client, TokenID: p.token}
+	pc := &gophercloud.ProviderClient{HTTPClient: *p.client, TokenID: p.Token()}
 	return &gophercloud.ServiceClient{
 		ProviderClient: pc,
 		Endpoint:       p.URL() + "/",

@@ -26,7 +26,7 @@ func (p *Placement) call(t testing.TB, method, path, mv string, in, out any, ok 
 	if err != nil {
 		t.Fatalf("e2e harness: %s %s: %v", method, path, err)
 	}
-	req.Header.Set("X-Auth-Token", p.token)
+	req.Header.Set("X-Auth-Token", p.Token())
 	req.Header.Set("OpenStack-API-Version", "placement "+mv)
 	req.Header.Set("Accept", "application/json")
 	if in != nil {

@@ -52,6 +52,9 @@ type faultProxy struct {
 	// transport keeps connections to the backend for every request in
 	// flight, as a load balancer in front of Placement does.
 	transport *http.Transport
+	// observe, when set, sees every answer the backend gives (Keystone's
+	// proxy records the tokens it issues).
+	observe func(*http.Response)
 }
 
 // backendTransport is http.DefaultTransport with an idle pool as large as
@@ -86,6 +89,12 @@ func newFaultProxy(target string) (*faultProxy, error) {
 			p.mu.Unlock()
 			r.SetURL(t)
 			r.Out.Host = r.In.Host
+		},
+		ModifyResponse: func(r *http.Response) error {
+			if p.observe != nil {
+				p.observe(r)
+			}
+			return nil
 		},
 		// A stopped backend is an expected state in these tests: answer
 		// 502 like a load balancer would, without logging each request.
