@@ -8,49 +8,153 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"gopkg.in/yaml.v3"
 )
 
-func newServiceClient(ctx context.Context, cfg Config, getenv func(string) string) (*gophercloud.ServiceClient, error) {
+// newServiceClient authenticates and finds Placement; fields names the
+// credential settings in use ("" for a static token), for the errors of
+// later re-authentications.
+func newServiceClient(ctx context.Context, cfg Config, getenv func(string) string) (sc *gophercloud.ServiceClient, fields string, err error) {
 	tlsCfg, err := tlsConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if cfg.Token != "" {
 		pc := &gophercloud.ProviderClient{HTTPClient: httpClient(tlsCfg)}
 		pc.SetToken(cfg.Token)
-		return &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: slash(cfg.Endpoint), Type: "placement"}, nil
+		return &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: slash(cfg.Endpoint), Type: "placement"}, "", nil
 	}
 	ao, eo, err := keystoneOptions(cfg, &tlsCfg, getenv)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	fields = credentialFields(ao, getenv)
 	ao.AllowReauth = true // transparent re-authentication on token expiry
 	pc, err := openstack.NewClient(ao.IdentityEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("placement auth: identity endpoint %q: %w", ao.IdentityEndpoint, err)
+		return nil, "", fmt.Errorf("placement auth: identity endpoint %q: %w", ao.IdentityEndpoint, err)
 	}
 	pc.HTTPClient = httpClient(tlsCfg)
 	if err := openstack.Authenticate(ctx, pc, ao); err != nil {
-		return nil, &RecoverableError{Err: fmt.Errorf("placement auth against %s: %w (check credentials and that Keystone is reachable)", ao.IdentityEndpoint, err)}
-	}
-	sc, err := openstack.NewPlacementV1(pc, eo)
-	if err != nil {
-		return nil, fmt.Errorf("placement endpoint from the service catalog (region %q, interface %q): %w", eo.Region, eo.Availability, err)
+		return nil, "", authError(ao, err, fields)
 	}
 	if cfg.Endpoint != "" {
-		sc.Endpoint = slash(cfg.Endpoint)
+		// The operator's URL: the catalog is not consulted (it may lack
+		// Placement or name an address this host cannot reach).
+		return &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: slash(cfg.Endpoint), Type: "placement"}, fields, nil
 	}
-	return sc, nil
+	sc, err = openstack.NewPlacementV1(pc, eo)
+	if err != nil {
+		return nil, "", fmt.Errorf("placement endpoint from the service catalog: %w", catalogError(pc, eo, err))
+	}
+	return sc, fields, nil
+}
+
+// authError explains Keystone's refusal of the first login: which
+// credential fields to check (Keystone does not say which one was wrong)
+// as ErrCredentials, so scourd exits instead of trying again; Keystone
+// unreachable or failing (no 4xx answer) stays recoverable.
+func authError(ao gophercloud.AuthOptions, err error, fields string) error {
+	code, ok := responseCode(err)
+	if !ok || code.Actual >= 500 || code.Actual == http.StatusTooManyRequests {
+		return &RecoverableError{Err: fmt.Errorf("placement auth: Keystone at %s did not answer the login: %w (scour tries again; check that Keystone is up and reachable from this host)", ao.IdentityEndpoint, err)}
+	}
+	if code.Actual == http.StatusNotFound {
+		return fmt.Errorf("placement auth: no Keystone v3 at %s (HTTP 404 for /auth/tokens): %w; check OS_AUTH_URL (auth_url), e.g. https://keystone.example:5000/v3", ao.IdentityEndpoint, ErrCredentials)
+	}
+	msg := strings.TrimSpace(string(code.Body))
+	var body struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	if json.Unmarshal(code.Body, &body) == nil && body.Error.Message != "" {
+		msg = body.Error.Message
+	}
+	return fmt.Errorf("placement auth: Keystone at %s refused the login (HTTP %d: %s): %w; check %s",
+		ao.IdentityEndpoint, code.Actual, msg, ErrCredentials, fields)
+}
+
+// credentialFields names the settings a refused login used, as the
+// operator wrote them (OS_* names; clouds.yaml's auth keys are the same
+// names in lower case without OS_), and what Keystone checks about them.
+func credentialFields(ao gophercloud.AuthOptions, getenv func(string) string) string {
+	src := "the OS_* variables"
+	if c := getenv("OS_CLOUD"); c != "" {
+		src = fmt.Sprintf("clouds.yaml cloud %q (auth: section)", c)
+	}
+	switch {
+	case ao.ApplicationCredentialID != "":
+		return fmt.Sprintf("OS_APPLICATION_CREDENTIAL_ID %s and OS_APPLICATION_CREDENTIAL_SECRET in %s: the credential may be wrong, expired or deleted, or its user disabled", ao.ApplicationCredentialID, src)
+	case ao.ApplicationCredentialName != "":
+		return fmt.Sprintf("OS_APPLICATION_CREDENTIAL_NAME %s, OS_APPLICATION_CREDENTIAL_SECRET and its user (OS_USERNAME/OS_USER_ID, OS_USER_DOMAIN_*) in %s: the credential may be wrong, expired or deleted, or its user disabled", ao.ApplicationCredentialName, src)
+	case ao.TokenID != "":
+		return fmt.Sprintf("OS_TOKEN in %s: the token may have expired or been revoked (a token cannot be renewed: use a password or an application credential for scourd)", src)
+	}
+	user := "OS_USER_ID " + ao.UserID
+	if ao.UserID == "" {
+		user = fmt.Sprintf("OS_USERNAME %s in domain %s", ao.Username, coalesce(ao.DomainName, ao.DomainID))
+	}
+	scope := "no project scope"
+	if sc := ao.Scope; sc != nil && sc.ProjectID != "" {
+		scope = "project OS_PROJECT_ID " + sc.ProjectID
+	} else if sc != nil && sc.ProjectName != "" {
+		scope = fmt.Sprintf("project OS_PROJECT_NAME %s in domain %s (OS_PROJECT_DOMAIN_*)", sc.ProjectName, coalesce(sc.DomainName, sc.DomainID))
+	}
+	return fmt.Sprintf("%s (OS_USER_DOMAIN_*), OS_PASSWORD and the scope, %s, in %s: the password may be wrong, the user disabled or locked out, or without a role on that project", user, scope, src)
+}
+
+// catalogError says what the catalog holds for Placement when none of its
+// endpoints matches the configured interface and region.
+func catalogError(pc *gophercloud.ProviderClient, eo gophercloud.EndpointOpts, err error) error {
+	want := fmt.Sprintf("interface %q (placement.interface, OS_INTERFACE), region %q (placement.region, OS_REGION_NAME; \"\" = any)", eo.Availability, eo.Region)
+	r, ok := pc.GetAuthResult().(tokens.CreateResult)
+	if !ok {
+		return fmt.Errorf("no placement endpoint for %s: %w", want, err)
+	}
+	cat, cerr := r.ExtractServiceCatalog()
+	if cerr != nil {
+		return fmt.Errorf("no placement endpoint for %s: %w (and the catalog is unreadable: %v)", want, err, cerr)
+	}
+	var have, regions []string
+	for _, e := range cat.Entries {
+		if e.Type != "placement" {
+			continue
+		}
+		for _, ep := range e.Endpoints {
+			region := coalesce(ep.Region, ep.RegionID)
+			if eo.Region != "" && region != eo.Region {
+				if !slices.Contains(regions, region) {
+					regions = append(regions, region)
+				}
+				continue
+			}
+			have = append(have, fmt.Sprintf("%s in region %s", ep.Interface, region))
+		}
+	}
+	if len(have) == 0 && len(regions) > 0 {
+		slices.Sort(regions)
+		if len(regions) > 5 {
+			regions = append(regions[:5], "...")
+		}
+		return fmt.Errorf("the catalog entry of type placement has no endpoint in region %q (placement.region, OS_REGION_NAME), only in %s: %w",
+			eo.Region, strings.Join(regions, ", "), err)
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("the catalog of scour's token has no service of type placement (openstack catalog list): register Placement's endpoints, or set placement.endpoint: %w", err)
+	}
+	return fmt.Errorf("the catalog entry of type placement has no endpoint for %s, only: %s; set placement.interface/placement.region to one of those, or set placement.endpoint: %w",
+		want, strings.Join(have, ", "), err)
 }
 
 // CheckCredentials resolves cfg's credentials as New does, offline (no

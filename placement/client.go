@@ -33,7 +33,10 @@ type Client struct {
 	shared        sharedListing // ConfirmShared's listings
 	invs          invCache      // last inventory read of each device (inventory.go)
 	creds         credsHold     // cooldown after a credential refusal (credentials.go)
-	now           func() time.Time
+	// credFields names the credential settings in use, for a refused
+	// re-authentication's error ("" with a static token).
+	credFields string
+	now        func() time.Time
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.
@@ -86,11 +89,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("placement metrics: %w", err)
 		}
 	}
-	sc, err := newServiceClient(ctx, cfg, o.getenv)
+	sc, fields, err := newServiceClient(ctx, cfg, o.getenv)
 	if err != nil {
 		return nil, err
 	}
-	c.sc = sc
+	c.sc, c.credFields = sc, fields
 	mv, err := c.negotiate(ctx)
 	if err != nil {
 		return nil, err

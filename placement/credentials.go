@@ -65,6 +65,9 @@ func (c *Client) credentialsRefused(err error) error {
 		c.log.Error("Keystone refused scour's credentials: Placement calls fail at once until the cooldown ends, then one is tried again",
 			"until", until.Format(time.RFC3339), "err", err)
 	}
+	if c.credFields != "" {
+		err = fmt.Errorf("%w; check %s", err, c.credFields)
+	}
 	return fmt.Errorf("%w; %s", err, notRetried(until))
 }
 

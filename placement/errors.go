@@ -48,7 +48,7 @@ var (
 	// ErrForbidden: Placement's policy denied the request (HTTP 403).
 	// Recoverable for the caller, not retried at once: the same token gets
 	// the same answer.
-	ErrForbidden = errors.New("Placement policy denied the request: scour's Keystone user needs the service or admin role (docs/operations.md)")
+	ErrForbidden = errors.New("Placement policy denied the request: give scour's Keystone user the role docs/operations.md names (Keystone role and Placement policy), or admin")
 )
 
 // errNoUUID: a Ref without the RP UUID (a caller bug).

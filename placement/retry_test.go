@@ -196,7 +196,7 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 	if n := f.count("GET /resource_providers/d1/allocations") - before; n != 1 {
 		t.Errorf("a 403 was sent %d times, want 1", n)
 	}
-	if !errors.Is(err, ErrForbidden) || !IsRecoverable(err) || !strings.Contains(err.Error(), "service or admin role") {
+	if !errors.Is(err, ErrForbidden) || !IsRecoverable(err) || !strings.Contains(err.Error(), "docs/operations.md names") {
 		t.Errorf("403: %v; want a recoverable ErrForbidden naming the role", err)
 	}
 }

@@ -7,8 +7,10 @@
 // a claims store whose rows say host must be set), 78
 // (EX_CONFIG) when the broker refuses scour's login (user, password, vhost)
 // or its topology (e.g. bus.nova.durable differs from Nova's
-// amqp_durable_queues; the shipped systemd unit does not restart on
-// either), 1 otherwise.
+// amqp_durable_queues), when Keystone refuses scour's credentials at start
+// or Placement's policy refuses its role (the shipped systemd unit does
+// not restart on any of these), 1 otherwise (Keystone or Placement
+// unreachable at start: restarted).
 package main
 
 import (
@@ -121,6 +123,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case errors.Is(err, config.ErrInvalid):
 		log.Error("cannot start: change the configuration (scourd will not retry)", "err", err)
 		return 2
+	case errors.Is(err, placement.ErrCredentials):
+		log.Error("Keystone refused scour's credentials: change them (scourd will not retry)",
+			"setting", "placement (clouds.yaml or the OS_* variables of scourd's environment)", "err", err)
+		return exitConfig
+	case errors.Is(err, placement.ErrForbidden):
+		log.Error("Placement's policy refused scour's Keystone role: grant the role docs/operations.md names (scourd will not retry)",
+			"setting", "the Keystone role of scour's user, Placement's policy.yaml", "err", err)
+		return exitConfig
 	case err != nil:
 		log.Error("cannot start", "err", err)
 		return 1
