@@ -78,9 +78,7 @@ func newKeystone(expiration time.Duration) func() (*service, error) {
 				// The catalog's identity endpoint is where Placement's
 				// keystonemiddleware validates tokens: the host as
 				// containers reach it.
-				"KEYSTONE_PUBLIC_URL":     fmt.Sprintf("http://host.containers.internal:%d", s.hostPort),
-				"KEYSTONE_REGION":         KeystoneRegion,
-				"KEYSTONE_ADMIN_PASSWORD": KeystoneAdminPassword,
+				"KEYSTONE_PUBLIC_URL": fmt.Sprintf("http://host.containers.internal:%d", s.hostPort),
 			}
 		}
 		return s, nil

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -42,7 +43,11 @@ func (p *Placement) call(t testing.TB, method, path, mv string, in, out any, ok 
 		ok = []int{http.StatusOK}
 	}
 	if !slices.Contains(ok, resp.StatusCode) {
-		t.Fatalf("e2e harness: %s %s (placement %s) answered %s: %s", method, path, mv, resp.Status, raw)
+		logs := ""
+		if p.keystone != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusServiceUnavailable) {
+			logs = "\n" + p.svc.logTail(context.WithoutCancel(t.Context())) // why keystonemiddleware refused
+		}
+		t.Fatalf("e2e harness: %s %s (placement %s) answered %s: %s%s", method, path, mv, resp.Status, raw, logs)
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
