@@ -305,18 +305,24 @@ echo '{"status":"ok"}'
 // root-owned directory of the test's own, as scour's plugin rules want.
 func withPauseStep(t *testing.T, d time.Duration, first bool) HostOption {
 	t.Helper()
-	path := installPlugin(t, "pause", pausePlugin)
+	return withPluginStep(t, "pause", pausePlugin, map[string]any{"seconds": int(d.Seconds())}, first)
+}
+
+// withPluginStep adds a non-destructive plugin step named name, running
+// script with args, to the NVMe pipeline (a new pipeline version): before
+// its steps (first) or after them. The plugin lives in a root-owned
+// directory of the test's own, as scour's plugin rules want.
+func withPluginStep(t *testing.T, name, script string, args map[string]any, first bool) HostOption {
+	t.Helper()
+	path := installPlugin(t, name, script)
 	return withNVMePipeline(path, func(p map[string]any) {
 		p["version"] = 2
-		pause := map[string]any{
-			"name": "pause", "type": "plugin", "path": path, "destructive": false,
-			"args": map[string]any{"seconds": int(d.Seconds())},
-		}
+		step := map[string]any{"name": name, "type": "plugin", "path": path, "destructive": false, "args": args}
 		steps := p["steps"].([]map[string]any)
 		if first {
-			p["steps"] = append([]map[string]any{pause}, steps...)
+			p["steps"] = append([]map[string]any{step}, steps...)
 		} else {
-			p["steps"] = append(steps, pause)
+			p["steps"] = append(steps, step)
 		}
 	})
 }
