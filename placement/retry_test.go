@@ -184,8 +184,9 @@ func TestCredentialAndPolicyRefusalsAreNotRetried(t *testing.T) {
 	if n := refused.Load(); n != 1 {
 		t.Errorf("one call made %d Keystone password attempts, want 1", n)
 	}
-	if !errors.Is(err, ErrCredentials) || !IsRecoverable(err) || !strings.Contains(err.Error(), "OS_PASSWORD") {
-		t.Errorf("rotated password: %v; want a recoverable ErrCredentials naming OS_PASSWORD", err)
+	if !errors.Is(err, ErrCredentials) || !IsRecoverable(err) || !strings.Contains(err.Error(), "OS_PASSWORD") ||
+		!strings.Contains(err.Error(), "check OS_USERNAME") {
+		t.Errorf("rotated password: %v; want a recoverable ErrCredentials naming OS_PASSWORD and the user in use", err)
 	}
 
 	expired.Store(false)
