@@ -263,21 +263,26 @@ func TestKeystoneTokenExpiresMidRun(t *testing.T) {
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, "0000:81:00.0")
 	c.Delete(t, h, inst, harness.Versioned)
+	t0 := time.Now()
 	g.Reached(t, h)
+	t.Logf("run at the gate after %s", time.Since(t0).Round(time.Second))
 	issued := c.K.Issued()
 	token := issued[len(issued)-1]
 	c.K.Fail(http.StatusServiceUnavailable) // Keystone down for scour; Placement still validates
 	Eventually(t, expiration+time.Minute, "Keystone refuses scourd's token (expired)", func() (bool, string) {
 		return !c.K.Valid(t, token), "still valid"
 	})
+	t.Logf("token refused after %s", time.Since(t0).Round(time.Second))
 	g.Open(t)
 	dev := h.Device("0000:81:00.0")
 	waitLog(t, h, 60*time.Second, "Unable to re-authenticate")
+	t.Logf("re-authentication failed after %s", time.Since(t0).Round(time.Second))
 	Never(t, 3*time.Second, "device returned or quarantined while scour has no valid token", func() (bool, string) {
 		return c.Reserved(t, dev) != 1 || c.Quarantined(t, dev), "reserved/quarantined changed"
 	})
 	c.K.Heal()
 	c.WaitAvailable(t, h, "0000:81:00.0", 2*time.Minute)
+	t.Logf("device returned after %s", time.Since(t0).Round(time.Second))
 	if c.Quarantined(t, dev) {
 		t.Error("device quarantined for an authentication error")
 	}
