@@ -289,3 +289,20 @@ func TestKeystoneE2EReauthentication(t *testing.T) {
 		t.Errorf("reserved %d, want 0", r)
 	}
 }
+
+// Keystone down at start is transient, not a credential refusal: scourd
+// exits 1 (systemd starts it again) instead of 78, and no cooldown is
+// taken for a login Keystone never answered.
+func TestKeystoneE2EDownAtStart(t *testing.T) {
+	e := keystoneEnv(t)
+	name, _ := e.user(t, "scour")
+	e.k.Fail(http.StatusServiceUnavailable)
+	_, err := New(t.Context(), e.config(), envOf(e.openrc(name)))
+	if !IsRecoverable(err) || errors.Is(err, ErrCredentials) || !strings.Contains(err.Error(), "did not answer the login") {
+		t.Fatalf("New with Keystone down: %v; want a recoverable error saying Keystone did not answer", err)
+	}
+	e.k.Heal()
+	if _, err := New(t.Context(), e.config(), envOf(e.openrc(name))); err != nil {
+		t.Fatalf("New once Keystone answers: %v", err)
+	}
+}
