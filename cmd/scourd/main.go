@@ -33,6 +33,7 @@ import (
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/bus/broker"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/placement"
 	"github.com/scour-project/scour/version"
 )
 
