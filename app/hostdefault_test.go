@@ -32,7 +32,7 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 		if err := s.RegisterKey(context.Background(), "cmp1"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Retire(context.Background(), "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
+		if _, _, err := s.Retire(context.Background(), "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -352,7 +352,7 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWip
 	if err != nil {
 		return "", err
 	}
-	created, err := l.store.Retire(ctx, l.host, d.UUID, string(d.Address), by, reason, wipe, note)
+	outcome, q, err := l.store.Retire(ctx, l.host, d.UUID, string(d.Address), by, reason, wipe, note)
 	if err != nil {
 		return "", err
 	}
@@ -366,10 +366,13 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWip
 	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address,
 		"by", by, "reason", reason, "wipe", wipe, "note", note)
 	l.reconciler.Trigger("operator retire by " + by)
-	if !created {
-		return fmt.Sprintf("device %s (%s) was already quarantined or retired; that reason stands (scourctl status)\n", d.Address, d.UUID), nil
+	if outcome == claims.RetireStands {
+		return alreadyRetired(d, q), nil
 	}
 	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
+	if outcome == claims.RetireRecordedOnQuarantine {
+		msg += fmt.Sprintf("it was already quarantined (%s): that quarantine stays, and now records this retirement\n", q.Reason)
+	}
 	if len(d.Consumers) > 0 {
 		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
 	}
@@ -384,6 +387,28 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWip
 		msg += note + "\n"
 	}
 	return msg, nil
+}
+
+// alreadyRetired answers a retirement of a device whose open quarantine
+// stands unchanged: what it is and what its retirement wipe is at.
+func alreadyRetired(d placement.Device, q claims.Quarantine) string {
+	what := "retired"
+	if !q.Retired() {
+		what = "quarantined by run " + q.RunID
+	}
+	var wipe string
+	switch {
+	case q.Wipe == claims.WipePending:
+		wipe = "its retirement wipe is pending: scourd wipes it once no instance holds it, keeping it reserved"
+	case q.Wipe == claims.WipeDeclined:
+		wipe = "NOT WIPED (operator chose --no-wipe): its retirement run records it so; destroy it (shred, or degauss)"
+	case q.Retired():
+		wipe = "no retirement wipe waits: its reason says whether it was wiped, needed none, or is NOT WIPED"
+	default:
+		wipe = "it needs no retirement wipe"
+	}
+	return fmt.Sprintf("device %s (%s) was already %s; that stands (%s)\n%s (scourctl status; scourctl records list --device %s)\n",
+		d.Address, d.UUID, what, q.Reason, wipe, d.Address)
 }
 
 // retireWipeOf decides what an operator's retirement of d waits for: a
@@ -401,6 +426,15 @@ func (l *lifecycle) retireWipeOf(ctx context.Context, d placement.Device, noWipe
 			return "", "", fmt.Errorf("device %s: cannot tell whether it was cleaned since its last tenant, so not retired (retry; check the claims database): %w", d.Address, err)
 		}
 		dirty = ok
+	}
+	if !dirty {
+		// A quarantine verdict the store holds (Placement may have lost
+		// its trait): the device failed cleaning.
+		q, ok, err := l.store.ActiveQuarantine(ctx, l.host, d.UUID)
+		if err != nil {
+			return "", "", fmt.Errorf("device %s: cannot tell whether it is quarantined, so not retired (retry; check the claims database): %w", d.Address, err)
+		}
+		dirty = ok && !q.Retired()
 	}
 	switch {
 	case dirty && noWipe:

@@ -42,7 +42,7 @@ func TestAdminStatusWithPlacementDown(t *testing.T) {
 	defer cleanup()
 	go a.admin.Serve()
 	ctx := context.Background()
-	if _, err := a.lifecycle.store.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA 42", "", ""); err != nil {
+	if _, _, err := a.lifecycle.store.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA 42", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	down.Store(true) // up until New negotiated the microversion

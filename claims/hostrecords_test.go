@@ -33,7 +33,7 @@ func TestHostHasRecords(t *testing.T) {
 		if _, _, err := s.OpenRun(ctx, rs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Retire(ctx, "cmp-quarantine", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
+		if _, _, err := s.Retire(ctx, "cmp-quarantine", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.RegisterKey(ctx, "cmp-key"); err != nil {

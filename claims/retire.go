@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -10,8 +11,17 @@ import (
 // (`scourctl retire`): an open quarantine without a run, whose reason
 // says who retired it and why. Like a quarantine verdict's, it keeps the
 // device reserved and uncleaned until an operator releases it
-// (ReleaseQuarantine). It reports false when the device already has an
-// open quarantine, which stands.
+// (ReleaseQuarantine). It reports what it did (RetireOutcome) and the
+// device's open quarantine as it stands after.
+//
+// A device that already has an open quarantine keeps it. A cleaning
+// run's quarantine verdict (the device failed cleaning, so it most likely
+// still holds its last tenant's data) takes the retirement when it waits
+// for a wipe (WipePending, or WipeDeclined's NOT WIPED record): its reason
+// says who retired it and why, and the reconciler runs its retirement run
+// as for any retirement (RetireRecordedOnQuarantine). Anything else stands
+// as it is (RetireStands): a retirement, or a verdict that already took one
+// waiting for its run.
 //
 // A cleaned run of the device still waiting for its un-reserve is closed
 // in the same transaction (cleaned, not returned): the release must clean
@@ -22,32 +32,50 @@ import (
 // for a device not cleaned since its last tenant, WipeDeclined for one
 // the operator retires with --no-wipe, "" for a device with nothing to
 // wipe; note, said after the reason, tells the operator which.
-func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason, wipe, note string) (bool, error) {
+func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason, wipe, note string) (RetireOutcome, Quarantine, error) {
 	switch wipe {
 	case "", WipePending, WipeDeclined:
 	default:
-		return false, fmt.Errorf("claims: retiring device %s on host %s: unknown retirement wipe %q", deviceRP, host, wipe)
+		return 0, Quarantine{}, fmt.Errorf("claims: retiring device %s on host %s: unknown retirement wipe %q", deviceRP, host, wipe)
 	}
-	created := false
+	why := fmt.Sprintf("retired by %s: %s", by, reason)
+	if note != "" {
+		why += "; " + note
+	}
+	var outcome RetireOutcome
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM quarantines
-			WHERE host = ? AND device_rp = ? AND released_at IS NULL`), host, deviceRP).Scan(&n); err != nil {
+		var runID, had string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT run_id, wipe FROM quarantines
+			WHERE host = ? AND device_rp = ? AND released_at IS NULL`+s.d.forUpdate), host, deviceRP).Scan(&runID, &had)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return err
-		}
-		if n > 0 {
+		case runID != "" && had == "" && wipe != "":
+			// A quarantine verdict: the retirement waits for its wipe
+			// (or NOT WIPED record) on that row; the verdict's run and
+			// reason stay, the retirement's is said after them.
+			res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE quarantines SET wipe = ?, reason = reason || ?
+				WHERE host = ? AND device_rp = ? AND released_at IS NULL AND run_id <> '' AND wipe = ''`),
+				wipe, boundOutput("; "+why), host, deviceRP)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("recording the retirement on its open quarantine changed %d rows (%v); retry", n, err)
+			}
+			outcome = RetireRecordedOnQuarantine
 			return nil
-		}
-		why := fmt.Sprintf("retired by %s: %s", by, reason)
-		if note != "" {
-			why += "; " + note
+		default:
+			outcome = RetireStands
+			return nil
 		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO quarantines
 			(host, device_rp, address, run_id, reason, quarantined_at, wipe) VALUES (?, ?, ?, '', ?, ?, ?)`),
 			host, deviceRP, address, boundOutput(why), s.stamp(), wipe); err != nil {
 			return err
 		}
-		created = true
+		outcome = RetireCreated
 		open, err := s.queryRuns(ctx, tx, `host = ? AND device_rp = ? AND ended_at IS NULL`+s.d.forUpdate, host, deviceRP)
 		if err != nil {
 			return err
@@ -62,7 +90,26 @@ func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason,
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("claims: retiring device %s on host %s: %w", deviceRP, host, err)
+		return 0, Quarantine{}, fmt.Errorf("claims: retiring device %s on host %s: %w", deviceRP, host, err)
 	}
-	return created, nil
+	q, ok, err := s.ActiveQuarantine(ctx, host, deviceRP)
+	if err == nil && !ok {
+		err = fmt.Errorf("claims: device %s on host %s: no open quarantine after its retirement (released meanwhile?); check with scourctl status", deviceRP, host)
+	}
+	return outcome, q, err
 }
+
+// RetireOutcome is what Store.Retire did.
+type RetireOutcome int
+
+const (
+	// RetireCreated: the device had no open quarantine; the retirement
+	// is one now.
+	RetireCreated RetireOutcome = iota + 1
+	// RetireRecordedOnQuarantine: the device's open quarantine verdict
+	// took the retirement, which waits for its wipe (or NOT WIPED record).
+	RetireRecordedOnQuarantine
+	// RetireStands: the device's open quarantine stands unchanged (a
+	// retirement already, or a verdict that took one or needs no wipe).
+	RetireStands
+)

@@ -17,9 +17,9 @@ func TestRetire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA: firmware bug", "", "")
-	if err != nil || !created {
-		t.Fatalf("Retire: %v, %v", created, err)
+	outcome, _, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA: firmware bug", "", "")
+	if err != nil || outcome != RetireCreated {
+		t.Fatalf("Retire: %v, %v", outcome, err)
 	}
 	q, ok, err := s.ActiveQuarantine(ctx, "cmp1", "rp-1")
 	if err != nil || !ok || q.Reason != "retired by alice: RMA: firmware bug" || q.RunID != "" || !q.Retired() || q.Address != "0000:81:00.0" {
@@ -31,8 +31,9 @@ func TestRetire(t *testing.T) {
 	if open, err := s.OpenQuarantines(ctx, "cmp2"); err != nil || len(open) != 0 {
 		t.Fatalf("OpenQuarantines of another host = %+v, %v; want none", open, err)
 	}
-	if created, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other", "", ""); err != nil || created {
-		t.Fatalf("second Retire: %v, %v; want the first to stand", created, err)
+	if outcome, q, err := s.Retire(ctx, "cmp1", "rp-1", "0000:81:00.0", "bob", "other", WipePending, "wipe pending"); err != nil || outcome != RetireStands ||
+		q.Reason != "retired by alice: RMA: firmware bug" || q.Wipe != "" {
+		t.Fatalf("second Retire: %v, %+v, %v; want the first to stand", outcome, q, err)
 	}
 	if released, err := s.ReleaseQuarantine(ctx, "cmp1", "rp-1", "carol", "back from RMA"); err != nil || !released {
 		t.Fatalf("ReleaseQuarantine: %v, %v", released, err)
@@ -43,7 +44,7 @@ func TestRetire(t *testing.T) {
 	if open, err := s.OpenQuarantines(ctx, "cmp1"); err != nil || len(open) != 0 {
 		t.Errorf("OpenQuarantines after the release = %+v, %v; want none", open, err)
 	}
-	if _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10), "", ""); err != nil {
+	if _, _, err := s.Retire(ctx, "cmp1", "rp-1", "", "alice", strings.Repeat("x", 10), "", ""); err != nil {
 		t.Errorf("retire after a release: %v", err)
 	}
 }
@@ -56,7 +57,7 @@ func TestRetireClosesARunWaitingForItsReturn(t *testing.T) {
 		ctx := context.Background()
 		s := mustOpen(t, cfg)
 		waiting := cleanedRun(t, s, "rp-nvme-0")
-		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
+		if _, _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := s.GetRun(ctx, waiting.ID)
@@ -81,10 +82,10 @@ func TestRetireWaitsForItsWipeRun(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
 		s := mustOpen(t, cfg)
-		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "bogus", ""); err == nil {
+		if _, _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", "bogus", ""); err == nil {
 			t.Fatal("Retire with an unknown wipe accepted")
 		}
-		if _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", WipePending, "wipe pending"); err != nil {
+		if _, _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", WipePending, "wipe pending"); err != nil {
 			t.Fatal(err)
 		}
 		open, err := s.OpenQuarantines(ctx, "compute-1")
@@ -103,6 +104,50 @@ func TestRetireWaitsForItsWipeRun(t *testing.T) {
 		if err != nil || !ok || q.Wipe != "" || !q.Retired() ||
 			q.Reason != "retired by alice: RMA; wipe pending; retirement run "+run.ID+": wiped before retirement" {
 			t.Fatalf("ActiveQuarantine after the retirement run = %+v, %v, %v; want the retirement, wipe done, naming the run", q, ok, err)
+		}
+	})
+}
+
+// A device that failed cleaning (a quarantine verdict: most likely still
+// holding its last tenant's data) and is then retired: the verdict takes
+// the retirement, which waits for its wipe like any other, and its
+// retirement run's verdict ends the wait. A second retire changes nothing.
+func TestRetireOfAQuarantinedDeviceWaitsForItsWipe(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		failed, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, failed.ID, "sanitize", false, StepFailed, "sanitize failed")
+		if err := s.FinishRun(ctx, failed.ID, RunQuarantined, "sanitize failed"); err != nil {
+			t.Fatal(err)
+		}
+		outcome, q, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA", WipePending, "wipe pending")
+		if err != nil || outcome != RetireRecordedOnQuarantine || q.Wipe != WipePending || q.RunID != failed.ID ||
+			q.Reason != "sanitize failed; retired by alice: RMA; wipe pending" {
+			t.Fatalf("Retire of a quarantined device = %v, %+v, %v; want the verdict waiting for the retirement wipe", outcome, q, err)
+		}
+		if open, err := s.OpenQuarantines(ctx, "compute-1"); err != nil || len(open) != 1 || open[0].Wipe != WipePending {
+			t.Fatalf("OpenQuarantines = %+v, %v; want the one quarantine waiting for its wipe", open, err)
+		}
+		if outcome, q, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "bob", "other", WipeDeclined, "no wipe"); err != nil ||
+			outcome != RetireStands || q.Wipe != WipePending || strings.Contains(q.Reason, "bob") {
+			t.Fatalf("second Retire = %v, %+v, %v; want the first retirement to stand", outcome, q, err)
+		}
+		run, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil || run.ID == failed.ID {
+			t.Fatalf("retirement run = %s, %v; want a new run", run.ID, err)
+		}
+		runStep(t, s, run.ID, "retire-wipe", false, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunQuarantined, "wiped before retirement"); err != nil {
+			t.Fatal(err)
+		}
+		q, ok, err := s.ActiveQuarantine(ctx, "compute-1", "rp-nvme-0")
+		if err != nil || !ok || q.Wipe != "" || q.RunID != failed.ID ||
+			q.Reason != "sanitize failed; retired by alice: RMA; wipe pending; retirement run "+run.ID+": wiped before retirement" {
+			t.Fatalf("ActiveQuarantine after the retirement run = %+v, %v, %v; want the wipe done, naming the run", q, ok, err)
 		}
 	})
 }

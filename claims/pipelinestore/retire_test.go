@@ -112,7 +112,7 @@ func TestRecordOfOperatorRetirementNamesTheWipe(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := openStore(t, dir)
 	bg := context.Background()
-	if _, err := s.Retire(bg, "compute-1", target.RPUUID, string(target.Address), "alice", "RMA", claims.WipePending, "wipe pending"); err != nil {
+	if _, _, err := s.Retire(bg, "compute-1", target.RPUUID, string(target.Address), "alice", "RMA", claims.WipePending, "wipe pending"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(bg)

@@ -24,7 +24,7 @@ func TestStatusWithPlacementDownShowsTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Retire(context.Background(), "compute-1", "rp-nvme-2", "0000:83:00.0", "alice", "RMA 42", "", ""); err != nil {
+	if _, _, err := s.Retire(context.Background(), "compute-1", "rp-nvme-2", "0000:83:00.0", "alice", "RMA 42", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
