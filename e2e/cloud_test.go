@@ -41,7 +41,7 @@ func NewCloud(t *testing.T) *Cloud {
 // SimDevice is one simulated one-time-use device of a host.
 type SimDevice struct {
 	Address     string
-	Kind        string // nvme (default) | gpu
+	Kind        string // nvme (default) | gpu | fpga (an Intel PAC N3000, two regions)
 	PercentUsed int    // initial NVMe wear
 	SANICAP     int    // default 0x2 (block sanitize)
 }
@@ -164,8 +164,11 @@ func seedDevices(devs []SimDevice) []harness.Device {
 	var seed []harness.Device
 	for _, d := range devs {
 		vendor, product := "144d", "a80a"
-		if d.Kind == "gpu" {
+		switch d.Kind {
+		case "gpu":
 			vendor, product = "10de", "20b5"
+		case "fpga":
+			vendor, product = "8086", "0b30"
 		}
 		seed = append(seed, harness.Device{Address: d.Address, VendorID: vendor, ProductID: product, OneTimeUse: true})
 	}
@@ -176,10 +179,13 @@ func (h *Host) baseConfig() map[string]any {
 	var simDevs []map[string]any
 	for _, d := range h.Devices {
 		sd := map[string]any{"address": d.Address, "kind": d.Kind, "serial": "S" + strings.NewReplacer(":", "", ".", "").Replace(d.Address)}
-		if d.Kind == "nvme" {
+		switch d.Kind {
+		case "nvme":
 			sd["vendor_id"], sd["device_id"] = "0x144d", "0xa80a"
 			sd["sanicap"], sd["percent_used"], sd["media_bytes"] = d.SANICAP, d.PercentUsed, 1<<20
-		} else {
+		case "fpga": // the simulator's N3000 ids (0x8086:0x0b30, class 0x120000)
+			sd["fpga_regions"], sd["memory_bytes"] = 2, 1<<20
+		default:
 			sd["vendor_id"], sd["device_id"] = "0x10de", "0x20b5"
 			sd["memory_bytes"] = 1 << 20
 		}
