@@ -16,7 +16,8 @@ import (
 )
 
 // cyborgCard is one Cyborg deployable of a test host: simulated as a GPU
-// function (the simulator has no FPGA kind; the gpu profile scrubs it).
+// function (the gpu profile scrubs it; FPGAs and their golden images are
+// proven in fpga_glance_test.go).
 type cyborgCard struct {
 	Address string
 	RC      string

@@ -28,7 +28,8 @@ const fpgaAddr = "0000:5e:00.0"
 func withGlanceFPGA(g *harness.Glance, model string) HostOption {
 	return func(cfg map[string]any) {
 		cfg["images"] = map[string]any{
-			"glance":          map[string]any{"endpoint": g.URL(), "attempts": 2, "backoff": "100ms"},
+			"glance": map[string]any{"endpoint": g.URL(), "attempts": 2, "backoff": "100ms",
+				"owners": []string{harness.GlanceOwner}}, // the operator's project (docs/images.md, Trusted projects)
 			"cache_max_bytes": 64 << 20,
 		}
 		p := cfg["pipelines"].(map[string]any)
