@@ -144,18 +144,7 @@ func (c *Cloud) AddHost(t *testing.T, devs []SimDevice, opts ...HostOption) *Hos
 	if cl := cfg["claims"].(map[string]any); cl["driver"] == "postgres" {
 		h.dsn = cl["dsn"].(string)
 	}
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.config = filepath.Join(h.Dir, "scour.yaml")
-	if err := os.WriteFile(h.config, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.hosts = append(c.hosts, h)
-	h.Start(t)
-	t.Cleanup(func() { h.Stop(t) })
-	return h
+	return c.start(t, h, cfg)
 }
 
 // seedDevices is what nova-compute reports to Placement for devs: each a
@@ -519,4 +508,22 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// start writes cfg as h's scour.yaml, adds h to the cloud and starts its
+// scourd, stopped when the test ends.
+func (c *Cloud) start(t *testing.T, h *Host, cfg map[string]any) *Host {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.config = filepath.Join(h.Dir, "scour.yaml")
+	if err := os.WriteFile(h.config, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.hosts = append(c.hosts, h)
+	h.Start(t)
+	t.Cleanup(func() { h.Stop(t) })
+	return h
 }

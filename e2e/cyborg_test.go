@@ -3,13 +3,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/cyborg/cyborgtest"
 	"github.com/scour-project/scour/e2e/harness"
@@ -42,18 +38,7 @@ func (c *Cloud) addCyborgHost(t *testing.T, cy *cyborgtest.Server, cards []cybor
 	for _, o := range opts {
 		o(cfg)
 	}
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.config = filepath.Join(h.Dir, "scour.yaml")
-	if err := os.WriteFile(h.config, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.hosts = append(c.hosts, h)
-	h.Start(t)
-	t.Cleanup(func() { h.Stop(t) })
-	return h
+	return c.start(t, h, cfg)
 }
 
 // bindAccelerator plays Nova binding inst to one unit of card on h: the
