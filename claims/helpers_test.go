@@ -14,11 +14,9 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-)
 
-// defaultTestDSN is the local PostgreSQL (trust auth) every development
-// and CI machine runs; SCOUR_TEST_POSTGRES_DSN overrides it.
-const defaultTestDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	"github.com/scour-project/scour/internal/testkit"
+)
 
 var (
 	pgOnce   sync.Once
@@ -28,12 +26,9 @@ var (
 	pgSchema atomic.Int64
 )
 
-func testDSN() string {
-	if v := os.Getenv("SCOUR_TEST_POSTGRES_DSN"); v != "" {
-		return v
-	}
-	return defaultTestDSN
-}
+// testDSN is the PostgreSQL the tests use (testkit.PostgresDSN:
+// SCOUR_TEST_POSTGRES_DSN or the local one).
+func testDSN() string { return testkit.PostgresDSN() }
 
 func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {

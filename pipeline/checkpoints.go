@@ -14,6 +14,11 @@ import (
 // yet finished) with its latest record per step index if there is one, or
 // creates a new run. Attempt counts runs for the device since its last
 // clean verdict (1 for the first). Step writes to a finished run fail.
+// Two variants are allowed, and the suite checks them where a store says
+// it has them (checkpointstest.Options): a cleaned run may stay open, and
+// be resumed with every step succeeded, until the caller returned the
+// device; a quarantine verdict may restart the count too. The claims
+// store (claims/pipelinestore) does both.
 type Checkpoints interface {
 	OpenRun(ctx context.Context, start RunStart) (Run, []StepRecord, error)
 	StepStarted(ctx context.Context, runID string, rec StepRecord) error

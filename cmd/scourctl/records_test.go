@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -147,27 +144,7 @@ func TestRecordsListShowAndErrors(t *testing.T) {
 
 // TestRecordsExportPostgres reads the central database through --dsn.
 func TestRecordsExportPostgres(t *testing.T) {
-	dsn := os.Getenv("SCOUR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	admin, err := sql.Open("pgx", dsn)
-	if err == nil {
-		err = admin.Ping()
-	}
-	if err != nil {
-		if testing.Short() {
-			t.Skipf("PostgreSQL unreachable and -short given: %v", err)
-		}
-		t.Fatalf("PostgreSQL unreachable (set SCOUR_TEST_POSTGRES_DSN or run with -short): %v", err)
-	}
-	defer admin.Close()
-	schema := fmt.Sprintf("scourctl_t%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-	sdsn := dsn + "&search_path=" + schema
+	sdsn := testkit.PostgresSchema(t)
 
 	ctx := context.Background()
 	if _, _, errs := recordsCLI("records", "list", "--dsn", sdsn); !strings.Contains(errs, "scour_schema") {

@@ -5,6 +5,10 @@
 //	func TestCheckpoints(t *testing.T) {
 //		checkpointstest.Run(t, func(t *testing.T) pipeline.Checkpoints { return newStore(t) })
 //	}
+//
+// A store that keeps a contract the engine allows but the in-memory store
+// does not use says so in Options (RunWith); the suite then checks that
+// variant instead of skipping the assertion.
 package checkpointstest
 
 import (
@@ -15,11 +19,35 @@ import (
 	"github.com/scour-project/scour/pipeline"
 )
 
-// Run runs the suite; newStore returns an empty store for each subtest.
+// Options names the ways a store may legitimately differ from the
+// in-memory one. The zero value is the in-memory store's behaviour.
+type Options struct {
+	// Return, when set, says a clean verdict keeps the run open until the
+	// caller has returned the device to the pool: until then OpenRun
+	// resumes the cleaned run, every step succeeded, so a crash between
+	// the verdict and the un-reserve retries the un-reserve on the same
+	// record instead of cleaning again (safety rule 5). Return closes the
+	// run as the caller does after its un-reserve (the claims store:
+	// MarkReturned). The suite checks the resume before calling it.
+	Return func(t *testing.T, cp pipeline.Checkpoints, run pipeline.Run)
+	// QuarantineResetsAttempts says a quarantine verdict, like a clean
+	// one, starts the attempt count again: a quarantined device cleans
+	// again only after an operator's unquarantine, which gets a full
+	// budget of runs (the claims store). Without it the count goes on.
+	QuarantineResetsAttempts bool
+}
+
+// Run runs the suite on a store with the in-memory store's behaviour;
+// newStore returns an empty store for each subtest.
 func Run(t *testing.T, newStore func(t *testing.T) pipeline.Checkpoints) {
+	RunWith(t, Options{}, newStore)
+}
+
+// RunWith runs the suite on a store that differs as o says.
+func RunWith(t *testing.T, o Options, newStore func(t *testing.T) pipeline.Checkpoints) {
 	for _, tc := range []struct {
 		name string
-		f    func(t *testing.T, cp pipeline.Checkpoints)
+		f    func(t *testing.T, o Options, cp pipeline.Checkpoints)
 	}{
 		{"OpenRunResumesTheOpenRun", openRunResumes},
 		{"StepRecordsReplaceByIndex", stepRecordsReplace},
@@ -28,7 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) pipeline.Checkpoints) {
 		{"DevicesAreIndependent", devicesIndependent},
 		{"ClosedRunRefusesWrites", closedRunRefuses},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.f(t, newStore(t)) })
+		t.Run(tc.name, func(t *testing.T) { tc.f(t, o, newStore(t)) })
 	}
 }
 
@@ -51,7 +79,7 @@ func rec(run pipeline.Run, i int, name string, st pipeline.StepState) pipeline.S
 		Started: time.Now().UTC().Truncate(time.Second), Details: map[string]any{"k": "v"}}
 }
 
-func openRunResumes(t *testing.T, cp pipeline.Checkpoints) {
+func openRunResumes(t *testing.T, _ Options, cp pipeline.Checkpoints) {
 	ctx := context.Background()
 	run, recs := open(t, cp, "0000:01:00.0")
 	if run.ID == "" || run.Attempt != 1 || len(recs) != 0 {
@@ -72,7 +100,7 @@ func openRunResumes(t *testing.T, cp pipeline.Checkpoints) {
 	}
 }
 
-func stepRecordsReplace(t *testing.T, cp pipeline.Checkpoints) {
+func stepRecordsReplace(t *testing.T, _ Options, cp pipeline.Checkpoints) {
 	ctx := context.Background()
 	run, _ := open(t, cp, "0000:01:00.0")
 	steps := []pipeline.StepRecord{rec(run, 0, "a", pipeline.StepRunning), rec(run, 0, "a", pipeline.StepSucceeded), rec(run, 1, "b", pipeline.StepRunning)}
@@ -101,7 +129,7 @@ func stepRecordsReplace(t *testing.T, cp pipeline.Checkpoints) {
 	}
 }
 
-func finishedRunNotResumed(t *testing.T, cp pipeline.Checkpoints) {
+func finishedRunNotResumed(t *testing.T, _ Options, cp pipeline.Checkpoints) {
 	ctx := context.Background()
 	run, _ := open(t, cp, "0000:01:00.0")
 	cp.StepFinished(ctx, run.ID, rec(run, 0, "a", pipeline.StepSucceeded))
@@ -128,7 +156,30 @@ func succeed(t *testing.T, cp pipeline.Checkpoints, run pipeline.Run) {
 	}
 }
 
-func attemptsCount(t *testing.T, cp pipeline.Checkpoints) {
+// finishClean gives run, every step of it succeeded, the clean verdict;
+// for a store whose cleaned run awaits the device's return, it checks that
+// OpenRun resumes the run until then and returns the device.
+func finishClean(t *testing.T, o Options, cp pipeline.Checkpoints, run pipeline.Run) {
+	t.Helper()
+	if err := cp.FinishRun(context.Background(), run.ID, pipeline.Result{Verdict: pipeline.VerdictClean, RunID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Return == nil {
+		return
+	}
+	again, recs := open(t, cp, run.Start.Device)
+	if again.ID != run.ID || again.Attempt != run.Attempt || len(recs) != len(run.Start.Steps) {
+		t.Fatalf("OpenRun of a cleaned run awaiting its return gave %+v with %d records; want run %s resumed", again, len(recs), run.ID)
+	}
+	for _, r := range recs {
+		if r.State != pipeline.StepSucceeded {
+			t.Fatalf("resumed cleaned run has step %d %s in state %s, want succeeded", r.Index, r.Name, r.State)
+		}
+	}
+	o.Return(t, cp, again)
+}
+
+func attemptsCount(t *testing.T, o Options, cp pipeline.Checkpoints) {
 	ctx := context.Background()
 	var got []int
 	for _, v := range []pipeline.Verdict{pipeline.VerdictRetryLater, pipeline.VerdictRetryLater, pipeline.VerdictClean, pipeline.VerdictQuarantine} {
@@ -136,6 +187,8 @@ func attemptsCount(t *testing.T, cp pipeline.Checkpoints) {
 		got = append(got, run.Attempt)
 		if v == pipeline.VerdictClean {
 			succeed(t, cp, run)
+			finishClean(t, o, cp, run)
+			continue
 		}
 		if err := cp.FinishRun(ctx, run.ID, pipeline.Result{Verdict: v, RunID: run.ID}); err != nil {
 			t.Fatal(err)
@@ -144,12 +197,16 @@ func attemptsCount(t *testing.T, cp pipeline.Checkpoints) {
 	run, _ := open(t, cp, "0000:01:00.0")
 	got = append(got, run.Attempt)
 	// retry-later, retry-later, clean (resets), quarantine, next.
-	if want := []int{1, 2, 3, 1, 2}; !equal(got, want) {
+	want := []int{1, 2, 3, 1, 2}
+	if o.QuarantineResetsAttempts {
+		want[4] = 1
+	}
+	if !equal(got, want) {
 		t.Fatalf("attempts %v, want %v", got, want)
 	}
 }
 
-func devicesIndependent(t *testing.T, cp pipeline.Checkpoints) {
+func devicesIndependent(t *testing.T, _ Options, cp pipeline.Checkpoints) {
 	a, _ := open(t, cp, "0000:01:00.0")
 	b, recs := open(t, cp, "0000:02:00.0")
 	if a.ID == b.ID || b.Attempt != 1 || len(recs) != 0 {
@@ -157,7 +214,7 @@ func devicesIndependent(t *testing.T, cp pipeline.Checkpoints) {
 	}
 }
 
-func closedRunRefuses(t *testing.T, cp pipeline.Checkpoints) {
+func closedRunRefuses(t *testing.T, o Options, cp pipeline.Checkpoints) {
 	ctx := context.Background()
 	run, _ := open(t, cp, "0000:01:00.0")
 	succeed(t, cp, run)
@@ -166,6 +223,13 @@ func closedRunRefuses(t *testing.T, cp pipeline.Checkpoints) {
 	}
 	if err := cp.StepStarted(ctx, run.ID, rec(run, 0, "a", pipeline.StepRunning)); err == nil {
 		t.Fatal("StepStarted on a finished run succeeded")
+	}
+	if o.Return == nil {
+		return
+	}
+	o.Return(t, cp, run)
+	if err := cp.StepStarted(ctx, run.ID, rec(run, 0, "a", pipeline.StepRunning)); err == nil {
+		t.Fatal("StepStarted on a returned run succeeded")
 	}
 }
 
