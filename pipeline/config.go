@@ -164,6 +164,9 @@ func (s *Step) verifies() bool { return s.Type == "verify" || (s.Type == TypePlu
 type Retry struct {
 	Attempts int           `yaml:"attempts"` // total tries (default 1)
 	Backoff  time.Duration `yaml:"backoff"`  // wait between tries (default 10s), doubled each time
+	// MaxBackoff caps the wait between tries (default 5m, or Backoff
+	// when that is longer). Each wait is jittered by ±20 % under it.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// RetryableCodes are the protocol codes worth another try (default
 	// 11 try-again-later and 15 timeout).
 	RetryableCodes []int `yaml:"retryable_codes"`
@@ -204,6 +207,11 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// defaultMaxStepBackoff caps the doubling wait between a step's tries
+// when retry.max_backoff is not set: a step with many attempts does not
+// wait hours between its last ones.
+const defaultMaxStepBackoff = 5 * time.Minute
+
 func (s *Step) setDefaults() {
 	if s.OnUnsupported == "" {
 		s.OnUnsupported = OnUnsupportedFail
@@ -216,6 +224,9 @@ func (s *Step) setDefaults() {
 	}
 	if s.Retry.Backoff == 0 {
 		s.Retry.Backoff = 10 * time.Second
+	}
+	if s.Retry.MaxBackoff == 0 {
+		s.Retry.MaxBackoff = max(defaultMaxStepBackoff, s.Retry.Backoff)
 	}
 	if s.Retry.RetryableCodes == nil {
 		s.Retry.RetryableCodes = []int{plugins.CodeTryAgainLater, plugins.CodeTimeout}
@@ -378,6 +389,9 @@ func (s *Step) validate(where string, pluginDirs []string) []error {
 	}
 	if s.Timeout < 0 || s.Retry.Attempts < 1 || s.Retry.Backoff < 0 {
 		add("%s: timeout and backoff must not be negative and retry.attempts must be at least 1", where)
+	}
+	if s.Retry.MaxBackoff < s.Retry.Backoff {
+		add("%s: retry.max_backoff %s is shorter than retry.backoff %s: raise it, or remove it for the default (5m, or the backoff when longer)", where, s.Retry.MaxBackoff, s.Retry.Backoff)
 	}
 	if _, err := ParseRequirements(s.Requires); err != nil {
 		add("%s: requires: %w", where, err)

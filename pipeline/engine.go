@@ -97,6 +97,8 @@ type Engine struct {
 	// a step, and before its first one.
 	progressEvery time.Duration
 	profSlots     map[string]chan struct{}
+	// sleep waits between a step's tries (tests record the waits).
+	sleep func(ctx context.Context, d time.Duration) bool
 
 	mu      sync.Mutex
 	running map[hardware.Address]bool
@@ -139,7 +141,7 @@ func New(cfg Config, o Options) (*Engine, error) {
 	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins, images: o.Images,
 		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
 		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery,
-		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}}
+		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}, sleep: sleep}
 	for _, p := range cfg.Profiles {
 		// Both series exist from the start: an alert on increase() sees
 		// a device's first unwiped retirement.

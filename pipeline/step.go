@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 	"github.com/scour-project/scour/version"
@@ -276,12 +278,36 @@ func (r *run) hostSlot(ctx context.Context, s *Step) (release func(), err error)
 	return release, nil
 }
 
+// stepBackoffJitter is the spread, in percent either way, of the waits
+// between a step's tries: devices that failed together do not all retry
+// at the same instant.
+const stepBackoffJitter = 20
+
+// waits is the wait before each retry of a step: Retry.Backoff, doubled
+// after each, jittered by stepBackoffJitter percent and never longer than
+// Retry.MaxBackoff (the cap applies after the jitter).
+func (rt Retry) waits() retry.Backoff {
+	return retry.WithCappedDuration(rt.MaxBackoff, retry.WithJitterPercent(stepBackoffJitter, retry.NewExponential(rt.Backoff)))
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // attempts runs the step up to Retry.Attempts times, each under the step's
-// timeout, backing off (doubling) between retryable failures. A
+// timeout, backing off (Retry.waits) between retryable failures. A
 // destructive step asks Placement again before every retry: the first
 // answer is as old as the attempts before it (hours, for a sanitize).
 func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
-	backoff := s.Retry.Backoff
+	waits := s.Retry.waits()
 	var last error
 	for {
 		if rec.Attempts > 0 && *s.Destructive {
@@ -312,13 +338,11 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 		}
 		last = err
 		t.failed(err)
+		backoff, _ := waits.Next() // never stops: the attempt count above ends the loop
 		r.log.Warn("step failed, retrying", "step", s.Name, "attempt", rec.Attempts, "error", err, "backoff", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		if !r.e.sleep(ctx, backoff) {
 			return nil, err
 		}
-		backoff *= 2
 	}
 }
 
