@@ -34,6 +34,6 @@ bench-decode:
 ## and PASS / BELOW TARGET against 2,000/s (informational: it never fails
 ## the build). Flags: BENCH_INGEST_FLAGS (e.g. "-n 20000 -rounds 5 -prefetch 64 -mode direct").
 bench-ingest: test-env
-	$(GO) run ./bus/benchingest $(BENCH_INGEST_FLAGS)
+	$(GO) run ./tools/benchingest $(BENCH_INGEST_FLAGS)
 
 bench: bench-decode bench-ingest
