@@ -203,15 +203,21 @@ func (s *Subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 				return errors.New("channel closed by the broker or the connection dropped")
 			}
 			msg := toMessage(d)
-			msg.SetContext(msgCtx)
+			mctx, settled := context.WithCancel(msgCtx)
+			msg.SetContext(mctx)
 			select {
 			case out <- msg:
 			case <-ctx.Done():
+				settled()
+				_ = d.Nack(false, true)
+				return graceful()
+			case <-s.closing: // nobody may be reading out any more
+				settled()
 				_ = d.Nack(false, true)
 				return graceful()
 			}
 			pending.Add(1)
-			go s.settle(d, msg, &pending)
+			go s.settle(d, msg, settled, &pending)
 		case <-ctx.Done():
 			return graceful()
 		case <-s.closing:
@@ -220,10 +226,13 @@ func (s *Subscriber) consumeOnce(ctx context.Context, queue string, out chan<- *
 	}
 }
 
-// settle acks or nacks d with the router's verdict on msg. A channel that
-// died meanwhile fails the ack: the broker redelivers the message.
-func (s *Subscriber) settle(d amqp.Delivery, msg *message.Message, pending *sync.WaitGroup) {
+// settle acks or nacks d with the router's verdict on msg, then ends the
+// message's context (watermill's contract: a settled message's context is
+// done). A channel that died meanwhile fails the ack: the broker
+// redelivers the message.
+func (s *Subscriber) settle(d amqp.Delivery, msg *message.Message, settled context.CancelFunc, pending *sync.WaitGroup) {
 	defer pending.Done()
+	defer settled()
 	select {
 	case <-msg.Acked():
 		_ = d.Ack(false)
@@ -234,7 +243,8 @@ func (s *Subscriber) settle(d amqp.Delivery, msg *message.Message, pending *sync
 }
 
 // messageContext keeps the values of ctx but is cancelled only by the hard
-// stop, so a graceful shutdown lets in-flight handlers finish.
+// stop, so a graceful shutdown lets in-flight handlers finish (each
+// message's context, derived from it, also ends once it is settled).
 func (s *Subscriber) messageContext(ctx context.Context) context.Context {
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	context.AfterFunc(s.hardStop, cancel)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/sethvargo/go-retry"
 
@@ -84,5 +85,121 @@ func TestSubscribeRetriesCountedAndWarnedOnce(t *testing.T) {
 	}
 	if d := strings.Count(out, `level=DEBUG msg="cannot subscribe, retrying"`); d != 2 {
 		t.Errorf("%d DEBUG lines, want 2:\n%s", d, out)
+	}
+}
+
+// testQueueArgs make a test's queue what scourd's bus declares (durable,
+// quorum), expiring when unused so the shared broker keeps no test queues.
+var testQueueArgs = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, "x-expires": int64(2 * time.Minute / time.Millisecond)}
+
+// queueSubscriber subscribes a Subscriber (shutdown: its ShutdownTimeout)
+// to queue ("": a fresh one), and returns it with a publisher to it.
+func queueSubscriber(t *testing.T, shutdown time.Duration, queue string) (*Subscriber, <-chan *message.Message, *Publisher, string) {
+	t.Helper()
+	testkit.Broker(t)
+	k, err := Connect(context.Background(), Options{URL: testkit.BrokerURL()}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	if queue == "" {
+		queue = "scour.test.sub." + watermill.NewShortUUID()
+	}
+	declare := func(ch *amqp.Channel, q string) error {
+		_, err := ch.QueueDeclare(q, true, false, false, false, testQueueArgs)
+		return err
+	}
+	sub := NewSubscriber(k, SubscriberConfig{Prefetch: 16, ShutdownTimeout: shutdown, Declare: declare}, testLogger(t))
+	t.Cleanup(func() { sub.Close() })
+	msgs, err := sub.Subscribe(context.Background(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 15*time.Second, "a live consumer", func() bool { return sub.Consuming() == 1 })
+	pub := NewPublisher(k, "")
+	t.Cleanup(func() { pub.Close() })
+	return sub, msgs, pub, queue
+}
+
+func publishN(t *testing.T, pub *Publisher, queue string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := pub.Publish(queue, message.NewMessage(watermill.NewUUID(), []byte{byte('a' + i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// receive returns the next message; the 15 s only catch one that never
+// comes.
+func receive(t *testing.T, msgs <-chan *message.Message, what string) *message.Message {
+	t.Helper()
+	select {
+	case m := <-msgs:
+		return m
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no %s", what)
+		return nil
+	}
+}
+
+// Departure 1 from watermill's contract (doc.go): the subscriber hands
+// over the next delivery while the previous one is not acked yet, the
+// opposite of watermill's TestNoAck, which TestWatermillPubSub skips.
+func TestSubscriberHandsOverBeforeAck(t *testing.T) {
+	_, msgs, pub, queue := queueSubscriber(t, time.Second, "")
+	publishN(t, pub, queue, 2)
+	first := receive(t, msgs, "first message")
+	second := receive(t, msgs, "second message while the first is not acked")
+	if first.UUID == second.UUID {
+		t.Fatalf("the same message %s twice", first.UUID)
+	}
+	first.Ack()
+	second.Ack()
+}
+
+// A message's context ends once the message is settled, as watermill's
+// contract has it (its TestMessageCtx), and not before.
+func TestMessageContextEndsWhenSettled(t *testing.T) {
+	_, msgs, pub, queue := queueSubscriber(t, time.Minute, "")
+	publishN(t, pub, queue, 2)
+	for _, settle := range []func(*message.Message) bool{(*message.Message).Ack, (*message.Message).Nack} {
+		m := receive(t, msgs, "message")
+		if err := m.Context().Err(); err != nil {
+			t.Fatalf("context of an unsettled message already ended: %v", err)
+		}
+		settle(m)
+		select {
+		case <-m.Context().Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("the context of a settled message did not end")
+		}
+	}
+}
+
+// Close returns while nobody reads the subscription any more and the
+// prefetch window holds deliveries not handed over; they are requeued
+// for the next subscriber, not lost. (Close used to block for good in
+// the hand-over; watermill's TestContinueAfterSubscribeClose found it.)
+func TestCloseWhileNobodyReads(t *testing.T) {
+	sub, msgs, pub, queue := queueSubscriber(t, time.Second, "")
+	publishN(t, pub, queue, 3)
+	receive(t, msgs, "first message").Ack()
+	closed := make(chan struct{})
+	go func() { sub.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close blocked: a delivery waits to be handed over to a subscription nobody reads")
+	}
+	_, msgs, _, _ = queueSubscriber(t, time.Second, queue)
+	got := map[string]bool{}
+	for range 2 {
+		m := receive(t, msgs, "requeued message")
+		got[string(m.Payload)] = true
+		m.Ack()
+	}
+	if !got["b"] || !got["c"] {
+		t.Fatalf("after Close, the next subscriber got %v; want b and c", got)
 	}
 }
