@@ -203,3 +203,18 @@ func TestCloseWhileNobodyReads(t *testing.T) {
 		t.Fatalf("after Close, the next subscriber got %v; want b and c", got)
 	}
 }
+
+// Departure 4 (doc.go): headers that are not strings become metadata
+// strings, a redelivery is marked, and a delivery without a message id
+// (oslo's) is named by its consumer and delivery tag.
+func TestToMessageMetadata(t *testing.T) {
+	m := toMessage(amqp.Delivery{ConsumerTag: "scourd-x", DeliveryTag: 7, Redelivered: true, Body: []byte("{}"),
+		Headers: amqp.Table{"s": "v", "n": int32(5), "b": true}})
+	if m.UUID != "scourd-x-7" || m.Metadata.Get("s") != "v" || m.Metadata.Get("n") != "5" || m.Metadata.Get("b") != "true" ||
+		m.Metadata.Get(MetadataRedelivered) != "true" {
+		t.Fatalf("message %s metadata %v", m.UUID, m.Metadata)
+	}
+	if m := toMessage(amqp.Delivery{MessageId: "id-1"}); m.UUID != "id-1" || m.Metadata.Get(MetadataRedelivered) != "" {
+		t.Fatalf("message %s metadata %v", m.UUID, m.Metadata)
+	}
+}
