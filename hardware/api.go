@@ -76,6 +76,19 @@ type NVMeInfo struct {
 	SANICAP     int
 	Smart       *SmartLog
 	BoundToVFIO bool
+	// CMIC is id-ctrl's cmic: bit 1 says the NVM subsystem may contain
+	// two or more controllers.
+	CMIC int
+	// Subsystem is the controller's nvme-subsystem in sysfs
+	// ("nvme-subsys0"), OtherControllers the other controllers it holds
+	// ("nvme1"): a sanitize through this controller erases their
+	// namespaces too (SubsystemSanitizeRefusal).
+	Subsystem        string
+	OtherControllers []string
+	// SubsystemSanitizeAllowed: the operator listed the device in
+	// hardware.allow_subsystem_sanitize, so a sanitize may run although
+	// the subsystem is shared.
+	SubsystemSanitizeAllowed bool
 	// Remembered: the device is not on nvme now; Model, Serial, Firmware
 	// and OACS/FNA/SANICAP are what it reported the last time this process
 	// saw it bound to nvme (NVMeMemo). SMART is never remembered.

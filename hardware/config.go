@@ -43,7 +43,13 @@ type Config struct {
 	// override them, and both override discovered values.
 	HostCapabilities   RawValues            `yaml:"host_capabilities"`
 	DeviceCapabilities map[string]RawValues `yaml:"device_capabilities"`
-	Simulator          SimConfig            `yaml:"simulator"`
+	// AllowSubsystemSanitize lists the NVMe devices on which a sanitize
+	// may run although their NVM subsystem has, or may have, other
+	// controllers (SubsystemSanitizeRefusal): a sanitize erases every
+	// namespace of the subsystem, so list a device only when every
+	// controller of its subsystem is its own.
+	AllowSubsystemSanitize []string  `yaml:"allow_subsystem_sanitize"`
+	Simulator              SimConfig `yaml:"simulator"`
 }
 
 // ToolPaths names the hardware tools (looked up in PATH unless absolute).
@@ -104,6 +110,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("hardware.gpu_scrub_tool %q: want an absolute path", c.GPUScrubTool))
 	}
 	errs = append(errs, c.GPUScrub.validate())
+	for _, a := range c.AllowSubsystemSanitize {
+		if _, err := ParseAddress(a); err != nil {
+			errs = append(errs, fmt.Errorf("hardware.allow_subsystem_sanitize: %w", err))
+		}
+	}
 	_, err := c.declared(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		errs = append(errs, err)
@@ -174,6 +185,17 @@ func parseValues(where string, raw RawValues, log *slog.Logger, errs *[]error) C
 		}
 	}
 	return out
+}
+
+// SubsystemSanitizeAllowed says whether addr is listed in
+// allow_subsystem_sanitize.
+func (c *Config) SubsystemSanitizeAllowed(addr Address) bool {
+	for _, a := range c.AllowSubsystemSanitize {
+		if p, err := ParseAddress(a); err == nil && p == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // SetDefaults fills every unset field (config.Section).

@@ -30,7 +30,10 @@ type nvmeFacts struct {
 	ids                     string
 	model, serial, firmware string
 	oacs, fna, sanicap      int
-	idCtrl                  bool // oacs/fna/sanicap known
+	cmic                    int
+	subsystem               string
+	others                  []string
+	idCtrl                  bool // oacs/fna/sanicap/cmic known
 }
 
 func pciIDs(d *Device) string {
@@ -50,7 +53,7 @@ func (m *NVMeMemo) remember(dev *Device) {
 		m.m = map[Address]nvmeFacts{}
 	}
 	m.m[dev.Address] = nvmeFacts{ids: pciIDs(dev), model: dev.Model, serial: dev.Serial, firmware: dev.Firmware,
-		oacs: n.OACS, fna: n.FNA, sanicap: n.SANICAP, idCtrl: !idAbsent}
+		oacs: n.OACS, fna: n.FNA, sanicap: n.SANICAP, cmic: n.CMIC, subsystem: n.Subsystem, others: n.OtherControllers, idCtrl: !idAbsent}
 }
 
 // recall fills a dev not bound to nvme with what was remembered of it,
@@ -72,7 +75,8 @@ func (m *NVMeMemo) recall(dev *Device) bool {
 	delete(dev.Absent, "nvme.model")
 	delete(dev.Absent, "nvme.firmware")
 	if f.idCtrl {
-		n.OACS, n.FNA, n.SANICAP = f.oacs, f.fna, f.sanicap
+		n.OACS, n.FNA, n.SANICAP, n.CMIC = f.oacs, f.fna, f.sanicap, f.cmic
+		n.Subsystem, n.OtherControllers = f.subsystem, f.others
 		delete(dev.Absent, "nvme.format")
 		delete(dev.Absent, "nvme.crypto_format")
 		delete(dev.Absent, "nvme.sanitize")

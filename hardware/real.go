@@ -146,7 +146,7 @@ var nvmeToolCaps = []string{"nvme.format", "nvme.crypto_format", "nvme.sanitize"
 var nvmeSmartCaps = []string{"nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"}
 
 func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
-	n := &NVMeInfo{}
+	n := &NVMeInfo{SubsystemSanitizeAllowed: r.cfg.SubsystemSanitizeAllowed(dev.Address)}
 	dev.NVMe = n
 	if dev.Driver != "nvme" {
 		n.BoundToVFIO = dev.Driver == "vfio-pci"
@@ -170,6 +170,7 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 		markAbsent(dev, "no NVMe controller found for this device", append(nvmeToolCaps, nvmeSmartCaps...)...)
 		return
 	}
+	r.subsystemOf(dev)
 	ctrl := "/dev/" + n.Controller
 	// Without id-ctrl, model and firmware may still be known (nvme list
 	// or sysfs); the capability bits are not.
@@ -182,7 +183,7 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 	} else if id, err := ParseIDCtrl(out); err != nil {
 		markAbsent(dev, err.Error(), idCaps...)
 	} else {
-		n.OACS, n.FNA, n.SANICAP = id.OACS, id.FNA, id.SANICAP
+		n.OACS, n.FNA, n.SANICAP, n.CMIC = id.OACS, id.FNA, id.SANICAP, id.CMIC
 		dev.Model, dev.Serial, dev.Firmware = id.MN, id.SN, id.FR
 		if SanitizeMethods(id.SANICAP) == nil {
 			dev.Absent["nvme.sanitize"] = fmt.Sprintf("controller reports no sanitize support (sanicap %#x)", id.SANICAP)
@@ -193,6 +194,19 @@ func (r *Real) discoverNVMe(ctx context.Context, dev *Device, p *PCIDevice) {
 	} else {
 		n.Smart = s
 	}
+}
+
+// subsystemOf fills dev's NVM subsystem and its other controllers from
+// sysfs, and whether the operator allows a sanitize on it anyway.
+func (r *Real) subsystemOf(dev *Device) {
+	n := dev.NVMe
+	n.SubsystemSanitizeAllowed = r.cfg.SubsystemSanitizeAllowed(dev.Address)
+	sub, others, err := r.fs.NVMeSubsystem(n.Controller)
+	if err != nil {
+		r.log.Warn("reading the NVM subsystem's controllers from sysfs", "device", dev.Address, "controller", n.Controller, "err", err)
+		return
+	}
+	n.Subsystem, n.OtherControllers = sub, others
 }
 
 // nvmeController finds the controller and namespaces of an nvme-bound

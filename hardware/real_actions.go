@@ -57,7 +57,11 @@ func (r *Real) SmartLog(ctx context.Context, addr Address) (*SmartLog, error) {
 // Sanitize starts `nvme sanitize <ctrl> -a <2|3|4>` and polls
 // `nvme sanitize-log` every poll until SSTAT says done or failed,
 // reporting SPROG/65535 as progress. The controller's sanicap must list
-// the action (else ErrUnsupported); ctx bounds the whole wait.
+// the action (else ErrUnsupported); ctx bounds the whole wait. On an NVM
+// subsystem that has or may have other controllers (cmic bit 1, other
+// controllers in sysfs) it refuses with ErrSharedSubsystem before
+// touching the drive, unless hardware.allow_subsystem_sanitize lists addr
+// (SubsystemSanitizeRefusal).
 //
 // A sanitize keeps running inside the drive when scourd dies, is stopped
 // or passes the step's deadline, and the controller refuses a new one
@@ -69,7 +73,7 @@ func (r *Real) Sanitize(ctx context.Context, addr Address, action SanitizeAction
 	if err != nil {
 		return fmt.Errorf("sanitize %s: %w", addr, err)
 	}
-	_, ctrl, err := r.nvmeCtrl(ctx, addr)
+	d, ctrl, err := r.nvmeCtrl(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -79,6 +83,14 @@ func (r *Real) Sanitize(ctx context.Context, addr Address, action SanitizeAction
 	}
 	if id.SANICAP&bit == 0 {
 		return fmt.Errorf("sanitize %s with %s: controller supports %v (sanicap %#x): %w", addr, action, SanitizeMethods(id.SANICAP), id.SANICAP, ErrUnsupported)
+	}
+	// Asked again here, not taken from discovery: a sanitize reaches
+	// every controller's namespaces in the subsystem.
+	d.NVMe.CMIC = id.CMIC
+	r.subsystemOf(d)
+	if err := SubsystemSanitizeRefusal(addr, d.NVMe); err != nil {
+		r.log.Warn("sanitize refused: the NVM subsystem is shared", "device", addr, "controller", ctrl, "err", err)
+		return err
 	}
 	dev := "/dev/" + ctrl
 	if poll <= 0 {

@@ -164,10 +164,7 @@ func TestRealSanitize(t *testing.T) {
 // skipped.
 func TestRealFormatHiddenNamespaces(t *testing.T) {
 	t.Parallel()
-	multi := strings.Replace(string(fixture(t, "id-ctrl-samsung-pm9a3.json")), `"cmic": 0,`, `"cmic": 2,`, 1)
-	if !strings.Contains(multi, `"cmic": 2,`) {
-		t.Fatal("fixture has no cmic to change")
-	}
+	multi := multiControllerIDCtrl(t)
 	for _, tc := range []struct {
 		name, allocated string
 		multiController bool

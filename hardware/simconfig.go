@@ -32,13 +32,21 @@ type SimDevice struct {
 	NoReset  bool       `yaml:"no_reset"`
 
 	// NVMe
-	Namespaces   int   `yaml:"namespaces"`     // default 1
-	MediaBytes   int64 `yaml:"media_bytes"`    // per namespace, default 1 MiB
-	OACS         *int  `yaml:"oacs"`           // default 0x5f (format supported)
-	FNA          int   `yaml:"fna"`            // bit 2: crypto erase by format
-	SANICAP      int   `yaml:"sanicap"`        // bits 0/1/2: crypto/block/overwrite
-	PercentUsed  int   `yaml:"percent_used"`   // initial wear
-	WearPerClean int   `yaml:"wear_per_clean"` // default 1
+	Namespaces int   `yaml:"namespaces"`  // default 1
+	MediaBytes int64 `yaml:"media_bytes"` // per namespace, default 1 MiB
+	OACS       *int  `yaml:"oacs"`        // default 0x5f (format supported)
+	FNA        int   `yaml:"fna"`         // bit 2: crypto erase by format
+	SANICAP    int   `yaml:"sanicap"`     // bits 0/1/2: crypto/block/overwrite
+	// Subsystem names an NVM subsystem the device shares with the other
+	// devices naming it (an SR-IOV PF and its VFs, a dual-port drive's
+	// ports): their cmic gets bit 1, the simulated sysfs lists them in
+	// one class/nvme-subsystem entry, and a sanitize through any of them
+	// rewrites all their namespaces, as a real drive does. CMIC sets
+	// id-ctrl's cmic for a device alone in its subsystem.
+	Subsystem    string `yaml:"subsystem"`
+	CMIC         int    `yaml:"cmic"`
+	PercentUsed  int    `yaml:"percent_used"`   // initial wear
+	WearPerClean int    `yaml:"wear_per_clean"` // default 1
 	// SMART: critical_warning reported (QEMU's smart_critical_warning),
 	// and available spare / its threshold (default 100 / 10; QEMU
 	// reports 0 / 0).

@@ -87,11 +87,24 @@ func (s *Simulator) Sanitize(ctx context.Context, addr hardware.Address, action 
 	if d.cfg.SANICAP&bit == 0 {
 		return fmt.Errorf("sanitize %s with %s: controller supports %v: %w", addr, action, hardware.SanitizeMethods(d.cfg.SANICAP), hardware.ErrUnsupported)
 	}
+	n := &hardware.NVMeInfo{Controller: d.ctrl, CMIC: d.cmic(), SubsystemSanitizeAllowed: s.allowShared(addr)}
+	if n.Subsystem, n.OtherControllers, err = s.fs.NVMeSubsystem(d.ctrl); err != nil {
+		return fmt.Errorf("sanitize %s: %w", addr, err)
+	}
+	if err := hardware.SubsystemSanitizeRefusal(addr, n); err != nil {
+		return err
+	}
 	slow, err := s.enter(ctx, d, "sanitize")
 	if err != nil {
 		return err
 	}
-	if err := s.rewrite(ctx, d.mediaFiles(), action == hardware.SanitizeCrypto, slow, p); err != nil {
+	// A sanitize reaches every namespace of the NVM subsystem: those of
+	// the controllers sharing it too.
+	var media []hardware.Media
+	for _, p := range s.subsystemPeers(d) {
+		media = append(media, p.mediaFiles()...)
+	}
+	if err := s.rewrite(ctx, media, action == hardware.SanitizeCrypto, slow, p); err != nil {
 		return fmt.Errorf("sanitize %s: %w", addr, err)
 	}
 	return s.cleaned(d)

@@ -58,7 +58,8 @@ func (s *Simulator) Discover(ctx context.Context, addr hardware.Address) (*hardw
 }
 
 func (s *Simulator) discoverNVMe(d *simDev, dev *hardware.Device, st *state) {
-	n := &hardware.NVMeInfo{OACS: *d.cfg.OACS, FNA: d.cfg.FNA, SANICAP: d.cfg.SANICAP}
+	n := &hardware.NVMeInfo{OACS: *d.cfg.OACS, FNA: d.cfg.FNA, SANICAP: d.cfg.SANICAP, CMIC: d.cmic(),
+		SubsystemSanitizeAllowed: s.allowShared(d.addr)}
 	dev.NVMe = n
 	if st.Driver != "nvme" {
 		n.BoundToVFIO = st.Driver == "vfio-pci"
@@ -66,12 +67,17 @@ func (s *Simulator) discoverNVMe(d *simDev, dev *hardware.Device, st *state) {
 		for _, c := range []string{"nvme.format", "nvme.crypto_format", "nvme.sanitize", "nvme.firmware", "nvme.model", "nvme.percent_used", "nvme.critical_warning", "nvme.spare_ok"} {
 			dev.Absent[c] = why
 		}
-		n.OACS, n.FNA, n.SANICAP = 0, 0, 0 // unknown until bound, as on a real host
+		n.OACS, n.FNA, n.SANICAP, n.CMIC = 0, 0, 0, 0 // unknown until bound, as on a real host
 		s.memo.Recall(dev)
 		return
 	}
 	defer s.memo.Remember(dev)
 	n.Controller = d.ctrl
+	sub, others, err := s.fs.NVMeSubsystem(d.ctrl)
+	if err != nil {
+		s.log.Warn("reading the simulated NVM subsystem", "device", d.addr, "err", err)
+	}
+	n.Subsystem, n.OtherControllers = sub, others
 	for _, m := range d.mediaFiles() {
 		n.Namespaces = append(n.Namespaces, m.Path)
 	}

@@ -47,6 +47,9 @@ type Simulator struct {
 	// tests step it themselves).
 	after func(time.Duration) <-chan time.Time
 
+	// allowShared: hardware.allow_subsystem_sanitize.
+	allowShared func(hardware.Address) bool
+
 	mu     sync.Mutex
 	devs   map[hardware.Address]*simDev
 	faults map[hardware.Address]map[string]string
@@ -93,7 +96,7 @@ func New(cfg hardware.Config, log *slog.Logger) (*Simulator, error) {
 		return nil, err
 	}
 	s := &Simulator{
-		cfg: cfg.Simulator, declared: declared, log: log, after: time.After,
+		cfg: cfg.Simulator, declared: declared, log: log, after: time.After, allowShared: cfg.SubsystemSanitizeAllowed,
 		fs:   hardware.NewFS(filepath.Join(cfg.Simulator.StateDir, "sys")),
 		devs: map[hardware.Address]*simDev{}, faults: map[hardware.Address]map[string]string{},
 	}
@@ -110,7 +113,68 @@ func New(cfg hardware.Config, log *slog.Logger) (*Simulator, error) {
 		}
 		s.devs[addr] = d
 	}
+	if err := s.writeSubsystems(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// writeSubsystems lays out class/nvme-subsystem/ as the kernel does: one
+// nvme-subsys<N> per NVM subsystem, holding an entry per controller, so
+// the real parser (FS.NVMeSubsystem) reads it.
+func (s *Simulator) writeSubsystems() error {
+	base := s.fs.Path("class", "nvme-subsystem")
+	if err := os.RemoveAll(base); err != nil {
+		return err
+	}
+	subs := map[string]string{} // configured name -> nvme-subsys<N>
+	addrs := make([]hardware.Address, 0, len(s.devs))
+	for a := range s.devs {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	for _, a := range addrs {
+		d := s.devs[a]
+		if d.ctrl == "" {
+			continue
+		}
+		key := d.cfg.Subsystem
+		if key == "" {
+			key = "\x00" + d.ctrl
+		}
+		name, ok := subs[key]
+		if !ok {
+			name = fmt.Sprintf("nvme-subsys%d", len(subs))
+			subs[key] = name
+		}
+		if err := os.MkdirAll(filepath.Join(base, name, d.ctrl), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subsystemPeers are the devices sharing d's NVM subsystem, d included.
+func (s *Simulator) subsystemPeers(d *simDev) []*simDev {
+	if d.cfg.Subsystem == "" {
+		return []*simDev{d}
+	}
+	var out []*simDev
+	for _, p := range s.devs {
+		if p.cfg.Subsystem == d.cfg.Subsystem {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	return out
+}
+
+// cmic is the simulated id-ctrl cmic: bit 1 for a shared subsystem.
+func (d *simDev) cmic() int {
+	if d.cfg.Subsystem != "" {
+		return d.cfg.CMIC | 2
+	}
+	return d.cfg.CMIC
 }
 
 func (s *Simulator) setup(d *simDev) error {

@@ -59,6 +59,17 @@ func TestHiddenNamespace(t *testing.T) {
 	if id.OACS&8 == 0 || id.CMIC&2 == 0 {
 		t.Fatalf("oacs %#x cmic %#x: want namespace management (oacs bit 3) and multiple controllers (cmic bit 1), else the hidden namespace check does not run", id.OACS, id.CMIC)
 	}
+	// A sanitize through this controller would reach the other
+	// controller's namespaces too: discovery finds the shared subsystem
+	// in sysfs and refuses a sanitize (QEMU offers none anyway).
+	seen, err := r.Discover(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.NVMe.Subsystem == "" || hardware.SubsystemSanitizeRefusal(addr, seen.NVMe) == nil {
+		t.Fatalf("discovery of %s: subsystem %q, other controllers %v, cmic %#x: want the shared subsystem seen and a sanitize refused", addr, seen.NVMe.Subsystem, seen.NVMe.OtherControllers, seen.NVMe.CMIC)
+	}
+	t.Logf("%s: subsystem %s, other controllers %v: sanitize refused", ctrl, seen.NVMe.Subsystem, seen.NVMe.OtherControllers)
 	own := readCntlid(t, ctrl)
 	all := cntlids(t, nvmeCLI(t, "list-ctrl", "/dev/"+ctrl))
 	if len(all) != 2 || !slices.Contains(all, own) {

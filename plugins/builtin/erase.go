@@ -105,7 +105,11 @@ func init() {
 // technique only when the current one was refused before it touched the
 // device (ErrUnsupported from the capability check); a technique that
 // started and failed fails the step: the device may be half erased and a
-// weaker technique must not paper over that.
+// weaker technique must not paper over that. A sanitize is refused on an
+// NVM subsystem shared with other controllers (it would erase their
+// namespaces) unless hardware.allow_subsystem_sanitize lists the device;
+// the format and overwrite reach only the device's own namespaces, after
+// the hidden-namespace check.
 func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	crypto, err := argBool(t.Args, "crypto", true)
 	if err != nil {
@@ -129,7 +133,12 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if err != nil {
 		return nil, err
 	}
-	if ok {
+	// A sanitize erases the whole NVM subsystem: on one shared with other
+	// controllers only the device's own namespaces may be erased.
+	shared := hardware.SubsystemSanitizeRefusal(d.Address, d.NVMe)
+	if ok && shared != nil {
+		notUsed = append(notUsed, fmt.Sprintf("sanitize %s refused: %v", action, shared))
+	} else if ok {
 		e := withSamples(ctx, be, d, sanitizeErasure(action))
 		err := be.Sanitize(ctx, d.Address, action, poll, t.progress)
 		if err == nil {
@@ -139,6 +148,9 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		}
 		if !errors.Is(err, hardware.ErrUnsupported) {
 			return nil, fmt.Errorf("sanitize (%s) of NVMe %s: %w", action, d.Address, err)
+		}
+		if errors.Is(err, hardware.ErrSharedSubsystem) {
+			shared = err
 		}
 		notUsed = append(notUsed, fmt.Sprintf("sanitize %s refused: %v", action, err))
 	} else {
@@ -175,6 +187,11 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 		}
 	}
 
+	if !allowOverwrite && shared != nil {
+		return nil, &plugins.Error{Code: plugins.CodePermanent, Details: map[string]any{"not_used": notUsed},
+			Msg: fmt.Sprintf("NVMe %s: no safe erase: a sanitize would reach the other controllers of its shared NVM subsystem, format is not available and args.allow_overwrite is false: nothing was erased; "+
+				"allow the overwrite (args.allow_overwrite: true), or erase the drive with every controller of its subsystem out of use and list it in hardware.allow_subsystem_sanitize, then release the device (%v)", d.Address, notUsed)}
+	}
 	if !allowOverwrite {
 		return nil, &plugins.Error{Code: plugins.CodeUnsupported, Details: map[string]any{"not_used": notUsed},
 			Msg: fmt.Sprintf("NVMe %s: neither sanitize nor format is available and args.allow_overwrite is false: nothing was erased (%v)", d.Address, notUsed)}
@@ -260,7 +277,7 @@ func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) 
 	case "nvme-format":
 		return predicted(formatErasure(formatSES(dev, crypto))), true
 	case "nvme-erase":
-		if a, ok, _ := pickSanitize(dev, crypto); ok {
+		if a, ok, _ := pickSanitize(dev, crypto); ok && hardware.SubsystemSanitizeRefusal(dev.Address, dev.NVMe) == nil {
 			return predicted(sanitizeErasure(a)), true
 		}
 		if ok, _ := formatSupported(dev); ok {

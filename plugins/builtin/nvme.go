@@ -91,11 +91,17 @@ func sanitizeMethods(d *hardware.Device) ([]string, error) {
 }
 
 // chooseSanitize picks crypto > block > overwrite among what the controller
-// supports, or checks a forced action.
+// supports, or checks a forced action. On an NVM subsystem shared with
+// other controllers it refuses (unsupported) unless the operator allowed
+// it (hardware.SubsystemSanitizeRefusal): the sanitize would erase their
+// namespaces too.
 func chooseSanitize(d *hardware.Device, forced string) (hardware.SanitizeAction, error) {
 	have, err := sanitizeMethods(d)
 	if err != nil {
 		return "", err
+	}
+	if err := hardware.SubsystemSanitizeRefusal(d.Address, d.NVMe); err != nil {
+		return "", plugins.Errorf(plugins.CodeUnsupported, "%v", err)
 	}
 	if forced != "" {
 		if !slices.Contains(have, forced) {

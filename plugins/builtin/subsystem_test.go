@@ -1,0 +1,130 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/sim"
+	"github.com/scour-project/scour/plugins"
+)
+
+// A sanitize acts on the whole NVM subsystem: on one shared by two
+// controllers (a PF and its VF, a dual-port drive's ports: two devices
+// here, two tenants' data) cleaning one must never erase the other's.
+
+const nvmePeer = hardware.Address("0000:81:00.1")
+
+func sharedSim(t *testing.T, allow ...string) *sim.Simulator {
+	t.Helper()
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, AllowSubsystemSanitize: allow,
+		Simulator: hardware.SimConfig{StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{
+			{Address: string(nvmeA), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, FNA: 4, Subsystem: "dual"},
+			{Address: string(nvmePeer), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, FNA: 4, Subsystem: "dual"},
+			{Address: string(nvmeB), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111},
+		}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSharedSubsystemDiscovered(t *testing.T) {
+	s := sharedSim(t)
+	dev, err := s.Discover(context.Background(), nvmeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := dev.NVMe
+	if n.CMIC&2 == 0 || n.Subsystem == "" || fmt.Sprint(n.OtherControllers) != "[nvme1]" || n.SubsystemSanitizeAllowed {
+		t.Fatalf("shared subsystem not discovered: %+v", n)
+	}
+	alone, err := s.Discover(context.Background(), nvmeB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.NVMe.CMIC != 0 || len(alone.NVMe.OtherControllers) != 0 || hardware.SubsystemSanitizeRefusal(nvmeB, alone.NVMe) != nil {
+		t.Fatalf("single-controller subsystem seen as shared: %+v", alone.NVMe)
+	}
+}
+
+func TestEraseOnSharedSubsystemFormatsOwnNamespacesOnly(t *testing.T) {
+	s := sharedSim(t)
+	res, err := simRun(t, s, nvmeA, "nvme-erase", map[string]any{"poll": "1ms"})
+	if err != nil {
+		t.Fatalf("nvme-erase on a shared subsystem: %v", err)
+	}
+	if res.Details[plugins.EraseKey] != "format-ses2" {
+		t.Fatalf("erase %v, want format-ses2 (sanitize refused on a shared subsystem): %v", res.Details[plugins.EraseKey], res.Details)
+	}
+	if nu := fmt.Sprint(res.Details["not_used"]); !strings.Contains(nu, "allow_subsystem_sanitize") || !strings.Contains(nu, "nvme1") {
+		t.Fatalf("not_used does not say why sanitize was refused: %s", nu)
+	}
+	if tenant(media(t, s, nvmeA)) {
+		t.Fatal("the device's own namespace still holds tenant data")
+	}
+	if !tenant(media(t, s, nvmePeer)) {
+		t.Fatal("erasing one controller erased its neighbour's namespace")
+	}
+	// Dry runs predict the same.
+	dev, _ := s.Discover(context.Background(), nvmeA)
+	if e, ok := PredictErasure("nvme-erase", nil, dev); !ok || e.ID != "format-ses2" {
+		t.Fatalf("prediction %+v %v, want format-ses2", e, ok)
+	}
+}
+
+func TestSanitizeStepRefusedOnSharedSubsystem(t *testing.T) {
+	s := sharedSim(t)
+	_, err := simRun(t, s, nvmeA, "nvme-sanitize", map[string]any{"poll": "1ms"})
+	if plugins.CodeOf(err) != plugins.CodeUnsupported || !strings.Contains(err.Error(), "allow_subsystem_sanitize") {
+		t.Fatalf("nvme-sanitize on a shared subsystem: %v, want unsupported naming allow_subsystem_sanitize", err)
+	}
+	if !tenant(media(t, s, nvmeA)) || !tenant(media(t, s, nvmePeer)) {
+		t.Fatal("a refused sanitize touched the media")
+	}
+	// The backend refuses on its own too, whatever a caller decided.
+	err = s.Sanitize(context.Background(), nvmeA, hardware.SanitizeBlock, time.Millisecond, nil)
+	if !errors.Is(err, hardware.ErrSharedSubsystem) || !errors.Is(err, hardware.ErrUnsupported) {
+		t.Fatalf("backend sanitize on a shared subsystem: %v", err)
+	}
+	if !tenant(media(t, s, nvmePeer)) {
+		t.Fatal("the backend's refused sanitize touched the neighbour")
+	}
+}
+
+func TestEraseOnSharedSubsystemWithoutSafeTechniqueFailsPermanently(t *testing.T) {
+	dir := t.TempDir()
+	noFormat := 0
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated,
+		Simulator: hardware.SimConfig{StateDir: dir, Step: time.Millisecond, Devices: []hardware.SimDevice{
+			{Address: string(nvmeA), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, OACS: &noFormat, Subsystem: "dual"},
+			{Address: string(nvmePeer), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, Subsystem: "dual"},
+		}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = simRun(t, s, nvmeA, "nvme-erase", map[string]any{"allow_overwrite": false})
+	if plugins.CodeOf(err) != plugins.CodePermanent || !strings.Contains(err.Error(), "no safe erase") {
+		t.Fatalf("nvme-erase with no safe technique: %v, want a permanent failure saying so", err)
+	}
+	if !tenant(media(t, s, nvmePeer)) || !tenant(media(t, s, nvmeA)) {
+		t.Fatal("media touched")
+	}
+}
+
+func TestSubsystemSanitizeAllowedByOperator(t *testing.T) {
+	s := sharedSim(t, string(nvmeA))
+	res, err := simRun(t, s, nvmeA, "nvme-erase", map[string]any{"poll": "1ms"})
+	if err != nil || res.Details[plugins.EraseKey] != "sanitize-crypto" {
+		t.Fatalf("allowed subsystem sanitize: %v %v", res, err)
+	}
+	// As on a real drive, the sanitize reached the whole subsystem: that
+	// is what the operator allowed.
+	if tenant(media(t, s, nvmePeer)) {
+		t.Fatal("the simulated sanitize did not reach the other controller's namespace")
+	}
+}
