@@ -312,6 +312,11 @@ type RecordRetirement struct {
 	WipeStep string `json:"wipe_step,omitempty"`
 	// Technique is what the wipe reported it ran.
 	Technique string `json:"technique,omitempty"`
+	// ReadBack is the outcome of the read-back after the wipe
+	// (pipeline.RetireReadBackKey): "passed", "not applicable: <why>", or
+	// "failed: <why>" (then Wiped is false). "" for a record from before
+	// scour read retirement wipes back.
+	ReadBack string `json:"read_back,omitempty"`
 	// Note says it in words: that the device holds none of the last
 	// tenant's data, or that it may and must be destroyed, and why.
 	Note string `json:"note"`
@@ -320,9 +325,14 @@ type RecordRetirement struct {
 // codeRetire is plugins.CodeRetire; retireWipeKey is
 // pipeline.RetireWipeKey; noWipeWhy is pipeline.NoWipeWhy.
 const (
-	codeRetire    = plugins.CodeRetire
-	retireWipeKey = "scour_retire_wipe"
-	noWipeWhy     = "NOT WIPED (operator chose --no-wipe)"
+	codeRetire = plugins.CodeRetire
+	// codeUnsupported: a read-back refused before reading anything (no
+	// media to read): not applicable, not a failure.
+	codeUnsupported = plugins.CodeUnsupported
+	retireWipeKey   = "scour_retire_wipe"
+	// retireReadBackKey is pipeline.RetireReadBackKey.
+	retireReadBackKey = "scour_retire_readback"
+	noWipeWhy         = "NOT WIPED (operator chose --no-wipe)"
 )
 
 // OperatorRetirement is RecordRetirement.Step of an operator's retirement
@@ -335,12 +345,14 @@ func retirementOf(run Run, steps []Step) *RecordRetirement {
 	if run.State != RunQuarantined {
 		return nil
 	}
-	var gate, wipe *Step
+	var gate, wipe, readBack *Step
 	for i := range steps {
 		st := &steps[i]
 		switch {
 		case st.Details[retireWipeKey] == true:
 			wipe = st
+		case st.Details[retireReadBackKey] == true:
+			readBack = st
 		case st.Outcome == StepFailed && st.Code == codeRetire:
 			gate = st
 		}
@@ -361,7 +373,17 @@ func retirementOf(run Run, steps []Step) *RecordRetirement {
 	case wipe.Outcome == StepSkipped && strings.Contains(wipe.Output, noWipeWhy):
 		rt.WipeStep = wipe.Name
 		rt.Note = noWipeWhy + ": the operator retired it without a wipe; " + destroy
+	case wipe.Outcome == StepOK && readBack != nil && readBack.Outcome == StepFailed && readBack.Code != codeUnsupported:
+		rt.WipeStep = wipe.Name
+		rt.ReadBack = "failed: " + readBack.Output
+		rt.Note = fmt.Sprintf("NOT WIPED: the retirement wipe (step %s) reported success but its read-back (step %s) found the media not erased (%s); %s", wipe.Name, readBack.Name, readBack.Output, destroy)
 	case wipe.Outcome == StepOK:
+		if readBack != nil {
+			rt.ReadBack = "passed"
+			if readBack.Outcome != StepOK {
+				rt.ReadBack = "not applicable: " + strings.TrimPrefix(readBack.Output, "skipped: ")
+			}
+		}
 		rt.Wiped, rt.WipeStep = true, wipe.Name
 		rt.Technique, _ = wipe.Details[plugins.TechniqueKey].(string)
 		said := rt.Technique
@@ -369,6 +391,9 @@ func retirementOf(run Run, steps []Step) *RecordRetirement {
 			said = "a technique the step did not report"
 		}
 		rt.Note = fmt.Sprintf("wiped before retirement by step %s with %s: the device holds none of the last tenant's data", wipe.Name, said)
+		if rt.ReadBack != "" {
+			rt.Note = fmt.Sprintf("wiped before retirement by step %s with %s, read-back %s: the device holds none of the last tenant's data", wipe.Name, said, rt.ReadBack)
+		}
 	default:
 		rt.WipeStep = wipe.Name
 		why := wipe.Output

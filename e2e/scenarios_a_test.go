@@ -352,12 +352,12 @@ func TestWornDeviceWipedThenRetired(t *testing.T) {
 	for _, s := range steps {
 		names = append(names, s.(map[string]any)["name"])
 	}
-	if fmt.Sprint(names) != "[wear retire-wipe]" {
-		t.Errorf("steps %v; want the wear check, then only the retirement wipe", names)
+	if fmt.Sprint(names) != "[wear retire-wipe retire-readback]" {
+		t.Errorf("steps %v; want the wear check, then only the retirement wipe and its read-back", names)
 	}
 	rt, _ := recs[0]["retirement"].(map[string]any)
-	if rt["wiped"] != true || rt["step"] != "wear" || rt["technique"] != "NVMe Sanitize, Block Erase" {
-		t.Errorf("record retirement %v; want wiped by NVMe Sanitize, Block Erase after the wear step said retire", rt)
+	if rt["wiped"] != true || rt["step"] != "wear" || rt["technique"] != "NVMe Sanitize, Block Erase" || rt["read_back"] != "passed" {
+		t.Errorf("record retirement %v; want wiped by NVMe Sanitize, Block Erase after the wear step said retire, read back", rt)
 	}
 	if !h.MediaZeroed(t, addr) {
 		t.Error("the retired drive still holds the tenant's data")

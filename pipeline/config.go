@@ -89,6 +89,9 @@ type Pipeline struct {
 // configured without a name).
 const RetireWipeName = "retire-wipe"
 
+// RetireReadBackName names the read-back after a retirement wipe.
+const RetireReadBackName = "retire-readback"
+
 // Sanitization categories a pipeline may claim.
 const (
 	CategoryClear = "clear"
@@ -139,6 +142,9 @@ type Step struct {
 	// retireWipe marks the run's retirement wipe (Pipeline.RetireWipe):
 	// its record carries RetireWipeKey.
 	retireWipe bool
+	// retireReadBack marks the read-back after the retirement wipe
+	// (RetireReadBackKey on its record).
+	retireReadBack bool
 }
 
 // pluginPaths are the executables the step runs: a plugin step's path,

@@ -183,6 +183,7 @@ func (p *Plan) writeRetireWipe(w io.Writer) {
 	fmt.Fprintf(w, "if a step says retire (code 13), the run ends and this retirement wipe runs before the quarantine verdict (%s):\n", from)
 	writeStep(w, "R", rw.PlannedStep)
 	fmt.Fprintf(w, "       args: %s\n", formatArgs(rw.Args))
+	fmt.Fprintf(w, "       then read back (step %s, verify: 64 sampled blocks compared with what the wipe promises; media found not erased: RETIRED UNWIPED)\n", RetireReadBackName)
 	if rw.Action != "run" {
 		fmt.Fprintf(w, "  the wipe would not run: the device would be RETIRED UNWIPED (it may still hold the last tenant's data)\n")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -14,6 +15,16 @@ import (
 // record of a run's retirement wipe (true): the cleaning record's
 // retirement reads it.
 const RetireWipeKey = "scour_retire_wipe"
+
+// RetireReadBackKey marks (true) the record of the read-back that checks
+// a retirement wipe (RetireReadBackName).
+const RetireReadBackKey = "scour_retire_readback"
+
+// Read-back results in Retirement.ReadBack.
+const (
+	ReadBackPassed        = "passed"
+	ReadBackNotApplicable = "not applicable"
+)
 
 // Retirement is what became of a device a required step said to retire
 // (code 13), set on a quarantine verdict for it.
@@ -27,6 +38,11 @@ type Retirement struct {
 	Technique string `json:"technique,omitempty"`
 	// Why says why the device is unwiped.
 	Why string `json:"why,omitempty"`
+	// ReadBack is the outcome of the read-back after the wipe
+	// (ReadBackPassed, or ReadBackNotApplicable with why); a failed
+	// read-back leaves the device unwiped, with Why saying so. "" when no
+	// wipe succeeded.
+	ReadBack string `json:"read_back,omitempty"`
 }
 
 // retireWipe is the step that erases a device due for retirement: the
@@ -107,27 +123,46 @@ func (r *run) retire(ctx context.Context, prior []StepRecord, gate string, res *
 	}
 	r.recs = append(r.recs, rec)
 	name := rec.Name
+	why := rec.Message
 	if rec.State == StepSucceeded {
 		tech, _ := rec.Details[plugins.TechniqueKey].(string)
 		said := tech
 		if said == "" {
 			said = "the step reported no technique"
 		}
-		res.Verdict = VerdictQuarantine
-		res.Retirement = &Retirement{Wiped: true, Step: name, Technique: tech}
-		res.Reason = fmt.Sprintf("%s; wiped before retirement by step %s (%s): it holds none of the last tenant's data; it stays reserved and quarantined: replace it",
-			res.Reason, name, said)
-		r.log.Warn("device due for retirement wiped before its quarantine", "step", name, "technique", tech)
-		return nil
-	}
-	if rec.State == StepFailed && ws != nil {
+		rb, stopped, err := r.retireReadBack(ctx, prior, idx+1, ws, res)
+		if err != nil || stopped {
+			return err
+		}
+		// Unsupported: nothing could be read (no media on this device, no
+		// driver to expose it): the wipe is not disproved, and the
+		// record says the read-back was not possible.
+		if rb.State != StepFailed || rb.Code == plugins.CodeUnsupported {
+			readBack := ReadBackPassed
+			if rb.State != StepSucceeded {
+				readBack = ReadBackNotApplicable + ": " + strings.TrimPrefix(rb.Message, "skipped: ")
+			}
+			res.Verdict = VerdictQuarantine
+			res.Retirement = &Retirement{Wiped: true, Step: name, Technique: tech, ReadBack: readBack}
+			res.Reason = fmt.Sprintf("%s; wiped before retirement by step %s (%s), read-back %s: it holds none of the last tenant's data; it stays reserved and quarantined: replace it",
+				res.Reason, name, said, readBack)
+			r.log.Warn("device due for retirement wiped before its quarantine", "step", name, "technique", tech, "read_back", readBack)
+			return nil
+		}
+		rs := retireReadBackStep(ws, r.dev)
+		if v, why := r.verdictFor(rs, rb); v == VerdictRetryLater {
+			res.Verdict = v
+			res.Reason = fmt.Sprintf("%s; before retirement the wipe must be read back, and %s", res.Reason, why)
+			return nil
+		}
+		why = fmt.Sprintf("the wipe (step %s, %s) reported success but its read-back (step %s) failed: %s", name, said, rb.Name, rb.Message)
+	} else if rec.State == StepFailed && ws != nil {
 		if v, why := r.verdictFor(ws, rec); v == VerdictRetryLater {
 			res.Verdict = v
 			res.Reason = fmt.Sprintf("%s; before retirement the device must be wiped, and %s", res.Reason, why)
 			return nil
 		}
 	}
-	why := rec.Message
 	if why == "" {
 		why = string(rec.State)
 	}
@@ -139,6 +174,66 @@ func (r *run) retire(ctx context.Context, prior []StepRecord, gate string, res *
 	r.log.Error("device due for retirement could not be wiped: it is retired UNWIPED and may still hold the last tenant's data; destroy it (shred, or degauss) rather than an RMA or disposal as is",
 		"step", name, "why", why)
 	return nil
+}
+
+// retireReadBackStep is the read-back after retirement wipe ws: the
+// built-in verify, sampling, on the wipe's driver, comparing the media
+// with what the wipe says it leaves (zeros; after a crypto erase, that
+// the blocks sampled before it changed).
+//
+// It runs on the driver verify needs (an NVMe's namespaces exist only on
+// nvme), bound for it as the wipe was. A device that exposes no media to
+// read (refused before reading: unsupported) is recorded skipped, the
+// read-back not applicable, and the record says so.
+func retireReadBackStep(ws *Step, dev *hardware.Device) *Step {
+	s := Step{Name: RetireReadBackName, Type: "verify", Args: map[string]any{"mode": "sample", "samples": 64},
+		Driver: ws.Driver, OnUnsupported: OnUnsupportedSkip, retireReadBack: true}
+	if spec, ok := lookupBuiltin(s.Type); ok && s.Driver == "" {
+		if need := spec.Needs[dev.Kind]; need != "" && dev.Driver != need {
+			s.Driver = need
+		}
+	}
+	s.setDefaults()
+	return &s
+}
+
+// retireReadBack reads the media back after a successful retirement wipe,
+// as step number idx: a wipe that says it erased is believed only when
+// the read-back finds what it promises (a cleaning pipeline's verify).
+// A wipe that reported no erasure (a plugin naming no expect) has nothing
+// to compare with: the read-back is recorded skipped, not applicable.
+// stopped: Placement stopped the run before it (res says so).
+func (r *run) retireReadBack(ctx context.Context, prior []StepRecord, idx int, ws *Step, res *Result) (StepRecord, bool, error) {
+	rs := retireReadBackStep(ws, r.dev)
+	if done, ok := doneIn(prior, r.run.ID, idx, rs.Name); ok {
+		r.recs = append(r.recs, done)
+		return done, false, nil
+	}
+	var rec StepRecord
+	var err error
+	if r.lastErasure() == nil {
+		rec = StepRecord{RunID: r.run.ID, Index: idx, Name: rs.Name, Started: time.Now().UTC(), State: StepSkipped,
+			Message: fmt.Sprintf("skipped: not applicable: the wipe (step %s) reported no erase pattern (details %s, %s) to read back", ws.Name, plugins.EraseKey, plugins.ExpectKey)}
+		rec, err = r.finish(ctx, rs, rec, 0, nil)
+	} else {
+		rec, err = r.step(ctx, idx, rs)
+	}
+	if ctx.Err() != nil {
+		return rec, false, fmt.Errorf("device %s: run %s interrupted at the read-back (step %s) of the retirement wipe: %w",
+			r.t.Address, r.run.ID, rs.Name, context.Cause(ctx))
+	}
+	var stop errStop
+	if errors.As(err, &stop) {
+		r.recs = append(r.recs, rec)
+		res.Verdict = stop.verdict
+		res.Reason = fmt.Sprintf("%s; the read-back (step %s) of the retirement wipe did not run: %s", res.Reason, rs.Name, stop.reason)
+		return rec, true, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	r.recs = append(r.recs, rec)
+	return rec, false, nil
 }
 
 // retireMode says whether a run is an operator's retirement (Engine.Retire).

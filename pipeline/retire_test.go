@@ -31,6 +31,12 @@ const wornNVMe hardware.Address = "0000:82:00.0"
 
 func newRetireRig(t *testing.T, dev hardware.SimDevice, pipeline string) *retireRig {
 	t.Helper()
+	return newRetireRigWith(t, dev, pipeline, nil)
+}
+
+// newRetireRigWith is newRetireRig with the engine's backend wrap(s).
+func newRetireRigWith(t *testing.T, dev hardware.SimDevice, pipeline string, wrap func(*sim.Simulator) hardware.Backend) *retireRig {
+	t.Helper()
 	dev.Address, dev.Kind, dev.PercentUsed = string(wornNVMe), hardware.KindNVMe, 95
 	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
 		StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{dev}}}, nil)
@@ -47,7 +53,11 @@ profiles:
 		t.Fatal(err)
 	}
 	r := &retireRig{s: s, reg: prometheus.NewRegistry()}
-	r.e, err = New(cfg, Options{Backend: s, Checkpoints: NewMemCheckpoints(), Registerer: r.reg,
+	var be hardware.Backend = s
+	if wrap != nil {
+		be = wrap(s)
+	}
+	r.e, err = New(cfg, Options{Backend: be, Checkpoints: NewMemCheckpoints(), Registerer: r.reg,
 		Logger: slog.New(slog.DiscardHandler),
 		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) {
 			r.allocs.Add(1)
@@ -127,17 +137,20 @@ func TestRetireWipesWornDriveWithStrongestTechnique(t *testing.T) {
 	if res.Verdict != VerdictQuarantine || res.Step != "wear" {
 		t.Fatalf("verdict %s at step %q (%s); want quarantine at the wear gate", res.Verdict, res.Step, res.Reason)
 	}
-	if got := states(res.Steps); got != "wear=failed retire-wipe=succeeded" {
-		t.Errorf("steps %s; want the pipeline stopped at wear, then the retirement wipe", got)
+	if got := states(res.Steps); got != "wear=failed retire-wipe=succeeded retire-readback=succeeded" {
+		t.Errorf("steps %s; want the pipeline stopped at wear, then the retirement wipe and its read-back", got)
 	}
 	const crypto = "NVMe Sanitize, Crypto Erase"
-	if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Step != RetireWipeName || rt.Technique != crypto {
-		t.Errorf("retirement %+v; want wiped by step %s with %q", rt, RetireWipeName, crypto)
+	if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Step != RetireWipeName || rt.Technique != crypto || rt.ReadBack != ReadBackPassed {
+		t.Errorf("retirement %+v; want wiped by step %s with %q, read back", rt, RetireWipeName, crypto)
 	}
 	if !strings.Contains(res.Reason, "wiped before retirement by step retire-wipe ("+crypto+")") {
 		t.Errorf("reason %q does not name the wipe and its technique", res.Reason)
 	}
-	wipe := res.Steps[len(res.Steps)-1]
+	wipe, rb := res.Steps[len(res.Steps)-2], res.Steps[len(res.Steps)-1]
+	if rb.Details[RetireReadBackKey] != true || rb.Index != 4 || rb.Details[RetireWipeKey] != nil {
+		t.Errorf("read-back record index %d details %v; want index 4 marked %s only", rb.Index, rb.Details, RetireReadBackKey)
+	}
 	if wipe.Details[RetireWipeKey] != true || wipe.Index != 3 {
 		t.Errorf("wipe record index %d details %v; want index 3 (after the 3 planned steps) marked %s", wipe.Index, wipe.Details, RetireWipeKey)
 	}
@@ -147,9 +160,10 @@ func TestRetireWipesWornDriveWithStrongestTechnique(t *testing.T) {
 	if d := r.driver(t); d != "vfio-pci" {
 		t.Errorf("retired drive left on %q, want its home driver vfio-pci", d)
 	}
-	// wear's bind to nvme, and the wipe: Placement is asked before each.
-	if n := r.allocs.Load(); n != 2 {
-		t.Errorf("Placement asked %d times; want 2 (before the wear step's bind and before the wipe)", n)
+	// wear's bind to nvme, the wipe, and the read-back's bind to nvme:
+	// Placement is asked before each.
+	if n := r.allocs.Load(); n != 3 {
+		t.Errorf("Placement asked %d times; want 3 (before the wear step's bind, the wipe and the read-back's bind)", n)
 	}
 	if w, u := r.retirements("true"), r.retirements("false"); w != 1 || u != 0 {
 		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 1 and 0", w, u)
@@ -286,8 +300,8 @@ func TestOperatorRetireWipesFirst(t *testing.T) {
 	if res.Verdict != VerdictQuarantine || !strings.HasPrefix(res.Reason, "retired by alice: RMA; wiped before retirement") {
 		t.Fatalf("%s; want quarantine, retired by alice, wiped first", res)
 	}
-	if got := states(res.Steps); got != "retire-wipe=succeeded" {
-		t.Errorf("steps %s; want the retirement wipe alone", got)
+	if got := states(res.Steps); got != "retire-wipe=succeeded retire-readback=succeeded" {
+		t.Errorf("steps %s; want the retirement wipe alone, then its read-back", got)
 	}
 	const crypto = "NVMe Sanitize, Crypto Erase"
 	if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique != crypto {
@@ -344,5 +358,46 @@ func TestOperatorRetireNoWipe(t *testing.T) {
 	}
 	if w, u := r.retirements("true"), r.retirements("false"); w != 0 || u != 1 {
 		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 0 and 1", w, u)
+	}
+}
+
+// lyingSanitize is a drive whose sanitize reports success and erases
+// nothing (a firmware bug, a controller that ignores the command).
+type lyingSanitize struct{ *sim.Simulator }
+
+func (lyingSanitize) Sanitize(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+	return nil
+}
+
+// A retirement wipe is believed only when its read-back finds what it
+// promises: a sanitize that says it succeeded but left the tenant's data
+// (zeros promised after a block erase; after a crypto erase, changed
+// samples) retires the device NOT WIPED, counted and paged as unwiped.
+func TestRetireReadBackCatchesWipeThatErasedNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sanicap int
+	}{{"block erase", 0b010}, {"crypto erase", 0b001}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRetireRigWith(t, hardware.SimDevice{SANICAP: tc.sanicap}, operatorPipeline,
+				func(s *sim.Simulator) hardware.Backend { return lyingSanitize{s} })
+			res := r.clean(t)
+			if got := states(res.Steps); got != "wear=failed retire-wipe=succeeded retire-readback=failed" {
+				t.Fatalf("steps %s; want the wipe to succeed and its read-back to fail", got)
+			}
+			rt := res.Retirement
+			if res.Verdict != VerdictQuarantine || rt == nil || rt.Wiped || !strings.Contains(rt.Why, "read-back (step retire-readback) failed") {
+				t.Fatalf("verdict %s retirement %+v; want quarantine NOT wiped, naming the failed read-back", res.Verdict, rt)
+			}
+			if !strings.HasPrefix(res.Reason, "RETIRED UNWIPED: ") || !strings.Contains(res.Reason, "destroy it") {
+				t.Errorf("reason %q; want RETIRED UNWIPED and the advice to destroy it", res.Reason)
+			}
+			if !bytes.Contains(r.media(t), []byte(sim.TenantPattern)) {
+				t.Fatal("the lying drive was erased after all: the test proves nothing")
+			}
+			if w, u := r.retirements("true"), r.retirements("false"); w != 0 || u != 1 {
+				t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 0 and 1", w, u)
+			}
+		})
 	}
 }

@@ -110,8 +110,8 @@ profiles:
 		if tc.addr == "0000:82:00.0" {
 			// The wear gate said retire; nothing of the pipeline ran after
 			// it, but the retirement wipe erased the drive first.
-			if res.Step != "wear" || states(res.Steps) != "wear=failed retire-wipe=succeeded" {
-				t.Errorf("%s: step %q, steps %s; want the wear gate's verdict after wear=failed retire-wipe=succeeded", tc.addr, res.Step, states(res.Steps))
+			if res.Step != "wear" || states(res.Steps) != "wear=failed retire-wipe=succeeded retire-readback=succeeded" {
+				t.Errorf("%s: step %q, steps %s; want the wear gate's verdict after wear=failed retire-wipe=succeeded retire-readback=succeeded", tc.addr, res.Step, states(res.Steps))
 			}
 			if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique != "NVMe Sanitize, Overwrite" {
 				t.Errorf("%s: retirement %+v; want wiped by NVMe Sanitize, Overwrite", tc.addr, rt)

@@ -131,8 +131,12 @@ func (r *run) finish(ctx context.Context, s *Step, rec StepRecord, took time.Dur
 	delete(details, ExternalToolsKey)
 	delete(details, TriesKey)
 	delete(details, RetireWipeKey)
-	if s.retireWipe {
+	delete(details, RetireReadBackKey)
+	switch {
+	case s.retireWipe:
 		details[RetireWipeKey] = true
+	case s.retireReadBack:
+		details[RetireReadBackKey] = true
 	}
 	if rec.Attempts > 0 && t != nil {
 		details[TriesKey] = t.details(rec.Attempts)

@@ -30,6 +30,11 @@ func retirePlugins(wipe func(ctx context.Context) (*plugins.Result, error)) *fak
 	}}
 }
 
+// fakeReadBack is the retirement read-back's outcome on the fake
+// backend, which has no media to read (its device cannot be bound to
+// nvme): not applicable, and the record says why.
+const fakeReadBack = "not applicable: binding 0000:81:00.0 to nvme for step retire-readback: fake: bind driver: not supported by device"
+
 func shredded(context.Context) (*plugins.Result, error) {
 	return plugins.OK(map[string]any{plugins.EraseKey: "shred", plugins.ExpectKey: "0x00", plugins.TechniqueKey: "Overwrite, zeros"}), nil
 }
@@ -60,8 +65,8 @@ func TestRecordOfRetirementNamesTheWipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := claims.RecordRetirement{Step: "gate", Wiped: true, WipeStep: "shred", Technique: "Overwrite, zeros",
-		Note: "wiped before retirement by step shred with Overwrite, zeros: the device holds none of the last tenant's data"}
+	want := claims.RecordRetirement{Step: "gate", Wiped: true, WipeStep: "shred", Technique: "Overwrite, zeros", ReadBack: fakeReadBack,
+		Note: "wiped before retirement by step shred with Overwrite, zeros, read-back " + fakeReadBack + ": the device holds none of the last tenant's data"}
 	if rec.Retirement == nil || *rec.Retirement != want {
 		t.Errorf("record retirement %+v; want %+v", rec.Retirement, want)
 	}
@@ -71,9 +76,12 @@ func TestRecordOfRetirementNamesTheWipe(t *testing.T) {
 	if !slices.Contains(rec.Sanitization.Techniques, claims.RecordTechnique{Step: "shred", Technique: "Overwrite, zeros", Outcome: string(claims.StepOK)}) {
 		t.Errorf("techniques %+v lack the retirement wipe's", rec.Sanitization.Techniques)
 	}
-	last := rec.Method.Steps[len(rec.Method.Steps)-1]
-	if last.Name != "shred" || last.Index != 2 || last.Details[pipeline.RetireWipeKey] != true {
-		t.Errorf("last step row %+v; want the wipe at index 2 marked %s", last, pipeline.RetireWipeKey)
+	wipeRow, rb := rec.Method.Steps[len(rec.Method.Steps)-2], rec.Method.Steps[len(rec.Method.Steps)-1]
+	if wipeRow.Name != "shred" || wipeRow.Index != 2 || wipeRow.Details[pipeline.RetireWipeKey] != true {
+		t.Errorf("step row %+v; want the wipe at index 2 marked %s", wipeRow, pipeline.RetireWipeKey)
+	}
+	if rb.Name != pipeline.RetireReadBackName || rb.Index != 3 || rb.Details[pipeline.RetireReadBackKey] != true {
+		t.Errorf("last step row %+v; want the wipe's read-back at index 3 marked %s", rb, pipeline.RetireReadBackKey)
 	}
 }
 
@@ -135,8 +143,8 @@ func TestRecordOfOperatorRetirementNamesTheWipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := claims.RecordRetirement{Step: claims.OperatorRetirement, Wiped: true, WipeStep: "shred", Technique: "Overwrite, zeros",
-		Note: "wiped before retirement by step shred with Overwrite, zeros: the device holds none of the last tenant's data"}
+	want := claims.RecordRetirement{Step: claims.OperatorRetirement, Wiped: true, WipeStep: "shred", Technique: "Overwrite, zeros", ReadBack: fakeReadBack,
+		Note: "wiped before retirement by step shred with Overwrite, zeros, read-back " + fakeReadBack + ": the device holds none of the last tenant's data"}
 	if rec.Retirement == nil || *rec.Retirement != want {
 		t.Errorf("record retirement %+v; want %+v", rec.Retirement, want)
 	}

@@ -196,6 +196,9 @@ func writeRecordText(w io.Writer, rec claims.Record) {
 		if rt.Wiped {
 			wiped = "wiped by step " + rt.WipeStep + " (" + recordsDash(rt.Technique) + ")"
 		}
+		if rt.ReadBack != "" {
+			wiped += ", read-back " + rt.ReadBack
+		}
 		fmt.Fprintf(w, "  retirement:  decided by %s; %s: %s\n", rt.Step, wiped, rt.Note)
 	}
 	fmt.Fprintf(w, "  started:     %s\n  ended:       %s\n\n", rec.StartedAt.Format(time.RFC3339), recordsTime(rec.EndedAt))

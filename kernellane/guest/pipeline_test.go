@@ -45,8 +45,8 @@ func cleanAll(t *testing.T, cfg pipeline.Config, erase string) {
 				if res.Verdict != pipeline.VerdictQuarantine || res.Step != "wear" || run.State != claims.RunQuarantined {
 					t.Errorf("critical warning %#x: verdict %s at step %q (stored %s), want quarantine at wear", d.Warning, res.Verdict, res.Step, run.State)
 				}
-				if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique == "" {
-					t.Errorf("retirement %+v: want the drive wiped before retirement, with the technique named", rt)
+				if rt := res.Retirement; rt == nil || !rt.Wiped || rt.Technique == "" || rt.ReadBack != pipeline.ReadBackPassed {
+					t.Errorf("retirement %+v: want the drive wiped before retirement, with the technique named, and read back", rt)
 				}
 				if hasTenant(t, d) {
 					t.Error("the wear gate retired the drive with the tenant's data still on it")
