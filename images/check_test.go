@@ -1,6 +1,12 @@
 package images
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,5 +40,32 @@ func TestCheckLegacyChecksum(t *testing.T) {
 	m.Properties = map[string]any{"os_hash_algo": "blake2b", "os_hash_value": "aa"}
 	if _, err := lax.check(Ref{ID: "i1"}, m); ReasonOf(err) != ReasonNoMultihash {
 		t.Fatalf("unknown algorithm: %v, want a refusal", err)
+	}
+}
+
+// A local file is hashed while it is copied privately: the Image's Path
+// is that copy, unchanged when the file is replaced after the check.
+func TestFilesFetchUsesTheVerifiedBytes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "golden.bin")
+	if err := os.WriteFile(file, []byte("golden"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("golden"))
+	img, err := Files{}.Fetch(context.Background(), Ref{File: file, SHA256: hex.EncodeToString(sum[:])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("tenant"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(img.Path); err != nil || string(b) != "golden" {
+		t.Fatalf("Image.Path holds %q (%v) after the file changed, want the verified bytes", b, err)
+	}
+	img.Remove()
+	if _, err := os.Stat(img.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the private copy is still there after Remove: %v", err)
+	}
+	if _, err := (Files{}).Fetch(context.Background(), Ref{File: file, SHA256: hex.EncodeToString(sum[:])}); err == nil {
+		t.Error("a file that no longer matches its sha256 was accepted")
 	}
 }

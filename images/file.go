@@ -2,22 +2,24 @@ package images
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/scour-project/scour/plugins/builtin"
 )
 
-// Files is the Source of local files: each is hashed on every Fetch and
-// must match its Ref's SHA256.
+// Files is the Source of local files: each is read once per Fetch,
+// hashed while it is copied into a private directory
+// (builtin.PrivateCopy), and must match its Ref's SHA256. Image.Path is
+// that copy, so the bytes used are the bytes verified even when the file
+// changes after the check; Image.Remove deletes it.
 type Files struct{}
 
 var _ Source = Files{}
 
-// Fetch hashes ref.File and compares it with ref.SHA256.
+// Fetch copies ref.File privately, hashing it, and compares the hash with
+// ref.SHA256.
 func (Files) Fetch(ctx context.Context, ref Ref) (Image, error) {
 	if ref.File == "" {
 		return Image{}, &Error{Ref: ref, Reason: ReasonInvalid, Msg: "not a local file reference"}
@@ -25,34 +27,15 @@ func (Files) Fetch(ctx context.Context, ref Ref) (Image, error) {
 	if err := ref.Validate(); err != nil {
 		return Image{}, &Error{Ref: ref, Reason: ReasonInvalid, Msg: "fix the step's image argument", Err: err}
 	}
-	f, err := os.Open(ref.File)
+	cp, err := builtin.PrivateCopy(ctx, ref.File)
 	if err != nil {
 		return Image{}, &Error{Ref: ref, Reason: ReasonNotFound, Msg: "cannot read the file; put the image there or fix image.file", Err: err}
 	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, f})
-	if err != nil {
-		return Image{}, &Error{Ref: ref, Reason: ReasonNotFound, Msg: "reading the file", Err: err}
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if !strings.EqualFold(sum, ref.SHA256) {
+	if !strings.EqualFold(cp.SHA256, ref.SHA256) {
+		cp.Remove()
 		return Image{}, &Error{Ref: ref, Reason: ReasonHashMismatch,
-			Msg: fmt.Sprintf("has sha256 %s, config says %s: refusing it (fix the file or image.sha256)", sum, strings.ToLower(ref.SHA256))}
+			Msg: fmt.Sprintf("has sha256 %s, config says %s: refusing it (fix the file or image.sha256)", cp.SHA256, strings.ToLower(ref.SHA256))}
 	}
-	return Image{Path: ref.File, Name: filepath.Base(ref.File), HashAlgo: "sha256", HashValue: sum, Size: n,
-		Source: "file", Checked: "sha256", Properties: map[string]string{}}, nil
-}
-
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+	return Image{Path: cp.Path, Name: filepath.Base(ref.File), HashAlgo: "sha256", HashValue: cp.SHA256, Size: cp.Size,
+		Source: "file", Checked: "sha256", Properties: map[string]string{}, Remove: cp.Remove}, nil
 }

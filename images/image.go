@@ -30,6 +30,9 @@ type Image struct {
 	// Cached is true when the bytes came from the cache (re-hashed), not
 	// from the network.
 	Cached bool
+	// Remove, when set, deletes Path (a local file's private copy): call
+	// it when done with the image. nil for a cached Glance image.
+	Remove func()
 }
 
 // Record is the image as a step's details and the cleaning record name

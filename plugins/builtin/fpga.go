@@ -153,10 +153,11 @@ func fpgaProgram(ctx context.Context, be hardware.Backend, t *Target) (*plugins.
 	if programmer == "" && !canProgram {
 		return nil, plugins.Errorf(plugins.CodeUnsupported, "step %s: this backend cannot program FPGAs: give args.programmer", t.Step)
 	}
-	img, err := resolveImage(ctx, t)
+	img, release, err := resolveImage(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	prop, _ := argString(t.Args, "id_property", "bitstream_id")
 	want := strings.TrimSpace(img.Properties[prop])
 	details := map[string]any{ImageKey: img.Map()}

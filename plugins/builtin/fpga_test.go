@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -254,5 +255,86 @@ func TestFPGAClearMemoryToolMustReadBack(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent || !strings.Contains(pe.Msg, "may still hold") || pe.Details["bytes"] == nil {
 			t.Errorf("%s: err %#v, want permanent (quarantine) naming the missing read-back, with the tool's details", name, err)
 		}
+	}
+}
+
+// swapProgrammer replaces the golden image's file with a tenant's
+// bitstream just before programming (the window between the hash check
+// and the use), then programs what it is handed and keeps those bytes.
+type swapProgrammer struct {
+	*sim.Simulator
+	file, evil string
+	programmed []byte
+}
+
+func (p *swapProgrammer) ProgramFPGA(ctx context.Context, addr hardware.Address, region string, img hardware.FPGAImage, pr hardware.Progress) error {
+	if err := os.Rename(p.evil, p.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	b, err := os.ReadFile(img.Path)
+	if err != nil {
+		return err
+	}
+	p.programmed = b
+	return p.Simulator.ProgramFPGA(ctx, addr, region, img, pr)
+}
+
+// The bytes programmed are the bytes whose hash was checked: a local
+// golden image replaced after its check is not what reaches the card.
+func TestFPGAProgramUsesTheVerifiedBytes(t *testing.T) {
+	s := fpgaSim(t)
+	ref := golden(t, "0xgolden", "0xgolden")
+	file := ref["file"].(string)
+	verified, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := filepath.Join(filepath.Dir(file), "evil.gbs")
+	if err := os.WriteFile(evil, []byte(sim.BitstreamHeader+"0xtenant-evil\nbits"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &swapProgrammer{Simulator: s, file: file, evil: evil}
+	if _, err := fpgaStep(t, p, "fpga-program", map[string]any{"image": ref}, nil); err != nil {
+		t.Fatalf("fpga-program: %v", err)
+	}
+	if !bytes.Equal(p.programmed, verified) {
+		t.Fatalf("programmed %q, want the verified bytes %q", p.programmed, verified)
+	}
+	for _, r := range []string{"region0", "region1"} {
+		if id := loaded(t, s, r); id != "0xgolden" {
+			t.Errorf("%s holds %q: the swapped file was programmed", r, id)
+		}
+	}
+	if now, _ := os.ReadFile(file); bytes.Equal(now, verified) {
+		t.Fatal("the file was not swapped: the test proves nothing")
+	}
+}
+
+// PrivateCopy's copy lives in a 0700 directory, is read-only, and is
+// gone after Remove.
+func TestPrivateCopy(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(src, []byte("golden"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := PrivateCopy(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("golden"))
+	if c.SHA256 != hex.EncodeToString(sum[:]) || c.Size != 6 {
+		t.Errorf("copy %+v", c)
+	}
+	dir, _ := os.Stat(filepath.Dir(c.Path))
+	fi, _ := os.Stat(c.Path)
+	if dir.Mode().Perm() != 0o700 || fi.Mode().Perm() != 0o400 {
+		t.Errorf("directory mode %v, file mode %v; want 0700 and 0400", dir.Mode().Perm(), fi.Mode().Perm())
+	}
+	c.Remove()
+	if _, err := os.Stat(filepath.Dir(c.Path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the private copy's directory is still there: %v", err)
+	}
+	if _, err := PrivateCopy(context.Background(), filepath.Dir(src)); err == nil {
+		t.Error("a directory was copied as an image")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,37 +89,41 @@ func imageRef(a map[string]any) (map[string]any, error) {
 // resolveImage checks a local image against its sha256, or asks the
 // resolver for a Glance one. A local file that does not match is a
 // config error: nothing touches the device.
-func resolveImage(ctx context.Context, t *Target) (*GoldenImage, error) {
+//
+// A local file is read once: its bytes are hashed while they are copied
+// into a private directory (0700, PrivateCopy), and the step programs
+// that copy, so the bytes programmed are the bytes verified even when
+// the file is replaced or rewritten after the check. release removes the
+// copy (a no-op for a Glance image, whose cache file only the cache
+// changes); call it when the step is done with the image.
+func resolveImage(ctx context.Context, t *Target) (img *GoldenImage, release func(), err error) {
 	ref, err := imageRef(t.Args)
 	if err != nil {
-		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: %v", t.Step, err)
+		return nil, nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: %v", t.Step, err)
 	}
 	file, _ := ref["file"].(string)
 	if file == "" {
 		if t.Images == nil {
-			return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: image %v names Glance, but scourd has no image service configured", t.Step, ref)
+			return nil, nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: image %v names Glance, but scourd has no image service configured", t.Step, ref)
 		}
 		img, err := t.Images.Resolve(ctx, ref)
 		if err != nil {
 			pe := *plugins.AsError(err)
 			pe.Msg = fmt.Sprintf("step %s: golden image %v for %s: %s", t.Step, ref, t.Device.Address, pe.Msg)
-			return nil, &pe
+			return nil, nil, &pe
 		}
-		return img, nil
+		return img, func() {}, nil
 	}
 	want := ref["sha256"].(string)
-	sum, err := plugins.FileSHA256(file)
+	cp, err := PrivateCopy(ctx, file)
 	if err != nil {
-		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: golden image %s for %s: %v", t.Step, file, t.Device.Address, err)
+		return nil, nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: golden image %s for %s: %v", t.Step, file, t.Device.Address, err)
 	}
-	if !strings.EqualFold(sum, want) {
-		return nil, &plugins.Error{Code: plugins.CodeInvalidConfig,
-			Msg:     fmt.Sprintf("step %s: golden image %s has sha256 %s, config says %s: refusing to program %s (fix the image or the checksum)", t.Step, file, sum, want, t.Device.Address),
-			Details: map[string]any{"image_file": file, "sha256": sum, "expected_sha256": want}}
-	}
-	size, err := fileSize(file)
-	if err != nil {
-		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: golden image %s: %v", t.Step, file, err)
+	if !strings.EqualFold(cp.SHA256, want) {
+		cp.Remove()
+		return nil, nil, &plugins.Error{Code: plugins.CodeInvalidConfig,
+			Msg:     fmt.Sprintf("step %s: golden image %s has sha256 %s, config says %s: refusing to program %s (fix the image or the checksum)", t.Step, file, cp.SHA256, want, t.Device.Address),
+			Details: map[string]any{"image_file": file, "sha256": cp.SHA256, "expected_sha256": want}}
 	}
 	name, _ := ref["name"].(string)
 	if name == "" {
@@ -128,13 +133,75 @@ func resolveImage(ctx context.Context, t *Target) (*GoldenImage, error) {
 	if id, _ := ref["bitstream_id"].(string); id != "" {
 		props["bitstream_id"] = id
 	}
-	return &GoldenImage{Name: name, HashAlgo: "sha256", HashValue: strings.ToLower(sum), Size: size, Path: file, Source: "file", Properties: props}, nil
+	return &GoldenImage{Name: name, HashAlgo: "sha256", HashValue: cp.SHA256, Size: cp.Size, Path: cp.Path, Source: "file", Properties: props}, cp.Remove, nil
 }
 
-func fileSize(path string) (int64, error) {
-	fi, err := os.Stat(path)
+// Copy is a private copy of a local image file (PrivateCopy).
+type Copy struct {
+	// Path is the copy, in a directory of its own that only this process's
+	// user can enter (0700); the file is read-only (0400).
+	Path string
+	// SHA256 (lower-case hex) and Size are of exactly the bytes copied.
+	SHA256 string
+	Size   int64
+	dir    string
+}
+
+// Remove deletes the copy and its directory.
+func (c *Copy) Remove() { _ = os.RemoveAll(c.dir) }
+
+// PrivateCopy opens src once and copies it into a new private directory
+// (os.MkdirTemp, 0700) while hashing the bytes it copies: the copy holds
+// exactly the bytes hashed, whatever becomes of src afterwards (replaced,
+// rewritten in place, a symlink re-pointed), so a caller that compares
+// Copy.SHA256 with a configured sum and then uses Copy.Path uses the bytes
+// it verified. The caller removes it (Copy.Remove).
+func PrivateCopy(ctx context.Context, src string) (*Copy, error) {
+	in, err := os.Open(src)
 	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", src, fi.Mode().Type())
+	}
+	dir, err := os.MkdirTemp("", "scour-image-*")
+	if err != nil {
+		return nil, fmt.Errorf("making a private directory for a copy of %s: %w", src, err)
+	}
+	c := &Copy{Path: filepath.Join(dir, filepath.Base(src)), dir: dir}
+	out, err := os.OpenFile(c.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		c.Remove()
+		return nil, fmt.Errorf("copying %s: %w", src, err)
+	}
+	h := sha256.New()
+	c.Size, err = io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(c.Path, 0o400)
+	}
+	if err != nil {
+		c.Remove()
+		return nil, fmt.Errorf("copying %s into %s: %w", src, dir, err)
+	}
+	c.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}
+
+// ctxReader stops a long copy when ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return fi.Size(), nil
+	return c.r.Read(p)
 }
