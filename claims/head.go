@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -132,4 +133,63 @@ func VerifyHead(doc []byte, trusted []ed25519.PublicKey) (ChainHead, error) {
 		return h, err
 	}
 	return h, nil
+}
+
+// ParseHeadDocument reads a chain head as an operator keeps it: the head
+// document itself, or the JSON log line scourd wrote it in (`record chain
+// advanced`, `record chain head`: the document is its "head" field).
+func ParseHeadDocument(data []byte) ([]byte, error) {
+	var probe struct {
+		Format string          `json:"format"`
+		Head   json.RawMessage `json:"head"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("not a %s document nor a scourd JSON log line holding one: %v", ChainHeadFormat, err)
+	}
+	if probe.Format != "" || len(probe.Head) == 0 {
+		return data, nil
+	}
+	var doc string
+	if err := json.Unmarshal(probe.Head, &doc); err == nil {
+		return []byte(doc), nil
+	}
+	return probe.Head, nil // a log pipeline that kept the head as an object
+}
+
+// CheckHead checks that the records rep verified end at or extend past
+// chain head h, a head kept outside the store (scourd logged it, signed;
+// VerifyHead checks that): the record numbered h.HostSeq must be among
+// them and hash to h.RecordSHA256. A chain ending below the head lost its
+// newest records (deleted, with the store's own head lowered to match); a
+// record of that number hashing otherwise was replaced. A head older than
+// the records held (purged by retention, or not in an exported file)
+// cannot be compared and is an error too, naming what to verify instead,
+// except where retention purged it from the store (PurgedThrough): the
+// chain then provably extends past it.
+func (rep VerifyReport) CheckHead(h ChainHead) error {
+	host := h.Host
+	where := fmt.Sprintf("the chain head record %d of host %s (sha256 %s)", h.HostSeq, host, h.RecordSHA256)
+	if h.RunID != "" {
+		where = fmt.Sprintf("the chain head record %d of host %s (run %s, sha256 %s)", h.HostSeq, host, h.RunID, h.RecordSHA256)
+	}
+	last, ok := rep.LastSeq[host]
+	if !ok {
+		return fmt.Errorf("%w: no signed record of host %s was verified, but %s was logged: its records were deleted (or verify the host the head names)", ErrTampered, host, where)
+	}
+	if h.HostSeq > last {
+		return fmt.Errorf("%w: the chain of host %s ends at record %d, below %s: records %d..%d were removed (truncated) after the head was logged",
+			ErrTampered, host, last, where, last+1, h.HostSeq)
+	}
+	v, held := rep.hashes[host][h.HostSeq]
+	switch {
+	case !held && rep.PurgedThrough[host] >= h.HostSeq:
+		return nil
+	case !held:
+		return fmt.Errorf("%w: %s is not among the verified records of the host (numbers %d..%d): verify the records from number %d on (export them with that record included)",
+			ErrTampered, where, rep.FirstSeq[host], last, h.HostSeq)
+	case !strings.EqualFold(v.Hash, h.RecordSHA256):
+		return fmt.Errorf("%w: record %d of host %s (run %s) hashes to %s, but %s: the record, or the chain from it on, was replaced",
+			ErrTampered, h.HostSeq, host, v.RunID, v.Hash, where)
+	}
+	return nil
 }

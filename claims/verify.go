@@ -124,10 +124,13 @@ type VerifyReport struct {
 	// PurgedThrough of each host (store verification only): retention
 	// purged its records up to this number; the chain starts right after.
 	PurgedThrough map[string]int
+	// hashes of each host's verified records by number (CheckHead).
+	hashes map[string]map[int]Verified
 }
 
 func newVerifyReport() VerifyReport {
-	return VerifyReport{FirstSeq: map[string]int{}, LastSeq: map[string]int{}, LastEnded: map[string]time.Time{}, PurgedThrough: map[string]int{}}
+	return VerifyReport{FirstSeq: map[string]int{}, LastSeq: map[string]int{}, LastEnded: map[string]time.Time{}, PurgedThrough: map[string]int{},
+		hashes: map[string]map[int]Verified{}}
 }
 
 // VerifyDocuments checks records read from an export (a file): each one's
@@ -169,6 +172,10 @@ func summarize(rep VerifyReport, vs []Verified) VerifyReport {
 		if !slices.Contains(rep.Hosts, v.Host) {
 			rep.Hosts = append(rep.Hosts, v.Host)
 		}
+		if rep.hashes[v.Host] == nil {
+			rep.hashes[v.Host] = map[int]Verified{}
+		}
+		rep.hashes[v.Host][v.Seq] = v
 	}
 	return rep
 }
@@ -448,6 +455,7 @@ func (s *Store) VerifyDevice(ctx context.Context, device string, trusted func(ho
 		maps.Copy(total.LastSeq, rep.LastSeq)
 		maps.Copy(total.LastEnded, rep.LastEnded)
 		maps.Copy(total.PurgedThrough, rep.PurgedThrough)
+		maps.Copy(total.hashes, rep.hashes)
 	}
 	if len(seen) == 0 {
 		return total, fmt.Errorf("claims: no cleaning record of device %s", device)

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,13 +21,14 @@ import (
 
 type recordsVerifyFlags struct {
 	host, device, file string
+	head               string
 	pubkeys            []string
 }
 
 func newRecordsVerify(sf *recordsStoreFlags, stdout io.Writer) *cobra.Command {
 	var f recordsVerifyFlags
 	cmd := &cobra.Command{
-		Use:   "verify (--host H | --device RP-OR-ADDRESS | --file RECORDS.json) [--pubkey KEY.pub]...",
+		Use:   "verify (--host H | --device RP-OR-ADDRESS | --file RECORDS.json) [--pubkey KEY.pub]... [--head HEAD.json | --head SEQ:SHA256]",
 		Short: "check the signatures and the chain of cleaning records; names the first break",
 		Long: `Checks cleaning records: each record's Ed25519 signature, that its key is
 the host's, and the chain (every record carries the hash of its host's
@@ -39,7 +43,18 @@ else the keys the hosts registered in the store. --pubkey HOST=FILE trusts
 FILE's keys for HOST's records only; a plain --pubkey FILE is trusted for
 every host's records, so when records of several hosts are verified
 together, bind each key to its host (a key of host A must not vouch for a
-record that says host B). Exit status 1 and the first break on failure.`,
+record that says host B). Exit status 1 and the first break on failure.
+
+--head checks that the chain ends at or extends past a chain head kept
+outside the store: HEAD.json is the signed head document scourd logged
+(record chain advanced: the log line's "head" field, or the whole JSON log
+line), whose signature is checked with the trusted keys above; SEQ:SHA256
+is a head's number and record_sha256 as written down (unsigned: you vouch
+for it; with --device or --file it needs the records of one host). The
+record of that number must be among those verified and hash to the head's
+value: a chain ending below it had its newest records removed (truncation,
+even with the store's own head lowered to match), a record hashing
+otherwise was replaced. Use the newest head in your log store.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return recordsVerify(cmd.Context(), sf, f, stdout)
@@ -48,6 +63,7 @@ record that says host B). Exit status 1 and the first break on failure.`,
 	cmd.Flags().StringVar(&f.host, "host", "", "verify this host's chain in the store")
 	cmd.Flags().StringVar(&f.device, "device", "", "verify the chains holding this device's records")
 	cmd.Flags().StringVar(&f.file, "file", "", "verify exported records in this file (- for stdin)")
+	cmd.Flags().StringVar(&f.head, "head", "", "also check the chain ends at or extends past this signed chain head (file, as scourd logged it) or SEQ:SHA256")
 	cmd.Flags().StringArrayVar(&f.pubkeys, "pubkey", nil, "trust only this public key file (PEM; repeatable); HOST=FILE trusts it for HOST's records only")
 	return cmd
 }
@@ -84,8 +100,87 @@ func recordsVerify(ctx context.Context, sf *recordsStoreFlags, f recordsVerifyFl
 	if err != nil {
 		return err
 	}
+	var head *claims.ChainHead
+	if f.head != "" {
+		if head, err = checkHead(ctx, sf, f, trusted, rep); err != nil {
+			return err
+		}
+	}
 	writeVerifyReport(stdout, rep)
+	if head != nil {
+		signed := "as given (unsigned)"
+		if head.Signature != nil {
+			signed = "signed by key " + head.Signature.KeyID
+		}
+		fmt.Fprintf(stdout, "%s: the chain reaches the chain head record %d (sha256 %s, %s) and ends at record %d\n",
+			head.Host, head.HostSeq, head.RecordSHA256, signed, rep.LastSeq[head.Host])
+	}
 	return nil
+}
+
+// headSeqHash is --head SEQ:SHA256.
+var headSeqHash = regexp.MustCompile(`^([0-9]+):([0-9a-fA-F]{64})$`)
+
+// checkHead reads --head (a signed head document, checked against the
+// trusted keys of its host, or SEQ:SHA256) and checks rep's chain reaches
+// it (claims.VerifyReport.CheckHead).
+func checkHead(ctx context.Context, sf *recordsStoreFlags, f recordsVerifyFlags, trusted pubkeys, rep claims.VerifyReport) (*claims.ChainHead, error) {
+	var h claims.ChainHead
+	if m := headSeqHash.FindStringSubmatch(f.head); m != nil {
+		seq, err := strconv.Atoi(m[1])
+		if err != nil || seq < 1 {
+			return nil, usagef("--head %s: the record number must be 1 or more", f.head)
+		}
+		h = claims.ChainHead{HostSeq: seq, RecordSHA256: strings.ToLower(m[2]), Host: f.host}
+		if h.Host == "" {
+			if len(rep.Hosts) != 1 {
+				return nil, usagef("--head SEQ:SHA256 names no host and the verified records are of %d hosts (%v): give --host, or a signed head file, which names its host", len(rep.Hosts), rep.Hosts)
+			}
+			h.Host = rep.Hosts[0]
+		}
+	} else {
+		data, err := os.ReadFile(f.head)
+		if err != nil {
+			return nil, fmt.Errorf("--head %s: %w (give the signed chain head scourd logged, or SEQ:SHA256)", f.head, err)
+		}
+		doc, err := claims.ParseHeadDocument(data)
+		if err != nil {
+			return nil, fmt.Errorf("--head %s: %w", f.head, err)
+		}
+		var probe claims.ChainHead
+		_ = json.Unmarshal(doc, &probe)
+		keys := trusted.of(probe.Host)
+		if keys == nil {
+			if keys, err = storeKeys(ctx, sf, probe.Host); err != nil {
+				return nil, fmt.Errorf("--head %s: no --pubkey given and the host's registered keys cannot be read to check the head's signature: %w", f.head, err)
+			}
+		}
+		if h, err = claims.VerifyHead(doc, keys); err != nil {
+			return nil, fmt.Errorf("--head %s: %w", f.head, err)
+		}
+		if f.host != "" && h.Host != f.host {
+			return nil, fmt.Errorf("--head %s is host %s's chain head, not %s's: verify --host %s, or give that host's head", f.head, h.Host, f.host, h.Host)
+		}
+	}
+	if err := rep.CheckHead(h); err != nil {
+		return nil, fmt.Errorf("--head: %w", err)
+	}
+	return &h, nil
+}
+
+// storeKeys are the keys host registered in the store (for a signed head
+// when no --pubkey was given).
+func storeKeys(ctx context.Context, sf *recordsStoreFlags, host string) ([]ed25519.PublicKey, error) {
+	s, err := sf.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	keys, err := s.HostKeys(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	return keys[host], nil
 }
 
 // pubkeys are the keys --pubkey gave: given is false without any (the

@@ -20,16 +20,7 @@ func seedSignedStore(t *testing.T) (dir string, runs []string) {
 	t.Helper()
 	ctx := context.Background()
 	dir = filepath.Join(t.TempDir(), "state")
-	cfg := claims.Config{StatePath: dir}
-	cfg.SetDefaults()
-	sg, _, err := claims.LoadOrCreateKey(cfg.SigningKeyPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := claims.Open(ctx, cfg, claims.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), claims.WithSigner(sg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSignedStore(t, dir)
 	defer s.Close()
 	if err := s.RegisterKey(ctx, "compute-1"); err != nil {
 		t.Fatal(err)
@@ -45,6 +36,23 @@ func seedSignedStore(t *testing.T) (dir string, runs []string) {
 		runs = append(runs, run.ID)
 	}
 	return dir, runs
+}
+
+// openSignedStore opens the store in dir as scourd does: with the
+// signing key there (created on first use).
+func openSignedStore(t *testing.T, dir string) *claims.Store {
+	t.Helper()
+	cfg := claims.Config{StatePath: dir}
+	cfg.SetDefaults()
+	sg, _, err := claims.LoadOrCreateKey(cfg.SigningKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := claims.Open(context.Background(), cfg, claims.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), claims.WithSigner(sg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestRecordsVerify(t *testing.T) {
