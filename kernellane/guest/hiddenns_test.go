@@ -70,6 +70,19 @@ func TestHiddenNamespace(t *testing.T) {
 		t.Fatalf("discovery of %s: subsystem %q, other controllers %v, cmic %#x: want the shared subsystem seen and a sanitize refused", addr, seen.NVMe.Subsystem, seen.NVMe.OtherControllers, seen.NVMe.CMIC)
 	}
 	t.Logf("%s: subsystem %s, other controllers %v: sanitize refused", ctrl, seen.NVMe.Subsystem, seen.NVMe.OtherControllers)
+	// With the other port's controller on nvme too, sysfs lists it in the
+	// same subsystem.
+	bindReal(t, r, other, "nvme")
+	peer := ctrlName(t, other)
+	seen, err = r.Discover(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(seen.NVMe.OtherControllers, peer) {
+		t.Fatalf("discovery of %s with %s on nvme: subsystem %q, other controllers %v: want %s", addr, other.Addr, seen.NVMe.Subsystem, seen.NVMe.OtherControllers, peer)
+	}
+	t.Logf("%s: subsystem %s, other controllers %v", ctrl, seen.NVMe.Subsystem, seen.NVMe.OtherControllers)
+	bindReal(t, r, other, "vfio-pci")
 	own := readCntlid(t, ctrl)
 	all := cntlids(t, nvmeCLI(t, "list-ctrl", "/dev/"+ctrl))
 	if len(all) != 2 || !slices.Contains(all, own) {
