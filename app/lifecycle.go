@@ -88,10 +88,10 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 
 	pc, err := placement.New(ctx, cfg.Placement, placement.WithLogger(log), placement.WithRegisterer(reg))
-	seen := newSeenDevices()
 	if err != nil {
 		return fail(fmt.Errorf("placement: %w", err))
 	}
+	gate := placement.NewGate(pc, func(runID string) placement.PutJournal { return store.PutJournal(runID) })
 	be, err := hwbackend.Open(cfg.Hardware, log)
 	if err != nil {
 		return fail(fmt.Errorf("hardware: %w", err))
@@ -106,7 +106,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Backend: be,
 		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: cfg.Host,
 			Trigger: "scourd reconciler", Optional: pcfg.StepOptional},
-		Allocations: dirtyCheck{pc, seen},
+		Allocations: gate,
 		Registerer:  reg,
 		Logger:      log,
 	})
@@ -117,12 +117,10 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("pipelines: %w", err))
 	}
 	h, rec, err := handlers.New(cfg.Lifecycle.Config, handlers.Deps{
-		Placement: placementGate{c: pc, seen: seen, journal: func(runID string) placement.PutJournal {
-			return store.PutJournal(runID)
-		}},
+		Placement:    handlers.OverGate(gate),
 		Claims:       &handlerstore.Claims{Store: store, Host: cfg.Host},
-		Hardware:     presence{be},
-		Cleaner:      cleaner{e: eng, q: store, host: cfg.Host},
+		Hardware:     hardware.Presence{Backend: be},
+		Cleaner:      handlers.EngineCleaner{Engine: eng, Records: store, Host: cfg.Host},
 		Accelerators: newAccelerators(cfg.Placement),
 		Registerer:   reg,
 		Logger:       log,
@@ -291,8 +289,7 @@ func (l *lifecycle) settleReturns(ctx context.Context) {
 		if err != nil {
 			return claims.DeviceNow{}, err
 		}
-		inv := d.Inventory
-		return claims.DeviceNow{Reserved: inv.Total > 0 && inv.Reserved >= inv.Total, Allocated: d.Used > 0 || len(d.Consumers) > 0}, nil
+		return claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}, nil
 	})
 	// Counted even when a later run failed: these were decided.
 	l.reconciler.CountUnreservedElsewhere(n.Elsewhere)
@@ -418,8 +415,7 @@ func alreadyRetired(d placement.Device, q claims.Quarantine) string {
 // other holds no tenant's data and needs none. note says which, for the
 // retirement's reason.
 func (l *lifecycle) retireWipeOf(ctx context.Context, d placement.Device, noWipe bool) (wipe, note string, err error) {
-	dirty := len(d.Consumers) > 0 || d.Used > 0 || d.Quarantined ||
-		(d.Inventory.Total > 0 && d.Inventory.Reserved >= d.Inventory.Total)
+	dirty := d.InUse() || d.Quarantined || d.Fenced()
 	if !dirty {
 		_, ok, err := l.store.PreviousTenant(ctx, l.host, d.UUID)
 		if err != nil {

@@ -84,7 +84,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 // burn sets reserved=total when Nova did not (Nova before 2025.2, or a
 // device flagged late): until then a delete would return it uncleaned.
 func (h *Handler) burn(ctx context.Context, log *slog.Logger, c *command.Command, d Device) error {
-	if d.Total > 0 && d.Reserved >= d.Total {
+	if d.Fenced() {
 		return nil
 	}
 	err := h.p.Burn(ctx, d)

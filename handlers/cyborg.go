@@ -24,7 +24,7 @@ import (
 func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
 	var errs []error
 	for _, d := range devs {
-		if !d.Cyborg || d.State == StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Reserved >= d.Total {
+		if !d.Cyborg || d.State == StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Fenced() {
 			continue
 		}
 		t, held, err := r.c.PreviousTenant(ctx, d.RPUUID)

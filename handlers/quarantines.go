@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/scour-project/scour/placement"
 )
 
 // The store is the authority on quarantines (verdicts and operator
@@ -35,7 +37,7 @@ func lostQuarantines(devs []Device, open map[string]OpenQuarantine) []Device {
 		if _, held := open[d.RPUUID]; !held || d.State == StateUnmanaged {
 			continue
 		}
-		if d.Total > 0 && d.Reserved >= d.Total && d.Quarantined {
+		if placement.QuarantineHeld(d.Total, d.Reserved, d.Quarantined) {
 			continue
 		}
 		lost = append(lost, d)

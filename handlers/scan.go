@@ -113,7 +113,7 @@ func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, sn
 	// A retirement waiting for its wipe is queued like a dirty device
 	// (reserved, nothing holds it; InUse is checked first: rule 2), and
 	// stays quarantined throughout (rule 4).
-	wipe := d.Quarantined && open[d.RPUUID].Wipe && d.State != StateUnmanaged && d.Total > 0 && d.Reserved >= d.Total
+	wipe := d.Quarantined && open[d.RPUUID].Wipe && d.State != StateUnmanaged && d.Fenced()
 	switch {
 	case d.State == StateUnmanaged:
 		r.dropLocked(d.RPUUID, snapshot)

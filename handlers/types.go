@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/placement"
 )
 
 // DeviceState is what the Placement gate derives for one one-time-use
@@ -50,16 +51,19 @@ func (d Device) InUse() bool { return d.Allocated || len(d.Consumers) > 0 }
 // HeldBy reports whether consumer holds an allocation on the device.
 func (d Device) HeldBy(consumer string) bool { return slices.Contains(d.Consumers, consumer) }
 
-// Dirty reports a device that needs cleaning: fully reserved, no
-// allocation, not quarantined, of a managed shape.
+// Dirty reports a device that needs cleaning: of a shape scour manages,
+// and dirty by placement.Dirty (the one dirty predicate).
 func (d Device) Dirty() bool {
-	return d.State != StateUnmanaged && d.Total > 0 && d.Reserved >= d.Total && !d.InUse() && !d.Quarantined
+	return d.State != StateUnmanaged && placement.Dirty(d.Total, d.Reserved, d.InUse(), d.Quarantined)
 }
+
+// Fenced reports reserved = total (placement.FullyReserved).
+func (d Device) Fenced() bool { return placement.FullyReserved(d.Total, d.Reserved) }
 
 // NeedsBurn reports an allocated device that Nova left below reserved=total
 // (Nova before 2025.2, or a device flagged one-time-use late).
 func (d Device) NeedsBurn() bool {
-	return d.State != StateUnmanaged && d.InUse() && d.Total > 0 && d.Reserved < d.Total
+	return d.State != StateUnmanaged && d.InUse() && d.Total > 0 && !d.Fenced()
 }
 
 // InstanceAllocation is what GET /allocations/{instance} says about one

@@ -109,7 +109,6 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device, j PutJournal) e
 
 func (c *Client) unreservable(d Device) bool {
 	return d.raw != nil && d.traitsRead && c.managedShape(d.UUID, d.raw) == nil &&
-		d.raw.Inv.Reserved >= 1 && d.raw.Generation == d.Generation &&
-		d.Used == 0 && len(d.Consumers) == 0 &&
+		d.raw.Generation == d.Generation && d.Dirty() &&
 		c.managedTraits(d.traits) && !slices.Contains(d.traits, c.cfg.QuarantineTrait)
 }

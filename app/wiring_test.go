@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"testing"
 
@@ -26,33 +24,6 @@ var _ placement.PutJournal = claims.PutJournal{}
 func TestUnknownPutGenerationAgrees(t *testing.T) {
 	if claims.UnknownPutGeneration != placement.UnknownPutGeneration {
 		t.Fatalf("claims.UnknownPutGeneration = %d, placement.UnknownPutGeneration = %d", claims.UnknownPutGeneration, placement.UnknownPutGeneration)
-	}
-}
-
-// gateErr gives each refusal of the Placement client the handlers' name
-// for it, through the client's DeviceError wrapping.
-func TestGateErrNamesRefusals(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		err  error
-		want error
-	}{
-		{placement.ErrAllocated, handlers.ErrAllocated},
-		{placement.ErrNotAllocated, handlers.ErrNotAllocated},
-		{placement.ErrUnmanaged, handlers.ErrUnmanaged},
-		{placement.ErrQuarantined, handlers.ErrQuarantined},
-		{placement.ErrUnreservedElsewhere, handlers.ErrUnreservedElsewhere},
-		{placement.ErrStaleReturn, handlers.ErrStaleReturn},
-		{claims.ErrNotCleaned, handlers.ErrRunClosed},
-	}
-	for _, tt := range tests {
-		err := gateErr(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"}, Err: fmt.Errorf("x: %w", tt.err)})
-		if !errors.Is(err, tt.want) || !errors.Is(err, tt.err) {
-			t.Errorf("gateErr(%v) = %v; want it to wrap %v", tt.err, err, tt.want)
-		}
-		if handlers.IsPermanent(err) {
-			t.Errorf("gateErr(%v) is permanent", tt.err)
-		}
 	}
 }
 
@@ -96,7 +67,7 @@ func TestRecordNamesItsTrigger(t *testing.T) {
 
 // testCleaner is the cleaner over a real engine (one plugin step that
 // succeeds) and a sqlite claims store opened with opts.
-func testCleaner(t *testing.T, opts ...claims.Option) (cleaner, *claims.Store) {
+func testCleaner(t *testing.T, opts ...claims.Option) (handlers.EngineCleaner, *claims.Store) {
 	t.Helper()
 	store, err := claims.Open(context.Background(), claims.Config{StatePath: t.TempDir()}, append([]claims.Option{claims.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
@@ -115,5 +86,5 @@ func testCleaner(t *testing.T, opts ...claims.Option) (cleaner, *claims.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cleaner{e: eng, q: store, host: "compute-1"}, store
+	return handlers.EngineCleaner{Engine: eng, Records: store, Host: "compute-1"}, store
 }
