@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"github.com/scour-project/scour/pipeline"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func TestChainHeadLeavesTheHost(t *testing.T) {
 	for _, dev := range []string{"0000:81:00.0", "0000:82:00.0"} {
 		d := handlers.Device{RPUUID: "rp-" + dev, Address: hardware.Address(dev), ResourceClass: "CUSTOM_NVME"}
 		res, err := c.Clean(ctx, handlers.CleanRequest{Device: d, Trigger: "interval"})
-		if err != nil || res.Verdict != handlers.VerdictClean {
+		if err != nil || res.Verdict != pipeline.VerdictClean {
 			t.Fatalf("clean %s: %+v %v", dev, res, err)
 		}
 		if err := c.RecordReturned(ctx, res.RunID, d); err != nil {

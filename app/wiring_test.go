@@ -52,7 +52,7 @@ func TestRecordNamesItsTrigger(t *testing.T) {
 	} {
 		res, err := c.Clean(ctx, handlers.CleanRequest{Device: handlers.Device{RPUUID: tt.rp, Address: hardware.Address(tt.dev), ResourceClass: "CUSTOM_NVME"},
 			Trigger: tt.trigger})
-		if err != nil || res.Verdict != handlers.VerdictClean {
+		if err != nil || res.Verdict != pipeline.VerdictClean {
 			t.Fatalf("clean %s: %+v %v", tt.dev, res, err)
 		}
 		rec, err := store.Record(ctx, res.RunID)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"testing"
 	"time"
 
@@ -27,7 +29,7 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 	}
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		time.Sleep(time.Millisecond) // a clean takes a while
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -39,7 +41,7 @@ func TestBurstOfReleasesDrains(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		for i := 1; i <= n; i++ {
-			if e.state(i) != handlers.StateAvailable {
+			if e.state(i) != placement.StateAvailable {
 				return false
 			}
 		}
@@ -77,7 +79,7 @@ func TestCleanIsAsynchronousAndSinglePerDevice(t *testing.T) {
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		close(started)
 		<-release
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,10 +97,10 @@ func TestCleanIsAsynchronousAndSinglePerDevice(t *testing.T) {
 		t.Errorf("runs while one is in flight = %d, want 1", got)
 	}
 	close(release)
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
 	cancel()
 	<-done
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A scan that sees a queued device allocated drops it: the reconciler never
@@ -112,7 +114,7 @@ func TestQueuedDeviceAllocatedIsDropped(t *testing.T) {
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		started <- struct{}{}
 		<-release
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	ctx := context.Background()
 	if err := e.r.Scan(ctx, "test"); err != nil { // rp-1 runs, rp-2 waits in the queue
@@ -130,7 +132,7 @@ func TestQueuedDeviceAllocatedIsDropped(t *testing.T) {
 	if got := e.cl.CallsFor(rp(2)); got != 0 {
 		t.Errorf("runs for the device allocated while queued = %d, want 0", got)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A scan that classified a queued device as dirty, and meanwhile saw its
@@ -145,7 +147,7 @@ func TestNoSecondRunFromStaleQueueEntry(t *testing.T) {
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		started <- req.Device.RPUUID
 		<-release
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	ctx := context.Background()
 	if err := e.r.Scan(ctx, "test"); err != nil { // rp-1 runs, rp-2 queued
@@ -173,6 +175,6 @@ func TestNoSecondRunFromStaleQueueEntry(t *testing.T) {
 	if err := e.r.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
-	e.wantDevice(2, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
+	e.wantDevice(2, placement.StateAvailable, 1, 1)
 }

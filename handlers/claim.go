@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"log/slog"
 	"slices"
 	"strings"
@@ -40,7 +41,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 	errs := []error{}
 	var devs []ClaimDevice
 	for _, d := range alloc.Devices {
-		if err := h.burn(ctx, log, c, d); errors.Is(err, ErrNotAllocated) || errors.Is(err, ErrUnmanaged) {
+		if err := h.burn(ctx, log, c, d); errors.Is(err, placement.ErrNotAllocated) || errors.Is(err, placement.ErrUnmanaged) {
 			continue
 		} else if err != nil {
 			errs = append(errs, err)
@@ -89,10 +90,10 @@ func (h *Handler) burn(ctx context.Context, log *slog.Logger, c *command.Command
 	}
 	err := h.p.Burn(ctx, d)
 	switch {
-	case errors.Is(err, ErrNotAllocated):
+	case errors.Is(err, placement.ErrNotAllocated):
 		log.Info("device freed before it could be burned; left to the reconciler", "device", d.RPName)
 		return err
-	case errors.Is(err, ErrUnmanaged):
+	case errors.Is(err, placement.ErrUnmanaged):
 		log.Warn("device has a shape scour does not manage; not burned, not claimed (check its inventory: one inventory of total 1 expected)", "device", d.RPName, "error", err)
 		return err
 	case err != nil:

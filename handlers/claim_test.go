@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 
 	"testing"
 
@@ -36,7 +37,7 @@ func TestClaimEvents(t *testing.T) {
 					if got := e.w.Count("burn", rp(i)); got != wantBurns {
 						t.Errorf("%s burned %d times, want %d", rp(i), got, wantBurns)
 					}
-					if got := e.state(i); got != handlers.StateBurnedInUse {
+					if got := e.state(i); got != placement.StateBurnedInUse {
 						t.Errorf("%s = %s, want burned-in-use", rp(i), got)
 					}
 				}
@@ -79,7 +80,7 @@ func TestDeleteBeforeCreate(t *testing.T) {
 	e.reconcile()
 	e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 	if n := len(e.c.All()); n != 0 {
 		t.Errorf("claims = %d, want 0", n)
 	}
@@ -100,8 +101,8 @@ func TestReleaseCleansOnce(t *testing.T) {
 	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("claim = %q, want released", got)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
-	e.wantDevice(2, handlers.StateAvailable, 0, 0)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
+	e.wantDevice(2, placement.StateAvailable, 0, 0)
 	if calls := e.cl.Calls(); len(calls) != 1 || calls[0].PreviousInstance != "00000000-0000-4000-8000-000000000001" || calls[0].PreviousProject != "project-a" {
 		t.Errorf("clean requests = %+v, want one naming vm-1 of project-a", calls)
 	}
@@ -124,7 +125,7 @@ func TestForgedDeleteForRunningInstance(t *testing.T) {
 	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimActive {
 		t.Errorf("claim = %q, want active", got)
 	}
-	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	e.wantDevice(1, placement.StateBurnedInUse, 0, 0)
 }
 
 // Burn refusals that retrying cannot change do not fail the command: a
@@ -132,7 +133,7 @@ func TestForgedDeleteForRunningInstance(t *testing.T) {
 // skipped.
 func TestBurnRefusals(t *testing.T) {
 	t.Parallel()
-	for _, refusal := range []error{handlers.ErrNotAllocated, handlers.ErrUnmanaged} {
+	for _, refusal := range []error{placement.ErrNotAllocated, placement.ErrUnmanaged} {
 		t.Run(refusal.Error(), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 2, nil)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -102,16 +105,16 @@ func (r *Reconciler) cleanOne(ctx context.Context, q queued) (rescan string) {
 	r.m.cleansDone.WithLabelValues(string(res.Verdict)).Inc()
 	log = log.With("run", res.RunID, "verdict", res.Verdict)
 	switch res.Verdict {
-	case VerdictClean:
+	case pipeline.VerdictClean:
 		return r.unreserve(ctx, log, d, res)
-	case VerdictQuarantine:
+	case pipeline.VerdictQuarantine:
 		return r.quarantine(ctx, log, d, res)
-	case VerdictRetryLater:
+	case pipeline.VerdictRetryLater:
 		log.Warn("cleaning run will be retried; the device stays reserved", "detail", res.Detail)
 		r.fail(d, gaugeBackoff)
-	case VerdictAborted:
+	case pipeline.VerdictAborted:
 		log.Info("device got allocated during the run; left alone", "detail", res.Detail)
-	case VerdictNoProfile:
+	case pipeline.VerdictNoProfile:
 		// Not quarantined: the device is not faulty, the config lacks a
 		// profile. It stays reserved and visible; a config fix lets a
 		// later scan clean it without an operator un-quarantine.
@@ -136,12 +139,12 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 	}
 	err := r.p.Unreserve(ctx, d, res.RunID)
 	switch {
-	case errors.Is(err, ErrAllocated):
+	case errors.Is(err, placement.ErrAllocated):
 		r.m.unreserves.WithLabelValues("allocated").Inc()
 		log.Warn("cleaned device is allocated now; not un-reserved, left alone", "error", err)
 		notReturned(fmt.Sprintf("Placement showed an allocation on the device at the un-reserve: %v", err), true)
 		return
-	case errors.Is(err, ErrQuarantined):
+	case errors.Is(err, placement.ErrQuarantined):
 		// Retired (or quarantined) while its un-reserve was pending: no
 		// scan retries it, and the release must clean it afresh, so the
 		// record is closed here rather than resumed into an un-reserve.
@@ -149,7 +152,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("cleaned device is quarantined now (retired by an operator?); not un-reserved, it stays reserved until released, and its release cleans it again", "error", err)
 		notReturned("Placement showed the device quarantined at the un-reserve (an operator retired it, or a quarantine is open); it stays reserved, and its release (scourctl placement unquarantine) starts a new cleaning run", true)
 		return
-	case errors.Is(err, ErrUnreservedElsewhere):
+	case errors.Is(err, placement.ErrUnreservedElsewhere):
 		// In the pool, but not by scour: the record must not claim the
 		// un-reserve, and the operator must find the other actor.
 		r.m.unreserves.WithLabelValues("elsewhere").Inc()
@@ -159,12 +162,12 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
 		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
 		return
-	case errors.Is(err, ErrRunClosed):
+	case errors.Is(err, claims.ErrNotCleaned):
 		// Closed meanwhile (retired: its release cleans it again; or
 		// settled): nothing was sent, nothing to retry or page about.
 		log.Info("cleaned device not un-reserved: its run's record was closed meanwhile (retired by an operator, or settled at start); nothing was sent", "error", err)
 		return ""
-	case errors.Is(err, ErrStaleReturn):
+	case errors.Is(err, placement.ErrStaleReturn):
 		// scourd stopped between this run's un-reserve PUT and its record,
 		// and the device moved on since: it may have been returned, used
 		// by a tenant and burned again. The old clean does not count for

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"log/slog"
 	"slices"
 
@@ -24,7 +25,7 @@ import (
 func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
 	var errs []error
 	for _, d := range devs {
-		if !d.Cyborg || d.State == StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Fenced() {
+		if !d.Cyborg || d.State == placement.StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Fenced() {
 			continue
 		}
 		t, held, err := r.c.PreviousTenant(ctx, d.RPUUID)
@@ -38,7 +39,7 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
 		}
 		err = r.p.Refence(ctx, d)
 		switch {
-		case errors.Is(err, ErrAllocated), errors.Is(err, ErrUnmanaged):
+		case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
 			continue // allocated since the scan (the next scan burns it), or no longer ours
 		case err != nil:
 			r.m.refences.WithLabelValues("error").Inc()
@@ -134,7 +135,7 @@ func (a *arqs) record(ctx context.Context, log *slog.Logger, instance string, he
 	}
 	var todo []Device
 	for _, d := range held {
-		if !d.Cyborg || d.State == StateUnmanaged {
+		if !d.Cyborg || d.State == placement.StateUnmanaged {
 			continue
 		}
 		done, err := a.store.ARQRecorded(ctx, instance, d.RPUUID)

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
 
@@ -55,7 +56,7 @@ func TestCyborgBindRecordsTheARQ(t *testing.T) {
 	e.w.Free(cyborgTenant)
 	e.handle(cmd(command.KindRelease, "instance.delete.end", cyborgTenant))
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 	if got := e.c.ARQRecords(); len(got) != 1 || got[0] != want {
 		t.Fatalf("ARQ records after the release = %+v, want the bind's", got)
 	}

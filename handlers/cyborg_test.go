@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"github.com/scour-project/scour/placement"
 	"testing"
 
 	"github.com/scour-project/scour/command"
@@ -31,7 +32,7 @@ func TestCyborgBindFencesReleaseCleansReturnsAll(t *testing.T) {
 	e.w.Free(cyborgTenant)
 	e.handle(cmd(command.KindRelease, "instance.delete.end", cyborgTenant))
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 	if d := e.w.Device(rp(1)); d.Reserved != 0 {
 		t.Fatalf("after the return: reserved %d, want 0 (every unit back at once)", d.Reserved)
 	}
@@ -67,7 +68,7 @@ func TestCyborgFenceLiftedWhileDirtyIsRefenced(t *testing.T) {
 				t.Fatalf("after the scan: reserved %d and not cleaned: the dirty card is schedulable", d.Reserved)
 			}
 			e.reconcile()
-			e.wantDevice(1, handlers.StateAvailable, 1, 1)
+			e.wantDevice(1, placement.StateAvailable, 1, 1)
 			if got := metricValue(t, e, "scour_lifecycle_refences_total", "result", "ok"); got != 1 {
 				t.Errorf("scour_lifecycle_refences_total{result=ok} = %v, want 1", got)
 			}
@@ -86,7 +87,7 @@ func TestCyborgFenceLiftedInUseIsBurnedAgain(t *testing.T) {
 	if d := e.w.Device(rp(1)); d.Reserved != 4 {
 		t.Fatalf("in use, fence lifted, after a scan: reserved %d, want 4", d.Reserved)
 	}
-	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	e.wantDevice(1, placement.StateBurnedInUse, 0, 0)
 }
 
 // Operations after which Nova keeps the instance's accelerators reach the
@@ -103,7 +104,7 @@ func TestCyborgRebuildKeepsTheCard(t *testing.T) {
 	if got := e.w.Count("burn", rp(1)); got != 1 {
 		t.Errorf("burns = %d, want 1 (the bind only)", got)
 	}
-	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	e.wantDevice(1, placement.StateBurnedInUse, 0, 0)
 }
 
 // Shelve offload releases the accelerators: the card is cleaned and
@@ -116,5 +117,5 @@ func TestCyborgShelveOffloadCleans(t *testing.T) {
 	e.w.Free(cyborgTenant)
 	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", cyborgTenant))
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }

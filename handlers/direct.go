@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"github.com/scour-project/scour/placement"
 	"time"
 )
 
@@ -21,7 +22,7 @@ func (r *Reconciler) CheckDevices(ctx context.Context, devs []Device, reason str
 	for _, d := range devs {
 		f, err := r.p.ReadDevice(ctx, d)
 		switch {
-		case errors.Is(err, ErrGone):
+		case errors.Is(err, placement.ErrNotFound):
 			continue
 		case err != nil:
 			r.log.Warn("cannot read a released device; a scan looks at it instead", "device", d.RPName, "trigger", reason, "error", err)

@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"context"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestReleaseCleansClaimedDevicesWithoutScan(t *testing.T) {
 	e.w.Free("00000000-0000-4000-8000-000000000001")
 	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
 	waitFor(t, func() bool {
-		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+		return e.state(1) == placement.StateAvailable && e.state(2) == placement.StateAvailable
 	})
 	if got := e.w.Count("scan", ""); got != 1 {
 		t.Errorf("scans = %d, want 1 (the start scan only)", got)
@@ -40,7 +42,7 @@ func TestReleaseCleansClaimedDevicesWithoutScan(t *testing.T) {
 			t.Errorf("%s read %d times, want %d", rp(i+1), got, want)
 		}
 	}
-	if e.state(3) != handlers.StateDirty || e.cl.CallsFor(rp(3)) != 0 {
+	if e.state(3) != placement.StateDirty || e.cl.CallsFor(rp(3)) != 0 {
 		t.Errorf("rp-3 (no claim) = %s with %d runs; want dirty, left to the scan", e.state(3), e.cl.CallsFor(rp(3)))
 	}
 }
@@ -59,7 +61,7 @@ func TestReleaseWithoutClaimScansAtOnce(t *testing.T) {
 	e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
 	e.w.Free("00000000-0000-4000-8000-000000000001")
 	e.handle(cmd(command.KindRelease, "instance.delete.end", "00000000-0000-4000-8000-000000000001"))
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
 	if got := e.w.Count("scan", ""); got != 2 {
 		t.Errorf("scans = %d, want 2 (start, the release's)", got)
 	}
@@ -112,7 +114,7 @@ func TestReleaseStartsEachDeviceOnItsOwnRead(t *testing.T) {
 		if req.Device.RPUUID == rp(1) {
 			once.Do(func() { close(started) })
 		}
-		return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: "run-" + req.Device.RPUUID}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: "run-" + req.Device.RPUUID}, nil
 	}
 	early := false
 	e.p.ReadDeviceF = func(ctx context.Context, d handlers.Device) (handlers.Device, error) {
@@ -131,7 +133,7 @@ func TestReleaseStartsEachDeviceOnItsOwnRead(t *testing.T) {
 		t.Error("rp-1's cleaning run started only after rp-2 was read, want it started on rp-1's own read")
 	}
 	waitFor(t, func() bool {
-		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+		return e.state(1) == placement.StateAvailable && e.state(2) == placement.StateAvailable
 	})
 	if got := e.claimState(inst, 1); got != handlers.ClaimReleased {
 		t.Errorf("claim = %q, want released", got)
@@ -153,8 +155,8 @@ func TestReleaseOfStillHeldClaimCleansOnlyFreeDirtyDevices(t *testing.T) {
 	if got := e.claimState(inst, 1); got != handlers.ClaimActive {
 		t.Errorf("claim = %q, want active (the instance still holds rp-1)", got)
 	}
-	e.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
-	e.wantDevice(2, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateBurnedInUse, 0, 0)
+	e.wantDevice(2, placement.StateAvailable, 1, 1)
 }
 
 // The first device of a release is read alone, the others only after it:
@@ -191,7 +193,7 @@ func TestReleaseReadsTheFirstDeviceAlone(t *testing.T) {
 		t.Errorf("reads = %v, overlapping the first = %v; want rp-1 first and alone, then the others", order, overlapped)
 	}
 	for i := 1; i <= 4; i++ {
-		e.wantDevice(i, handlers.StateAvailable, 1, 1)
+		e.wantDevice(i, placement.StateAvailable, 1, 1)
 	}
 }
 
@@ -221,7 +223,7 @@ func TestOlderScanDoesNotDropANewerRelease(t *testing.T) {
 			running.Done()
 			<-gate
 		}
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	stop := e.run()
 	defer stop()
@@ -244,7 +246,7 @@ func TestOlderScanDoesNotDropANewerRelease(t *testing.T) {
 	}
 	close(gate)
 	waitFor(t, func() bool {
-		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+		return e.state(1) == placement.StateAvailable && e.state(2) == placement.StateAvailable
 	})
 	if got := e.w.Count("scan", ""); got != 2 {
 		t.Errorf("scans = %d, want 2 (start, the test's): rp-2 must come back from the release's queue entry", got)
@@ -270,7 +272,7 @@ func TestReleaseLeavesStoreQuarantineToTheScan(t *testing.T) {
 	e.c.Quarantine(rp(1), "cleaning failed: sanitize (code 12)")
 	e.w.Free(vm)
 	e.handle(cmd(command.KindRelease, "instance.delete.end", vm))
-	waitFor(t, func() bool { return e.state(2) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(2) == placement.StateAvailable })
 	if err := e.r.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,12 @@
 // in-use/burned-in-use: the device is left alone.
 //
 // Safety rules and where this package keeps them:
-//  1. Unreserve is called only on VerdictClean (cleanOne); the cleaner
+//  1. Unreserve is called only on pipeline.VerdictClean (cleanOne); the cleaner
 //     stores the record before it returns clean.
 //  2. A clean starts only for a device the latest scan shows unallocated
 //     (classify drops queued devices that became allocated); the cleaner
 //     re-checks before its first destructive step and the gate inside
-//     Unreserve (ErrAllocated → left alone).
+//     Unreserve (placement.ErrAllocated → left alone).
 //  3. Devices come from ScanHost/InstanceAllocations (this host's tree)
 //     and Hardware.Present; a command only names an instance, so a forged
 //     one can at most cause a scan.

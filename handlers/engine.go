@@ -76,10 +76,10 @@ func (c EngineCleaner) Clean(ctx context.Context, req CleanRequest) (CleanResult
 		if err != nil {
 			return CleanResult{}, err
 		}
-		return CleanResult{Verdict: Verdict(res.Verdict), RunID: res.RunID, Detail: res.String()}, nil
+		return CleanResult{Verdict: res.Verdict, RunID: res.RunID, Detail: res.String()}, nil
 	}
 	if quarantined {
-		return CleanResult{Verdict: VerdictQuarantine, RunID: q.RunID,
+		return CleanResult{Verdict: pipeline.VerdictQuarantine, RunID: q.RunID,
 			Detail: fmt.Sprintf("device %s was quarantined at %s by run %s (%s) and never released; its Placement trait was missing and is set again; release it with scourctl placement unquarantine once the cause is fixed",
 				req.Device.Address, q.QuarantinedAt.Format(time.RFC3339), q.RunID, q.Reason)}, nil
 	}
@@ -87,7 +87,7 @@ func (c EngineCleaner) Clean(ctx context.Context, req CleanRequest) (CleanResult
 	if err != nil {
 		return CleanResult{}, err
 	}
-	return CleanResult{Verdict: Verdict(res.Verdict), RunID: res.RunID, Detail: res.String()}, nil
+	return CleanResult{Verdict: res.Verdict, RunID: res.RunID, Detail: res.String()}, nil
 }
 
 // RecordTrigger is a cleaning record's triggered_by for what made the

@@ -22,13 +22,13 @@ func TestGateRefusalsKeepTheirNames(t *testing.T) {
 		err  error
 		want error
 	}{
-		{placement.ErrAllocated, handlers.ErrAllocated},
-		{placement.ErrNotAllocated, handlers.ErrNotAllocated},
-		{placement.ErrUnmanaged, handlers.ErrUnmanaged},
-		{placement.ErrQuarantined, handlers.ErrQuarantined},
-		{placement.ErrUnreservedElsewhere, handlers.ErrUnreservedElsewhere},
-		{placement.ErrStaleReturn, handlers.ErrStaleReturn},
-		{claims.ErrNotCleaned, handlers.ErrRunClosed},
+		{placement.ErrAllocated, placement.ErrAllocated},
+		{placement.ErrNotAllocated, placement.ErrNotAllocated},
+		{placement.ErrUnmanaged, placement.ErrUnmanaged},
+		{placement.ErrQuarantined, placement.ErrQuarantined},
+		{placement.ErrUnreservedElsewhere, placement.ErrUnreservedElsewhere},
+		{placement.ErrStaleReturn, placement.ErrStaleReturn},
+		{claims.ErrNotCleaned, claims.ErrNotCleaned},
 	}
 	for _, tt := range tests {
 		err := error(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"}, Err: fmt.Errorf("x: %w", tt.err)})
@@ -78,14 +78,14 @@ func TestStoreQuarantineRefusesCleaningWhateverPlacementShows(t *testing.T) {
 		c := handlers.EngineCleaner{Engine: e, Records: quarantineRecords{q: q, held: true}, Host: "compute-1"}
 		d := handlers.Device{RPUUID: "rp-1", Address: "0000:81:00.0", Total: 1, Reserved: 1, Quarantined: trait}
 		res, err := c.Clean(ctx, handlers.CleanRequest{Device: d})
-		if err != nil || res.Verdict != handlers.VerdictQuarantine || res.RunID != "run-q" || e.cleaned+e.retired != 0 {
+		if err != nil || res.Verdict != pipeline.VerdictQuarantine || res.RunID != "run-q" || e.cleaned+e.retired != 0 {
 			t.Errorf("store quarantine, Placement trait %v: %+v %v, engine ran %d; want quarantine by run-q and no run", trait, res, err, e.cleaned+e.retired)
 		}
 	}
 	e := &engineSpy{}
 	c := handlers.EngineCleaner{Engine: e, Records: quarantineRecords{}, Host: "compute-1"}
 	res, err := c.Clean(ctx, handlers.CleanRequest{Device: handlers.Device{RPUUID: "rp-1", Address: "0000:81:00.0", Total: 1, Reserved: 1}})
-	if err != nil || res.Verdict != handlers.VerdictClean || e.cleaned != 1 {
+	if err != nil || res.Verdict != pipeline.VerdictClean || e.cleaned != 1 {
 		t.Errorf("no store quarantine: %+v %v, engine ran %d; want clean by the engine", res, err, e.cleaned)
 	}
 	// A retirement waiting for its wipe runs the retirement run instead.

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"io"
 	"log/slog"
 	"sync"
@@ -129,7 +130,7 @@ func (e *env) reconcile() {
 	}
 }
 
-func (e *env) state(i int) handlers.DeviceState { return e.w.Device(rp(i)).State }
+func (e *env) state(i int) placement.State { return e.w.Device(rp(i)).State }
 
 func (e *env) claimState(instance string, i int) handlers.ClaimState {
 	c, ok := e.c.ForDevice(instance, rp(i))
@@ -140,7 +141,7 @@ func (e *env) claimState(instance string, i int) handlers.ClaimState {
 }
 
 // wantDevice checks state and how often the device was cleaned and returned.
-func (e *env) wantDevice(i int, state handlers.DeviceState, cleans, unreserves int) {
+func (e *env) wantDevice(i int, state placement.State, cleans, unreserves int) {
 	e.t.Helper()
 	if got := e.state(i); got != state {
 		e.t.Errorf("%s state = %s, want %s", rp(i), got, state)

@@ -3,7 +3,6 @@ package handlers
 import (
 	"errors"
 
-	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/placement"
 )
@@ -14,19 +13,6 @@ var (
 	// Handle is transient (Placement, the claims store or the broker was
 	// unavailable): the intake retries with backoff, then requeues.
 	ErrPermanent = errors.New("permanent")
-	// The gate's refusals are Placement's own errors (placement/errors.go)
-	// and the claims store's (a closed run's journal), under the names the
-	// handlers act on.
-	ErrAllocated           = placement.ErrAllocated
-	ErrNotAllocated        = placement.ErrNotAllocated
-	ErrUnmanaged           = placement.ErrUnmanaged
-	ErrQuarantined         = placement.ErrQuarantined
-	ErrUnreservedElsewhere = placement.ErrUnreservedElsewhere
-	ErrStaleReturn         = placement.ErrStaleReturn
-	ErrRunClosed           = claims.ErrNotCleaned
-	// ErrGone is what a Placement adapter wraps when ReadDevice found no
-	// such resource provider: the device left this host's tree.
-	ErrGone = errors.New("device is not in this host's tree")
 )
 
 // IsPermanent reports whether err must not be retried, so that such a

@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/scour-project/scour/placement"
@@ -39,7 +37,7 @@ func DeviceOf(d placement.Device) Device {
 		Consumers:   slices.Clone(d.Consumers),
 		Quarantined: d.Quarantined,
 		Cyborg:      d.Cyborg,
-		State:       DeviceState(d.State),
+		State:       d.State,
 	}
 }
 
@@ -77,9 +75,6 @@ func (o overGate) InstanceAllocations(ctx context.Context, instance string) (Ins
 
 func (o overGate) ReadDevice(ctx context.Context, d Device) (Device, error) {
 	read, err := o.g.ReadDevice(ctx, d.Ref())
-	if errors.Is(err, placement.ErrNotFound) {
-		return d, fmt.Errorf("%w: %w", ErrGone, err)
-	}
 	if err != nil {
 		return d, err
 	}

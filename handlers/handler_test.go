@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"errors"
+	"github.com/scour-project/scour/pipeline"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func TestStuckRunReported(t *testing.T) {
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		close(started)
 		<-release
-		return handlers.CleanResult{Verdict: handlers.VerdictRetryLater}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater}, nil
 	}
 	ctx := context.Background()
 	if err := e.r.Scan(ctx, "test"); err != nil {

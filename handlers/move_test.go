@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -40,11 +41,11 @@ func TestRevertBroadcast(t *testing.T) {
 	if got := dst.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 		t.Errorf("destination claim = %q, want released", got)
 	}
-	dst.wantDevice(1, handlers.StateAvailable, 1, 1)
+	dst.wantDevice(1, placement.StateAvailable, 1, 1)
 	if got := src.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimActive {
 		t.Errorf("source claim = %q, want active", got)
 	}
-	src.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	src.wantDevice(1, placement.StateBurnedInUse, 0, 0)
 }
 
 // A resize confirm is a broadcast (a cross-cell confirm comes from
@@ -76,11 +77,11 @@ func TestConfirmBroadcast(t *testing.T) {
 	if got := src.claimState(inst, 1); got != handlers.ClaimReleased {
 		t.Errorf("source claim = %q, want released", got)
 	}
-	src.wantDevice(1, handlers.StateAvailable, 1, 1)
+	src.wantDevice(1, placement.StateAvailable, 1, 1)
 	if got := dst.claimState(inst, 1); got != handlers.ClaimActive {
 		t.Errorf("destination claim = %q, want active", got)
 	}
-	dst.wantDevice(1, handlers.StateBurnedInUse, 0, 0)
+	dst.wantDevice(1, placement.StateBurnedInUse, 0, 0)
 	if strings.Contains(dstLog.String(), "level=WARN") {
 		t.Errorf("the destination warned about the confirm broadcast:\n%s", dstLog.String())
 	}
@@ -102,10 +103,10 @@ func TestMoveSource(t *testing.T) {
 			if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimReleased {
 				t.Errorf("claim = %q, want released", got)
 			}
-			e.wantDevice(1, handlers.StateBurnedInUse, 0, 0) // migration still holds it
+			e.wantDevice(1, placement.StateBurnedInUse, 0, 0) // migration still holds it
 			e.w.Free("mig-1")
 			e.reconcile()
-			e.wantDevice(1, handlers.StateAvailable, 1, 1)
+			e.wantDevice(1, placement.StateAvailable, 1, 1)
 		})
 	}
 }
@@ -129,7 +130,7 @@ func TestShelveOffloadThenUnshelve(t *testing.T) {
 	if got := e.claimState("00000000-0000-4000-8000-000000000001", 1); got != handlers.ClaimDormant {
 		t.Fatalf("claim after shelve offload = %q, want dormant", got)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 
 	e.clock.Advance(24 * 3600e9) // a day shelved: dormant claims are no orphans
 	e.reconcile()
@@ -190,7 +191,7 @@ func TestBroadcastScansOnlyInvolvedHosts(t *testing.T) {
 		del.Scope, del.Host = command.ScopeBroadcast, ""
 		e.handle(del)
 		if e == involved {
-			waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+			waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
 		} else {
 			time.Sleep(50 * time.Millisecond) // give a wrongly triggered scan time to happen
 		}
@@ -292,8 +293,8 @@ func TestSameHostResize(t *testing.T) {
 			if got := e.claimState("00000000-0000-4000-8000-000000000001", kept); got != handlers.ClaimActive {
 				t.Errorf("claim on the side kept (%s) = %q, want active", rp(kept), got)
 			}
-			e.wantDevice(left, handlers.StateAvailable, 1, 1)
-			e.wantDevice(kept, handlers.StateBurnedInUse, 0, 0)
+			e.wantDevice(left, placement.StateAvailable, 1, 1)
+			e.wantDevice(kept, placement.StateBurnedInUse, 0, 0)
 		})
 	}
 }

@@ -34,7 +34,7 @@ func (r *Reconciler) openQuarantines(ctx context.Context) (map[string]OpenQuaran
 func lostQuarantines(devs []Device, open map[string]OpenQuarantine) []Device {
 	var lost []Device
 	for _, d := range devs {
-		if _, held := open[d.RPUUID]; !held || d.State == StateUnmanaged {
+		if _, held := open[d.RPUUID]; !held || d.State == placement.StateUnmanaged {
 			continue
 		}
 		if placement.QuarantineHeld(d.Total, d.Reserved, d.Quarantined) {
@@ -96,5 +96,5 @@ func quarantinedState(open map[string]OpenQuarantine, rp string) string {
 	if q, ok := open[rp]; ok && q.Retired {
 		return gaugeRetired
 	}
-	return string(StateQuarantined)
+	return string(placement.StateQuarantined)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
 
@@ -46,7 +48,7 @@ func TestScanQuarantinesAgainWhatTheStoreHolds(t *testing.T) {
 			if d.Reserved != d.Total || !d.Quarantined {
 				t.Fatalf("after a scan: reserved %d of %d, quarantine trait %v; want reserved and quarantined", d.Reserved, d.Total, d.Quarantined)
 			}
-			e.wantDevice(1, handlers.StateQuarantined, 0, 0)
+			e.wantDevice(1, placement.StateQuarantined, 0, 0)
 			out := logs.String()
 			if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "rp=rp-1") || !strings.Contains(out, `reason="retired by alice: RMA"`) {
 				t.Errorf("no WARN naming the device and the reason:\n%s", out)
@@ -177,7 +179,7 @@ func TestScanRunsARetirementWaitingForItsWipe(t *testing.T) {
 	e.c.Retire(rp(2), "retired by bob: RMA")
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		e.c.WipeDone(req.Device.RPUUID)
-		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: "run-retire", Detail: "retired by alice: RMA; wiped before retirement"}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictQuarantine, RunID: "run-retire", Detail: "retired by alice: RMA; wiped before retirement"}, nil
 	}
 	e.reconcile()
 	if n := e.cl.CallsFor(rp(1)); n != 0 {
@@ -189,8 +191,8 @@ func TestScanRunsARetirementWaitingForItsWipe(t *testing.T) {
 		t.Fatalf("retirement runs = %d once nothing holds the device, want 1", n)
 	}
 	e.reconcile()
-	e.wantDevice(1, handlers.StateQuarantined, 1, 0)
-	e.wantDevice(2, handlers.StateQuarantined, 0, 0)
+	e.wantDevice(1, placement.StateQuarantined, 1, 0)
+	e.wantDevice(2, placement.StateQuarantined, 0, 0)
 	if got := devicesGauge(t, e, "retired"); got != 2 {
 		t.Errorf(`scour_lifecycle_devices{state="retired"} = %v, want 2`, got)
 	}

@@ -3,6 +3,8 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"math/rand/v2"
 	"testing"
 
@@ -30,9 +32,9 @@ func TestRandomHistoriesConverge(t *testing.T) {
 			e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 				if e.w.Device(req.Device.RPUUID).InUse() {
 					t.Errorf("clean started for allocated %s", req.Device.RPUUID)
-					return handlers.CleanResult{Verdict: handlers.VerdictAborted}, nil
+					return handlers.CleanResult{Verdict: pipeline.VerdictAborted}, nil
 				}
-				return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+				return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 			}
 			vm := func(i int) string { return fmt.Sprintf("00000000-0000-4000-9000-%012d", i) }
 			seen := map[int]bool{} // scour burned it or Nova did
@@ -77,11 +79,11 @@ func TestRandomHistoriesConverge(t *testing.T) {
 			for i := 1; i <= n; i++ {
 				switch {
 				case !deleted[i]:
-					e.wantDevice(i, handlers.StateBurnedInUse, 0, 0)
+					e.wantDevice(i, placement.StateBurnedInUse, 0, 0)
 				case seen[i]:
-					e.wantDevice(i, handlers.StateAvailable, 1, 1)
+					e.wantDevice(i, placement.StateAvailable, 1, 1)
 				default:
-					e.wantDevice(i, handlers.StateAvailable, 0, 0)
+					e.wantDevice(i, placement.StateAvailable, 0, 0)
 				}
 			}
 		})

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"github.com/scour-project/scour/placement"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestClaimsRebuiltFromPlacement(t *testing.T) {
 	e.w.Free(vmA)
 	e.handle(cmd(command.KindRelease, "instance.delete.end", vmA))
 	waitFor(t, func() bool {
-		return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable
+		return e.state(1) == placement.StateAvailable && e.state(2) == placement.StateAvailable
 	})
 	if got := e.w.Count("scan", ""); got != 1 {
 		t.Errorf("scans = %d, want 1: the rebuilt claim sends the release straight to its devices", got)

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"github.com/scour-project/scour/placement"
 	"time"
 
 	"testing"
@@ -18,38 +19,38 @@ func TestReconcilerReachesEndState(t *testing.T) {
 	t.Parallel()
 	type dev struct {
 		setup               func(e *env)
-		want                handlers.DeviceState
+		want                placement.State
 		cleans, unreserves  int
 		burns, quarantining int
 	}
 	tests := map[string]dev{
-		"available stays": {setup: func(e *env) {}, want: handlers.StateAvailable},
+		"available stays": {setup: func(e *env) {}, want: placement.StateAvailable},
 		"dirty, delete never delivered": {setup: func(e *env) {
 			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
 			e.handle(cmd(command.KindClaim, "instance.create.end", "00000000-0000-4000-8000-000000000001"))
 			e.w.Free("00000000-0000-4000-8000-000000000001")
-		}, want: handlers.StateAvailable, cleans: 1, unreserves: 1},
+		}, want: placement.StateAvailable, cleans: 1, unreserves: 1},
 		"dirty, no notification at all (evacuated host back)": {setup: func(e *env) {
 			e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1))
 			e.w.Free("00000000-0000-4000-8000-000000000001")
-		}, want: handlers.StateAvailable, cleans: 1, unreserves: 1},
+		}, want: placement.StateAvailable, cleans: 1, unreserves: 1},
 		"allocated, Nova did not burn, create never delivered": {setup: func(e *env) {
 			e.w.Allocate("00000000-0000-4000-8000-000000000001", false, rp(1))
-		}, want: handlers.StateBurnedInUse, burns: 1},
-		"burned in use": {setup: func(e *env) { e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1)) }, want: handlers.StateBurnedInUse},
+		}, want: placement.StateBurnedInUse, burns: 1},
+		"burned in use": {setup: func(e *env) { e.w.Allocate("00000000-0000-4000-8000-000000000001", true, rp(1)) }, want: placement.StateBurnedInUse},
 		"allocated to a migration": {setup: func(e *env) {
 			e.w.Allocate("mig-1", true, rp(1))
-		}, want: handlers.StateBurnedInUse},
+		}, want: placement.StateBurnedInUse},
 		"quarantined stays": {setup: func(e *env) {
 			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true })
-		}, want: handlers.StateQuarantined},
+		}, want: placement.StateQuarantined},
 		"unmanaged shape is skipped": {setup: func(e *env) {
 			e.w.Set(rp(1), func(d *handlers.Device) { d.Total, d.Reserved = 2, 2 })
-		}, want: handlers.StateUnmanaged},
+		}, want: placement.StateUnmanaged},
 		"dirty but not a PCI device of this host": {setup: func(e *env) {
 			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 			e.hw.PresentF = func(_ context.Context, a hardware.Address) (bool, error) { return a != "0000:81:00.0", nil }
-		}, want: handlers.StateDirty},
+		}, want: placement.StateDirty},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -93,7 +94,7 @@ func TestRestartFindsDirtyDevices(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if e.state(1) != handlers.StateDirty || e.state(2) != handlers.StateDirty {
+	if e.state(1) != placement.StateDirty || e.state(2) != placement.StateDirty {
 		t.Fatalf("after the crash: %s %s, want both dirty (nothing returned uncleaned)", e.state(1), e.state(2))
 	}
 	e.cl.CleanF = nil
@@ -101,7 +102,7 @@ func TestRestartFindsDirtyDevices(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() { done <- e.r.Run(ctx2) }()
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable && e.state(2) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable && e.state(2) == placement.StateAvailable })
 	cancel2()
 	<-done
 	for i := 1; i <= 2; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"log/slog"
 	"slices"
 	"sync"
@@ -139,7 +140,7 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Dev
 			switch {
 			case errs[i] == nil && devs[i].Dirty():
 				free(devs[i])
-			case errs[i] != nil && !errors.Is(errs[i], ErrGone):
+			case errs[i] != nil && !errors.Is(errs[i], placement.ErrNotFound):
 				errs[i] = fmt.Errorf("read device %s from Placement before releasing claims: %w", d.RPName, errs[i])
 			}
 		}()
@@ -152,7 +153,7 @@ func (h *Handler) readClaimed(ctx context.Context, claims []Claim, free func(Dev
 	var failed []error
 	for i, d := range want {
 		switch {
-		case errors.Is(errs[i], ErrGone):
+		case errors.Is(errs[i], placement.ErrNotFound):
 		case errs[i] != nil:
 			failed = append(failed, errs[i])
 		default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"slices"
 	"time"
 )
@@ -113,25 +114,25 @@ func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, sn
 	// A retirement waiting for its wipe is queued like a dirty device
 	// (reserved, nothing holds it; InUse is checked first: rule 2), and
 	// stays quarantined throughout (rule 4).
-	wipe := d.Quarantined && open[d.RPUUID].Wipe && d.State != StateUnmanaged && d.Fenced()
+	wipe := d.Quarantined && open[d.RPUUID].Wipe && d.State != placement.StateUnmanaged && d.Fenced()
 	switch {
-	case d.State == StateUnmanaged:
+	case d.State == placement.StateUnmanaged:
 		r.dropLocked(d.RPUUID, snapshot)
-		counts[string(StateUnmanaged)]++
+		counts[string(placement.StateUnmanaged)]++
 	case d.InUse():
 		r.dropLocked(d.RPUUID, snapshot)
 		if d.NeedsBurn() {
-			counts[string(StateInUse)]++
+			counts[string(placement.StateInUse)]++
 			return actBurn
 		}
-		counts[string(StateBurnedInUse)]++
+		counts[string(placement.StateBurnedInUse)]++
 	case d.Quarantined && !wipe:
 		r.dropLocked(d.RPUUID, snapshot)
 		counts[quarantinedState(open, d.RPUUID)]++
 	case !wipe && !d.Dirty():
 		r.dropLocked(d.RPUUID, snapshot)
 		delete(r.backoff, d.RPUUID)
-		counts[string(StateAvailable)]++
+		counts[string(placement.StateAvailable)]++
 	case running:
 		counts[gaugeCleaning]++
 	case r.finished[d.RPUUID] > snapshot.seq:
@@ -162,7 +163,7 @@ func (r *Reconciler) queuedState(d Device) string {
 	if b, ok := r.backoff[d.RPUUID]; ok && b.why == gaugeNoProfile {
 		return gaugeNoProfile
 	}
-	return string(StateDirty)
+	return string(placement.StateDirty)
 }
 
 // present is safety rule 3's local half: a dirty device in Placement that
@@ -181,7 +182,7 @@ func (r *Reconciler) present(ctx context.Context, d Device) bool {
 
 func (r *Reconciler) burn(ctx context.Context, d Device) error {
 	err := r.p.Burn(ctx, d)
-	if errors.Is(err, ErrNotAllocated) || errors.Is(err, ErrUnmanaged) {
+	if errors.Is(err, placement.ErrNotAllocated) || errors.Is(err, placement.ErrUnmanaged) {
 		return nil // freed since the scan read it (the next scan sees it dirty), or not ours
 	}
 	if err != nil {

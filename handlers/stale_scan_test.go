@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"github.com/scour-project/scour/pipeline"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // (or a returned one wiped, if nothing else stopped it).
 func TestScanDoesNotActOnSnapshotOlderThanARunsEnd(t *testing.T) {
 	t.Parallel()
-	for _, verdict := range []handlers.Verdict{handlers.VerdictQuarantine, handlers.VerdictClean} {
+	for _, verdict := range []pipeline.Verdict{pipeline.VerdictQuarantine, pipeline.VerdictClean} {
 		t.Run(string(verdict), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, 1, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestPreviousTenantIsTheConsumerSeenLast(t *testing.T) {
 	if len(calls) != 2 || calls[0].PreviousInstance != "00000000-0000-4000-8000-000000000009" || calls[1].PreviousInstance != "00000000-0000-4000-8000-00000000000c" || calls[1].PreviousProject != "" {
 		t.Fatalf("clean requests = %+v; want vm-old, then vm-silent with its project unknown", calls)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 2, 2)
+	e.wantDevice(1, placement.StateAvailable, 2, 2)
 }
 
 // A failed un-reserve keeps the record open, saying why; an allocation
@@ -50,7 +51,7 @@ func TestNotReturnedIsRecorded(t *testing.T) {
 		if d.RPUUID == rp(1) {
 			return errors.New("placement 503")
 		}
-		return handlers.ErrAllocated
+		return placement.ErrAllocated
 	}
 	e.reconcile()
 	got := strings.Join(e.cl.NotReturned(), "\n")
@@ -72,7 +73,7 @@ func TestQuarantinedAtUnreserveClosesTheRecord(t *testing.T) {
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
 		e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = true }) // scourctl retire
-		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, handlers.ErrQuarantined)
+		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, placement.ErrQuarantined)
 	}
 	e.reconcile()
 	got := strings.Join(e.cl.NotReturned(), "\n")
@@ -89,7 +90,7 @@ func TestQuarantinedAtUnreserveClosesTheRecord(t *testing.T) {
 	e.p.UnreserveF = nil
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Quarantined = false }) // scourctl placement unquarantine
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+	e.wantDevice(1, placement.StateAvailable, 2, 1)
 }
 
 // A device someone else un-reserved while scour cleaned it is not
@@ -101,7 +102,7 @@ func TestUnreservedElsewhereIsToldTruthfully(t *testing.T) {
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
 		e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // Nova's clean-on-delete sample
-		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, handlers.ErrUnreservedElsewhere)
+		return fmt.Errorf("placement unreserve of device %s: %w", d.RPName, placement.ErrUnreservedElsewhere)
 	}
 	e.reconcile()
 	got := strings.Join(e.cl.NotReturned(), "\n")
@@ -146,7 +147,7 @@ func TestMoveSourceRecordNamesTheInstanceNotTheMigration(t *testing.T) {
 	if len(calls) != 1 || calls[0].PreviousInstance != inst || calls[0].PreviousProject != "project-a" {
 		t.Fatalf("clean requests = %+v; want one naming instance %s of project-a", calls, inst)
 	}
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A consumer Placement does not call a migration, seen while another

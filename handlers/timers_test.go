@@ -3,6 +3,8 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestFollowUpScan(t *testing.T) {
 	e.handle(cmd(command.KindMoveSource, "instance.live_migration_post.end", "00000000-0000-4000-8000-000000000001"))
 	waitFor(t, func() bool { return e.w.Count("scan", "") == 2 })
 	e.w.Free("mig-1") // Nova drops the migration allocation a moment later
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
 	if got := e.w.Count("scan", ""); got != 3 {
 		t.Errorf("scans = %d, want 3 (start, triggered, follow-up)", got)
 	}
@@ -58,7 +60,7 @@ func TestPeriodicScan(t *testing.T) {
 	defer stop()
 	waitFor(t, func() bool { return e.w.Count("scan", "") >= 2 })
 	e.w.Free("00000000-0000-4000-8000-000000000001") // delete.end never arrives
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
 }
 
 // A device in backoff is retried when its backoff ends, not only at the
@@ -75,14 +77,14 @@ func TestBackoffEndSchedulesScan(t *testing.T) {
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		if first {
 			first = false
-			return handlers.CleanResult{Verdict: handlers.VerdictRetryLater}, nil
+			return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater}, nil
 		}
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	stop := e.run()
 	defer stop()
-	waitFor(t, func() bool { return e.state(1) == handlers.StateAvailable })
-	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
+	e.wantDevice(1, placement.StateAvailable, 2, 1)
 }
 
 // A quarantine shows in scour_lifecycle_devices at once (a triggered
@@ -91,7 +93,7 @@ func TestQuarantineGaugeAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, func(c *handlers.Config) { c.ReconcileInterval = time.Hour })
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
-		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, RunID: "run-1", Detail: "sanitize failed"}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictQuarantine, RunID: "run-1", Detail: "sanitize failed"}, nil
 	}
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	stop := e.run()

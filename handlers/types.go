@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/scour-project/scour/pipeline"
 	"slices"
 	"time"
 
@@ -9,24 +10,12 @@ import (
 	"github.com/scour-project/scour/placement"
 )
 
-// DeviceState is what the Placement gate derives for one one-time-use
-// device resource provider. The handlers re-derive what they act on from
-// the raw fields (Total, Reserved, Consumers, Quarantined) and use State
-// only to honour Unmanaged, so an adapter that gets State wrong cannot make
-// scour clean an allocated device.
-type DeviceState string
-
-const (
-	StateAvailable   DeviceState = "available"     // reserved=0, no allocations
-	StateInUse       DeviceState = "in-use"        // allocated, reserved<total
-	StateBurnedInUse DeviceState = "burned-in-use" // allocated, reserved=total
-	StateDirty       DeviceState = "dirty"         // reserved=total, no allocations
-	StateQuarantined DeviceState = "quarantined"   // dirty + quarantine trait
-	StateUnmanaged   DeviceState = "unmanaged"     // a shape scour does not handle
-)
-
 // Device is one one-time-use device of THIS host's Placement tree (safety
-// rule 3: identity never comes from a notification).
+// rule 3: identity never comes from a notification), as the handlers act
+// on it. It differs from placement.Device (DeviceOf converts) in what it
+// leaves out: no generation and no record of which reads it came from,
+// which only the gate may use to shorten a check or an un-reserve, so a
+// device the handlers built or kept can never stand for a fresh read.
 type Device struct {
 	RPUUID        string
 	RPName        string
@@ -42,7 +31,11 @@ type Device struct {
 	// Cyborg: an accelerator Cyborg reports (docs/cyborg.md), fenced
 	// whole (reserved = total) while it holds a tenant's data.
 	Cyborg bool
-	State  DeviceState
+	// State is what the gate derived (placement.State). The handlers
+	// re-derive what they act on from the raw fields above and use State
+	// only to honour StateUnmanaged, so a State got wrong cannot make
+	// scour clean an allocated device.
+	State placement.State
 }
 
 // InUse reports whether Placement shows an allocation on the device.
@@ -54,7 +47,7 @@ func (d Device) HeldBy(consumer string) bool { return slices.Contains(d.Consumer
 // Dirty reports a device that needs cleaning: of a shape scour manages,
 // and dirty by placement.Dirty (the one dirty predicate).
 func (d Device) Dirty() bool {
-	return d.State != StateUnmanaged && placement.Dirty(d.Total, d.Reserved, d.InUse(), d.Quarantined)
+	return d.State != placement.StateUnmanaged && placement.Dirty(d.Total, d.Reserved, d.InUse(), d.Quarantined)
 }
 
 // Fenced reports reserved = total (placement.FullyReserved).
@@ -63,7 +56,7 @@ func (d Device) Fenced() bool { return placement.FullyReserved(d.Total, d.Reserv
 // NeedsBurn reports an allocated device that Nova left below reserved=total
 // (Nova before 2025.2, or a device flagged one-time-use late).
 func (d Device) NeedsBurn() bool {
-	return d.State != StateUnmanaged && d.InUse() && d.Total > 0 && !d.Fenced()
+	return d.State != placement.StateUnmanaged && d.InUse() && d.Total > 0 && !d.Fenced()
 }
 
 // InstanceAllocation is what GET /allocations/{instance} says about one
@@ -92,17 +85,17 @@ type Placement interface {
 	// those of this host's tree that carry the one-time-use trait.
 	InstanceAllocations(ctx context.Context, instance string) (InstanceAllocation, error)
 	// ReadDevice reads one device of this host's tree afresh (d names it:
-	// RPUUID, RPName, Address). It wraps ErrGone when the device is no
+	// RPUUID, RPName, Address). It wraps placement.ErrNotFound when the device is no
 	// longer in the tree.
 	ReadDevice(ctx context.Context, d Device) (Device, error)
 	// Burn sets reserved=total on an allocated device. Idempotent. It
-	// wraps ErrNotAllocated when nobody holds the device any more.
+	// wraps placement.ErrNotAllocated when nobody holds the device any more.
 	Burn(ctx context.Context, d Device) error
 	// Unreserve returns the device cleaned by run runID to the pool. The
-	// gate re-reads the inventory and refuses (wrapping ErrAllocated) when
+	// gate re-reads the inventory and refuses (wrapping placement.ErrAllocated) when
 	// an allocation exists: safety rule 2's second check. It journals
 	// each PUT with the run before sending it, and refuses (wrapping
-	// ErrStaleReturn) when an earlier PUT of the run may have landed and
+	// placement.ErrStaleReturn) when an earlier PUT of the run may have landed and
 	// the device changed since.
 	Unreserve(ctx context.Context, d Device, runID string) error
 	// Refence sets reserved=total again on an unallocated Cyborg device
@@ -244,19 +237,8 @@ type Tenant struct {
 	Project  string
 }
 
-// Verdict is how a cleaning run ended.
-type Verdict string
-
-const (
-	VerdictClean      Verdict = "clean"       // every required step succeeded, record stored
-	VerdictRetryLater Verdict = "retry-later" // recoverable failure, budget left
-	VerdictQuarantine Verdict = "quarantine"  // permanent failure or retire
-	VerdictAborted    Verdict = "aborted"     // the device got allocated: left alone
-	VerdictNoProfile  Verdict = "no-profile"  // no pipeline profile matches the device
-)
-
 // Verdicts lists every verdict, for metrics.
-var Verdicts = []Verdict{VerdictClean, VerdictRetryLater, VerdictQuarantine, VerdictAborted, VerdictNoProfile}
+var Verdicts = []pipeline.Verdict{pipeline.VerdictClean, pipeline.VerdictRetryLater, pipeline.VerdictQuarantine, pipeline.VerdictAborted, pipeline.VerdictNoProfile}
 
 // CleanRequest asks the cleaner to run (or resume) the device's pipeline.
 type CleanRequest struct {
@@ -269,7 +251,7 @@ type CleanRequest struct {
 // CleanResult is a finished run. Detail is the operator-facing reason for
 // anything but clean.
 type CleanResult struct {
-	Verdict Verdict
+	Verdict pipeline.Verdict
 	RunID   string
 	Detail  string
 }

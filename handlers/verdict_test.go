@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
 	"time"
@@ -17,20 +20,20 @@ import (
 func TestVerdicts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		verdict     handlers.Verdict
+		verdict     pipeline.Verdict
 		err         error
-		want        handlers.DeviceState
+		want        placement.State
 		unreserves  int
 		quarantines int
 		backsOff    bool
 	}{
-		{verdict: handlers.VerdictClean, want: handlers.StateAvailable, unreserves: 1},
-		{verdict: handlers.VerdictQuarantine, want: handlers.StateQuarantined, quarantines: 1},
-		{verdict: handlers.VerdictRetryLater, want: handlers.StateDirty, backsOff: true},
-		{verdict: handlers.VerdictNoProfile, want: handlers.StateDirty, backsOff: true},
-		{verdict: handlers.VerdictAborted, want: handlers.StateDirty},
-		{verdict: "nonsense", want: handlers.StateDirty, backsOff: true},
-		{err: errors.New("engine exploded"), want: handlers.StateDirty, backsOff: true},
+		{verdict: pipeline.VerdictClean, want: placement.StateAvailable, unreserves: 1},
+		{verdict: pipeline.VerdictQuarantine, want: placement.StateQuarantined, quarantines: 1},
+		{verdict: pipeline.VerdictRetryLater, want: placement.StateDirty, backsOff: true},
+		{verdict: pipeline.VerdictNoProfile, want: placement.StateDirty, backsOff: true},
+		{verdict: pipeline.VerdictAborted, want: placement.StateDirty},
+		{verdict: "nonsense", want: placement.StateDirty, backsOff: true},
+		{err: errors.New("engine exploded"), want: placement.StateDirty, backsOff: true},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.verdict)+errString(tt.err), func(t *testing.T) {
@@ -47,7 +50,7 @@ func TestVerdicts(t *testing.T) {
 			}
 			e.reconcile() // at once: a backing-off device is not run again
 			wantRuns := 2
-			if tt.backsOff || tt.want != handlers.StateDirty {
+			if tt.backsOff || tt.want != placement.StateDirty {
 				wantRuns = 1
 			}
 			if got := e.cl.CallsFor(rp(1)); got != wantRuns {
@@ -85,7 +88,7 @@ func TestUnreserveRefusedWhenAllocated(t *testing.T) {
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		e.w.Allocate("00000000-0000-4000-8000-00000000000d", false, rp(1)) // between "dirty" and "un-reserve"
-		return handlers.CleanResult{Verdict: handlers.VerdictClean}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean}, nil
 	}
 	e.reconcile()
 	if got := e.w.Count("unreserve", rp(1)); got != 0 {
@@ -110,11 +113,11 @@ func TestUnreserveFailureRetries(t *testing.T) {
 		return e.w.Unreserve(ctx, d)
 	}
 	e.reconcile()
-	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	e.wantDevice(1, placement.StateDirty, 1, 0)
 	down = false
 	e.clock.Advance(time.Hour)
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+	e.wantDevice(1, placement.StateAvailable, 2, 1)
 }
 
 // A quarantine whose trait write fails is retried later; the device stays
@@ -124,7 +127,7 @@ func TestQuarantineWriteFailure(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
-		return handlers.CleanResult{Verdict: handlers.VerdictQuarantine, Detail: "percent_used 97 >= 90"}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictQuarantine, Detail: "percent_used 97 >= 90"}, nil
 	}
 	fail := true
 	e.p.QuarantineF = func(ctx context.Context, d handlers.Device, reason string) error {
@@ -134,11 +137,11 @@ func TestQuarantineWriteFailure(t *testing.T) {
 		return e.w.Quarantine(ctx, d, reason)
 	}
 	e.reconcile()
-	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	e.wantDevice(1, placement.StateDirty, 1, 0)
 	fail = false
 	e.clock.Advance(time.Hour)
 	e.reconcile()
-	e.wantDevice(1, handlers.StateQuarantined, 2, 0)
+	e.wantDevice(1, placement.StateQuarantined, 2, 0)
 	if got := e.cl.Quarantined(); len(got) != 1 {
 		t.Errorf("records closed as quarantined = %v, want 1", got)
 	}
@@ -157,17 +160,17 @@ func TestStaleReturnCleansAgain(t *testing.T) {
 	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
 		if stale {
 			stale = false
-			return fmt.Errorf("placement unreserve: %w", handlers.ErrStaleReturn)
+			return fmt.Errorf("placement unreserve: %w", placement.ErrStaleReturn)
 		}
 		return e.w.Unreserve(ctx, d)
 	}
 	e.reconcile()
-	e.wantDevice(1, handlers.StateDirty, 1, 0)
+	e.wantDevice(1, placement.StateDirty, 1, 0)
 	if got := e.cl.NotReturned(); len(got) != 1 || !strings.HasPrefix(got[0], "run-1 final=true: ") || !strings.Contains(got[0], "cleans it again") {
 		t.Errorf("records told = %q, want run-1 closed as not returned", got)
 	}
 	e.reconcile() // no backoff: the device is not faulty
-	e.wantDevice(1, handlers.StateAvailable, 2, 1)
+	e.wantDevice(1, placement.StateAvailable, 2, 1)
 }
 
 // Devices SettleReturns found un-reserved by someone else are counted
@@ -194,9 +197,9 @@ func TestNoProfileDeviceStaysNoProfileAcrossScans(t *testing.T) {
 	profile := false
 	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
 		if profile {
-			return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: "run-ok"}, nil
+			return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: "run-ok"}, nil
 		}
-		return handlers.CleanResult{Verdict: handlers.VerdictNoProfile, RunID: "run-np", Detail: "no profile"}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictNoProfile, RunID: "run-np", Detail: "no profile"}, nil
 	}
 	gauge := func() map[string]float64 {
 		t.Helper()
@@ -249,7 +252,7 @@ func TestUnreserveOfAClosedRunIsNoFailure(t *testing.T) {
 	e := newEnv(t, 1, func(c *handlers.Config) { c.BackoffBase, c.BackoffMax = time.Hour, time.Hour })
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
 	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
-		return fmt.Errorf("placement unreserve: %w", handlers.ErrRunClosed)
+		return fmt.Errorf("placement unreserve: %w", claims.ErrNotCleaned)
 	}
 	e.reconcile()
 	if got := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "error"); got != 0 {

@@ -3,6 +3,7 @@ package handlerstest
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/pipeline"
 	"sync"
 
 	"github.com/scour-project/scour/handlers"
@@ -59,12 +60,12 @@ func (c *Cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handler
 		return c.CleanF(ctx, req)
 	}
 	if c.W != nil && c.W.Device(rp).InUse() {
-		return handlers.CleanResult{Verdict: handlers.VerdictAborted, RunID: fmt.Sprint("run-", n)}, nil
+		return handlers.CleanResult{Verdict: pipeline.VerdictAborted, RunID: fmt.Sprint("run-", n)}, nil
 	}
 	if c.OnClean != nil {
 		c.OnClean(rp)
 	}
-	return handlers.CleanResult{Verdict: handlers.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
+	return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
 }
 
 func (c *Cleaner) RecordReturned(ctx context.Context, runID string, d handlers.Device) error {

@@ -3,6 +3,7 @@ package handlerstest
 import (
 	"context"
 	"fmt"
+	"github.com/scour-project/scour/placement"
 	"slices"
 	"sync"
 
@@ -12,7 +13,7 @@ import (
 
 // World is an in-memory Placement tree of one host. It implements
 // handlers.Placement with the gate's rules: Unreserve refuses (wrapping
-// handlers.ErrAllocated) while the device is allocated.
+// placement.ErrAllocated) while the device is allocated.
 type World struct {
 	mu     sync.Mutex
 	devs   map[string]*handlers.Device
@@ -106,20 +107,20 @@ func snapshot(d *handlers.Device) handlers.Device {
 	return s
 }
 
-func state(d handlers.Device) handlers.DeviceState {
+func state(d handlers.Device) placement.State {
 	switch {
 	case d.Total != 1 && !d.Cyborg: // a Cyborg device may have more units (placement.deriveState)
-		return handlers.StateUnmanaged
+		return placement.StateUnmanaged
 	case d.InUse() && d.Reserved >= d.Total:
-		return handlers.StateBurnedInUse
+		return placement.StateBurnedInUse
 	case d.InUse():
-		return handlers.StateInUse
+		return placement.StateInUse
 	case d.Reserved >= d.Total && d.Quarantined:
-		return handlers.StateQuarantined
+		return placement.StateQuarantined
 	case d.Reserved >= d.Total:
-		return handlers.StateDirty
+		return placement.StateDirty
 	}
-	return handlers.StateAvailable
+	return placement.StateAvailable
 }
 
 // ScanHost implements handlers.Placement.
@@ -159,7 +160,7 @@ func (w *World) ReadDevice(ctx context.Context, d handlers.Device) (handlers.Dev
 	w.counts["read/"+d.RPUUID]++
 	dev, ok := w.devs[d.RPUUID]
 	if !ok {
-		return d, fmt.Errorf("device %s: %w", d.RPName, handlers.ErrGone)
+		return d, fmt.Errorf("device %s: %w", d.RPName, placement.ErrNotFound)
 	}
 	return snapshot(dev), nil
 }
@@ -190,7 +191,7 @@ func (w *World) Unreserve(ctx context.Context, d handlers.Device) error {
 	defer w.mu.Unlock()
 	dev := w.devs[d.RPUUID]
 	if dev.InUse() {
-		return fmt.Errorf("un-reserve %s: %w by %v", d.RPName, handlers.ErrAllocated, dev.Consumers)
+		return fmt.Errorf("un-reserve %s: %w by %v", d.RPName, placement.ErrAllocated, dev.Consumers)
 	}
 	w.counts["unreserve/"+d.RPUUID]++
 	dev.Reserved = max(0, dev.Reserved-dev.Total)
