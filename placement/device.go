@@ -94,7 +94,7 @@ func deriveState(d *Device, invCount int) {
 		d.State, d.Why = StateUnmanaged, fmt.Sprintf("inventory total %d; scour handles total 1 (a PCI/PF device)", d.Inventory.Total)
 		return
 	}
-	burned := d.Inventory.Reserved >= d.Inventory.Total
+	burned := d.Fenced()
 	switch {
 	case len(d.Consumers) > 0 && burned:
 		d.State = StateBurnedInUse

@@ -111,13 +111,13 @@ func state(d handlers.Device) placement.State {
 	switch {
 	case d.Total != 1 && !d.Cyborg: // a Cyborg device may have more units (placement.deriveState)
 		return placement.StateUnmanaged
-	case d.InUse() && d.Reserved >= d.Total:
+	case d.InUse() && d.Fenced():
 		return placement.StateBurnedInUse
 	case d.InUse():
 		return placement.StateInUse
-	case d.Reserved >= d.Total && d.Quarantined:
+	case placement.QuarantineHeld(d.Total, d.Reserved, d.Quarantined):
 		return placement.StateQuarantined
-	case d.Reserved >= d.Total:
+	case d.Fenced():
 		return placement.StateDirty
 	}
 	return placement.StateAvailable
