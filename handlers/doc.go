@@ -27,18 +27,22 @@
 // aborted (the device got allocated during the run) leads back to
 // in-use/burned-in-use: the device is left alone.
 //
-// Safety rules and where this package keeps them:
-//  1. Unreserve is called only on pipeline.VerdictClean (cleanOne); the cleaner
-//     stores the record before it returns clean.
-//  2. A clean starts only for a device the latest scan shows unallocated
-//     (classify drops queued devices that became allocated); the cleaner
-//     re-checks before its first destructive step and the gate inside
-//     Unreserve (placement.ErrAllocated → left alone).
+// Safety rules (numbered as in the README and docs/lifecycle.md, whose
+// table names the file deciding each) and where this package keeps them:
+//  1. Unreserve is called only on pipeline.VerdictClean (cleanOne); the
+//     cleaner stores the record before it returns clean.
+//  2. A clean starts only for a device the latest scan shows dirty
+//     (Device.Dirty, by the one predicate placement.Dirty; classify drops
+//     queued devices that became allocated); the pipeline asks the gate
+//     again before its first destructive step, and the gate re-checks
+//     inside Unreserve (placement.ErrAllocated → left alone).
 //  3. Devices come from ScanHost/InstanceAllocations (this host's tree)
 //     and Hardware.Present; a command only names an instance, so a forged
 //     one can at most cause a scan.
-//  4. quarantine, no-profile, retry-later and errors keep the device
-//     reserved, with an error log line and a metric.
+//  4. A device the claims store holds quarantined is never cleaned
+//     (EngineCleaner), every scan restores a lost trait or reservation
+//     (quarantines.go); quarantine, no-profile, retry-later and errors
+//     keep the device reserved, with an error log line and a metric.
 //  5. The start scan re-finds every dirty device and the cleaner resumes
 //     its open run; nothing is remembered only in memory except backoff.
 package handlers

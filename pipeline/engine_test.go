@@ -383,7 +383,7 @@ func TestStepOptional(t *testing.T) {
 }
 
 // TestAbortReasonDoesNotOverclaim: the allocation checker (scourd's
-// dirtyCheck) also answers "in use" for a device un-reserved meanwhile, so
+// placement.Gate.HasAllocations) also answers "in use" for a device un-reserved meanwhile, so
 // the abort reason says what is known (no longer dirty) and names the step
 // that was about to run.
 func TestAbortReasonDoesNotOverclaim(t *testing.T) {
