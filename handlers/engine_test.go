@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -13,31 +12,25 @@ import (
 	"github.com/scour-project/scour/placement"
 )
 
-// The gate's refusals keep Placement's (and the claims store's) error
-// identities through the client's DeviceError wrapping, under the
-// handlers' names, and none of them is permanent.
-func TestGateRefusalsKeepTheirNames(t *testing.T) {
+// The gate's refusals, wrapped as the client wraps them (DeviceError,
+// even around a Placement 4xx), are handled by the handlers, never
+// poisoned as permanent; a plain 4xx is.
+func TestGateRefusalsAreNotPermanent(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		err  error
-		want error
-	}{
-		{placement.ErrAllocated, placement.ErrAllocated},
-		{placement.ErrNotAllocated, placement.ErrNotAllocated},
-		{placement.ErrUnmanaged, placement.ErrUnmanaged},
-		{placement.ErrQuarantined, placement.ErrQuarantined},
-		{placement.ErrUnreservedElsewhere, placement.ErrUnreservedElsewhere},
-		{placement.ErrStaleReturn, placement.ErrStaleReturn},
-		{claims.ErrNotCleaned, claims.ErrNotCleaned},
-	}
-	for _, tt := range tests {
-		err := error(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"}, Err: fmt.Errorf("x: %w", tt.err)})
-		if !errors.Is(err, tt.want) || !errors.Is(err, tt.err) {
-			t.Errorf("%v: want it to wrap %v", err, tt.want)
-		}
+	for _, refusal := range []error{placement.ErrAllocated, placement.ErrNotAllocated, placement.ErrUnmanaged,
+		placement.ErrQuarantined, placement.ErrUnreservedElsewhere, placement.ErrStaleReturn} {
+		err := error(&placement.DeviceError{Op: "unreserve", Dev: placement.Ref{UUID: "rp-1"},
+			Err: fmt.Errorf("%w: %w", refusal, &placement.APIError{Status: 400})})
 		if handlers.IsPermanent(err) {
-			t.Errorf("%v is permanent", tt.err)
+			t.Errorf("%v is permanent", err)
 		}
+	}
+	// A run closed meanwhile: the journal refused before any PUT.
+	if err := error(&placement.DeviceError{Op: "unreserve", Err: claims.ErrNotCleaned}); handlers.IsPermanent(err) {
+		t.Errorf("%v is permanent", err)
+	}
+	if err := error(&placement.DeviceError{Op: "burn", Err: &placement.APIError{Status: 400}}); !handlers.IsPermanent(err) {
+		t.Errorf("%v is not permanent", err)
 	}
 }
 
