@@ -15,9 +15,11 @@ import (
 type accelerators struct{ c *cyborg.Client }
 
 // newAccelerators is the Cyborg ARQ reader scourd wires when
-// placement.cyborg reads ARQs, authenticated as Placement is; nil
-// otherwise.
-func newAccelerators(cfg placement.Config) handlers.Accelerators {
+// placement.cyborg reads ARQs, on Placement's Keystone session (the same
+// token; Cyborg at placement.cyborg.endpoint or the catalog's accelerator
+// endpoint); nil otherwise.
+func newAccelerators(pc *placement.Client) handlers.Accelerators {
+	cfg := pc.Config()
 	if !cfg.Cyborg.ARQs() {
 		return nil
 	}
@@ -25,8 +27,8 @@ func newAccelerators(cfg placement.Config) handlers.Accelerators {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	return accelerators{cyborg.New(func(ctx context.Context) (*gophercloud.ServiceClient, error) {
-		return placement.NewServiceClient(ctx, cfg, cyborg.ServiceType, cfg.Cyborg.Endpoint, nil)
+	return accelerators{cyborg.New(func(context.Context) (*gophercloud.ServiceClient, error) {
+		return pc.ServiceClient(cyborg.ServiceType, cfg.Cyborg.Endpoint)
 	}, timeout)}
 }
 

@@ -96,7 +96,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if err != nil {
 		return fail(fmt.Errorf("hardware: %w", err))
 	}
-	imgs, err := newImageResolver(cfg, log, reg)
+	imgs, err := newImageResolver(cfg, pc, log, reg)
 	if err != nil {
 		return fail(fmt.Errorf("images: %w", err))
 	}
@@ -121,7 +121,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		Claims:       &handlerstore.Claims{Store: store, Host: cfg.Host},
 		Hardware:     hardware.Presence{Backend: be},
 		Cleaner:      handlers.EngineCleaner{Engine: eng, Records: store, Host: cfg.Host},
-		Accelerators: newAccelerators(cfg.Placement),
+		Accelerators: newAccelerators(pc),
 		Registerer:   reg,
 		Logger:       log,
 		OnStuck: func(d handlers.Device, running time.Duration) {

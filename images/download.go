@@ -24,7 +24,7 @@ func (g *Glance) download(ctx context.Context, sc *gophercloud.ServiceClient, re
 		path, err = g.downloadOnce(ctx, sc, ref, img)
 		return err
 	})
-	return path, err
+	return path, forbidden(ref, img.ID, "download_image", err)
 }
 
 func (g *Glance) downloadOnce(ctx context.Context, sc *gophercloud.ServiceClient, ref Ref, img Image) (string, error) {

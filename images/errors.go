@@ -34,6 +34,9 @@ const (
 	ReasonUnavailable Reason = "unavailable"
 	// ReasonInvalid: the reference itself is wrong (config).
 	ReasonInvalid Reason = "invalid"
+	// ReasonForbidden: Glance's policy refused scour's token (HTTP 403):
+	// its role on its project is too small (docs/images.md, Keystone).
+	ReasonForbidden Reason = "forbidden"
 )
 
 // Error is a refused or unavailable image.

@@ -160,9 +160,12 @@ func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Re
 			return err
 		})
 		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-			return nil, &Error{Ref: ref, Reason: ReasonNotFound, ImageID: ref.ID, Msg: "Glance has no image with this id (deleted?): upload it again and point the step at the new id", Err: err}
+			return nil, &Error{Ref: ref, Reason: ReasonNotFound, ImageID: ref.ID, Msg: "Glance has no image with this id (deleted?), or none scour's project may see (a private image of another project: share it with scour's project, docs/images.md): upload it again and point the step at the new id", Err: err}
 		}
-		if err == nil && !g.cfg.trusted(m.Owner) {
+		if err != nil {
+			return nil, forbidden(ref, ref.ID, "get_image", err)
+		}
+		if !g.cfg.trusted(m.Owner) {
 			return nil, &Error{Ref: ref, Reason: ReasonUntrustedOwner, ImageID: m.ID,
 				Msg: fmt.Sprintf("Glance image %s (%s) belongs to project %q, which is not in %s %v: refusing it (point the step at an image of a trusted project, or add its owner to %s if that project holds golden images)", m.ID, m.Name, m.Owner, OwnersKey, g.cfg.Owners, OwnersKey)}
 		}
@@ -172,7 +175,7 @@ func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Re
 	for _, owner := range g.cfg.Owners {
 		is, err := g.list(ctx, sc, query{ref.Query, owner})
 		if err != nil {
-			return nil, err
+			return nil, forbidden(ref, "", "get_images", err)
 		}
 		all = append(all, is...)
 	}
@@ -199,6 +202,21 @@ func (g *Glance) find(ctx context.Context, sc *gophercloud.ServiceClient, ref Re
 	}
 	return nil, &Error{Ref: ref, Reason: ReasonAmbiguous, Candidates: names,
 		Msg: fmt.Sprintf("%d active Glance images of the trusted projects match, want exactly one: %s; deactivate or retag all but one, or name the image by glance_id", len(active), strings.Join(names, ", "))}
+}
+
+// forbidden turns Glance's 403 to a request needing policy rule into a
+// refusal naming the rule and the role Glance's default policy wants for
+// it; any other error is returned as it is.
+func forbidden(ref Ref, imageID, rule string, err error) error {
+	if !gophercloud.ResponseCodeIs(err, http.StatusForbidden) {
+		return err
+	}
+	role := "reader"
+	if rule == "download_image" {
+		role = "member"
+	}
+	return &Error{Ref: ref, Reason: ReasonForbidden, ImageID: imageID, Err: err,
+		Msg: fmt.Sprintf("Glance's policy refused scour the %s permission (HTTP 403): give scour's Keystone user the %s role on the project it authenticates to (Glance's secure-RBAC default for %s), or allow it in Glance's policy.yaml; nothing is programmed and the device stays reserved (docs/images.md, Keystone)", rule, role, rule)}
 }
 
 // list reads every page of a list query.

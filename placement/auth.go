@@ -114,21 +114,23 @@ func credentialFields(ao gophercloud.AuthOptions, getenv func(string) string) st
 	return fmt.Sprintf("%s (OS_USER_DOMAIN_*), OS_PASSWORD and the scope, %s, in %s: the password may be wrong, the user disabled or locked out, or without a role on that project", user, scope, src)
 }
 
-// catalogError says what the catalog holds for Placement when none of its
-// endpoints matches the configured interface and region.
+// catalogError says what the catalog holds for eo's service type
+// (Placement's when eo names none) when none of its endpoints matches the
+// configured interface and region.
 func catalogError(pc *gophercloud.ProviderClient, eo gophercloud.EndpointOpts, err error) error {
+	typ := coalesce(eo.Type, "placement")
 	want := fmt.Sprintf("interface %q (placement.interface, OS_INTERFACE), region %q (placement.region, OS_REGION_NAME; \"\" = any)", eo.Availability, eo.Region)
 	r, ok := pc.GetAuthResult().(tokens.CreateResult)
 	if !ok {
-		return fmt.Errorf("no placement endpoint for %s: %w", want, err)
+		return fmt.Errorf("no %s endpoint for %s: %w", typ, want, err)
 	}
 	cat, cerr := r.ExtractServiceCatalog()
 	if cerr != nil {
-		return fmt.Errorf("no placement endpoint for %s: %w (and the catalog is unreadable: %v)", want, err, cerr)
+		return fmt.Errorf("no %s endpoint for %s: %w (and the catalog is unreadable: %v)", typ, want, err, cerr)
 	}
 	var have, regions []string
 	for _, e := range cat.Entries {
-		if e.Type != "placement" {
+		if e.Type != typ {
 			continue
 		}
 		for _, ep := range e.Endpoints {
@@ -147,14 +149,14 @@ func catalogError(pc *gophercloud.ProviderClient, eo gophercloud.EndpointOpts, e
 		if len(regions) > 5 {
 			regions = append(regions[:5], "...")
 		}
-		return fmt.Errorf("the catalog entry of type placement has no endpoint in region %q (placement.region, OS_REGION_NAME), only in %s: %w",
-			eo.Region, strings.Join(regions, ", "), err)
+		return fmt.Errorf("the catalog entry of type %s has no endpoint in region %q (placement.region, OS_REGION_NAME), only in %s: %w",
+			typ, eo.Region, strings.Join(regions, ", "), err)
 	}
 	if len(have) == 0 {
-		return fmt.Errorf("the catalog of scour's token has no service of type placement (openstack catalog list): register Placement's endpoints, or set placement.endpoint: %w", err)
+		return fmt.Errorf("the catalog of scour's token has no service of type %s (openstack catalog list): register its endpoints, or set %s: %w", typ, endpointKey(typ), err)
 	}
-	return fmt.Errorf("the catalog entry of type placement has no endpoint for %s, only: %s; set placement.interface/placement.region to one of those, or set placement.endpoint: %w",
-		want, strings.Join(have, ", "), err)
+	return fmt.Errorf("the catalog entry of type %s has no endpoint for %s, only: %s; set placement.interface/placement.region to one of those, or set %s: %w",
+		typ, want, strings.Join(have, ", "), endpointKey(typ), err)
 }
 
 // CheckCredentials resolves cfg's credentials as New does, offline (no

@@ -20,10 +20,12 @@ import (
 // placement endpoint is placementURL.
 type fakeKeystone struct {
 	placementURL string
-	mu           sync.Mutex
-	issued       int
-	methods      [][]string
-	bodies       []map[string]any // each token request's JSON body
+	// extra are more catalog entries (JSON objects), after Placement's.
+	extra   []string
+	mu      sync.Mutex
+	issued  int
+	methods [][]string
+	bodies  []map[string]any // each token request's JSON body
 }
 
 func (k *fakeKeystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,8 +57,15 @@ func (k *fakeKeystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	 "user": {"id": "u1", "name": "scour", "domain": {"id": "default", "name": "Default"}},
 	 "catalog": [{"type": "placement", "name": "placement", "id": "p1", "endpoints": [
 	   {"id": "e1", "interface": "internal", "region": "RegionOne", "region_id": "RegionOne", "url": %q},
-	   {"id": "e2", "interface": "public", "region": "RegionOne", "region_id": "RegionOne", "url": "http://public.invalid"}]}]}}`,
-		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), k.placementURL)
+	   {"id": "e2", "interface": "public", "region": "RegionOne", "region_id": "RegionOne", "url": "http://public.invalid"}]}%s]}}`,
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), k.placementURL, extraEntries(k.extra))
+}
+
+func extraEntries(e []string) string {
+	if len(e) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(e, ", ")
 }
 
 // keystonePlacement rejects tok-1 (expired) except on the version document,

@@ -36,7 +36,10 @@ type Client struct {
 	// credFields names the credential settings in use, for a refused
 	// re-authentication's error ("" with a static token).
 	credFields string
-	now        func() time.Time
+	// getenv reads the OS_* variables (WithGetenv), for ServiceClient's
+	// catalog lookups.
+	getenv func(string) string
+	now    func() time.Time
 
 	// beforeInventoryWrite runs after Unreserve/Burn verified the device
 	// and before the PUT: tests use it to race an allocation in.
@@ -82,7 +85,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("placement config: %w", err)
 	}
-	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, now: time.Now}
+	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, getenv: o.getenv, now: time.Now}
 	c.metrics = newMetrics()
 	if o.reg != nil {
 		if err := c.metrics.register(o.reg); err != nil {
