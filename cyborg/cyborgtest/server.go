@@ -8,7 +8,9 @@
 // resolved state: 423 and no body), the collection {"arqs": [...]} with
 // the fields of objects.ARQ (null where unbound) and a self link, and
 // the version negotiation of controllers/base.py (OpenStack-API-Version
-// "accelerator 2.0" to "2.3"; outside it 406).
+// "accelerator 2.0" to "2.3"; outside it 406). StartBehindKeystone makes
+// it validate every token with a real Keystone as the keystonemiddleware
+// in front of cyborg-api does (keystone.go).
 package cyborgtest
 
 import (
@@ -51,6 +53,7 @@ func PCI(addr string) map[string]string {
 // Server is the stand-in. Its zero value is not usable: Start one.
 type Server struct {
 	srv *httptest.Server
+	ks  *validator // nil: any token is accepted
 
 	mu       sync.Mutex
 	arqs     []ARQ
@@ -61,6 +64,9 @@ type Server struct {
 // Request is one request the stand-in received.
 type Request struct {
 	Method, Path, Query, Version, Token string
+	// Auth is what Keystone said of Token (behind Keystone only): who
+	// holds it, or why it was refused.
+	Auth TokenInfo
 }
 
 // Start serves on 127.0.0.1 until Close.
@@ -118,6 +124,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	down := s.down
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Version: r.Header.Get("OpenStack-API-Version"), Token: r.Header.Get("X-Auth-Token")})
+	idx := len(s.requests) - 1
 	arqs := slices.Clone(s.arqs)
 	s.mu.Unlock()
 	if down {
@@ -126,6 +133,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Auth-Token") == "" {
 		fault(w, http.StatusUnauthorized, "The request you have made requires authentication.")
 		return
+	}
+	if s.ks != nil {
+		info := s.ks.validate(r.Context(), r.Header.Get("X-Auth-Token"))
+		s.mu.Lock()
+		s.requests[idx].Auth = info
+		s.mu.Unlock()
+		switch {
+		case info.Err != "" && info.Status == http.StatusUnauthorized:
+			fault(w, http.StatusUnauthorized, "The request you have made requires authentication.")
+			return
+		case info.Err != "":
+			// keystonemiddleware cannot reach Keystone: 503.
+			fault(w, http.StatusServiceUnavailable, "The server is currently unavailable. Please try again at a later time.")
+			return
+		}
 	}
 	if !versionOK(r.Header.Get("OpenStack-API-Version")) {
 		fault(w, http.StatusNotAcceptable, "Version "+r.Header.Get("OpenStack-API-Version")+" was requested but the minor version is not supported by this service. The supported version range is: [2.0, 2.3].")
