@@ -45,3 +45,22 @@ func StartCyborg(t testing.TB) *cyborgtest.Server {
 	t.Cleanup(s.Close)
 	return s
 }
+
+// CyborgServicePassword is the password of the cyborg service user
+// (project service, role admin) the stand-in validates tokens as
+// (StartCyborgBehindKeystone).
+const CyborgServicePassword = "cyborg"
+
+// StartCyborgBehindKeystone starts the stand-in with every token
+// validated by k as cyborg-api's keystonemiddleware would (as service
+// user cyborg), and registers its endpoint (service type accelerator) in
+// k's catalog in region for each interface.
+func StartCyborgBehindKeystone(t testing.TB, k *Keystone, region string, interfaces ...string) *cyborgtest.Server {
+	t.Helper()
+	k.ServiceUser(t, "cyborg", CyborgServicePassword)
+	s := cyborgtest.StartBehindKeystone(cyborgtest.Keystone{URL: k.BackendURL(), User: "cyborg",
+		Password: CyborgServicePassword, ProjectName: ServiceProject})
+	t.Cleanup(s.Close)
+	k.RegisterService(t, "accelerator", "cyborg", endpoints(region, s.Endpoint(), interfaces)...)
+	return s
+}

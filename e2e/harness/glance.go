@@ -3,6 +3,8 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,16 +14,24 @@ import (
 )
 
 // Glance is a real Glance (Debian's glance-api, sqlite, file store,
-// unauthenticated pipeline) in a container. URL goes through a proxy of
-// the test's own (see Inject): what the system under test sees; the
-// helpers (Upload, Tamper, Deactivate, Delete) talk to the backend
-// directly, as an operator would, so injected faults never break them.
+// unauthenticated pipeline, or behind Keystone: BehindKeystone) in a
+// container. URL goes through a proxy of the test's own (see Inject):
+// what the system under test sees; the helpers (Upload, Share, Tamper,
+// Deactivate, Delete) talk to the backend directly, as an operator
+// would (with Keystone's admin token behind Keystone), so injected faults
+// never break them.
 type Glance struct {
-	svc     *service
-	backend string
-	proxy   *faultProxy
-	client  *http.Client
+	svc      *service
+	backend  string
+	proxy    *faultProxy
+	client   *http.Client
+	keystone *Keystone // BehindKeystone: validates every token
 }
+
+// GlanceServicePassword is the password of the glance service user
+// (project service, role admin) that Glance's keystonemiddleware
+// validates tokens as (BehindKeystone).
+const GlanceServicePassword = "glance"
 
 func newGlance() (*service, error) {
 	img, err := glanceImage()
@@ -31,6 +41,8 @@ func newGlance() (*service, error) {
 	return &service{kind: "glance", image: img, port: "9292/tcp", ready: glanceReady, desc: "sqlite, file store, no auth"}, nil
 }
 
+// glanceReady: the image API answers. Behind Keystone an anonymous
+// request is 401 from keystonemiddleware once the app is loaded.
 func glanceReady(ctx context.Context, hostPort int) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -40,7 +52,7 @@ func glanceReady(ctx context.Context, hostPort int) error {
 		return err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
 		return fmt.Errorf("GET /v2/images answered %s", resp.Status)
 	}
 	return nil
@@ -48,12 +60,39 @@ func glanceReady(ctx context.Context, hostPort int) error {
 
 // StartGlance returns the package's shared Glance (started on first use;
 // needs harness.Main) or a dedicated one with Dedicated(), behind a
-// fault-injecting proxy of this test's own.
+// fault-injecting proxy of this test's own. With BehindKeystone(k,
+// policy) its keystonemiddleware validates every token with k (uncached),
+// Glance's secure RBAC defaults are on (reader reads, download_image needs
+// member) and policy (a policy.yaml body, "" for none) applies over them;
+// such Glances are shared per Keystone and policy unless Dedicated(). The
+// catalog gets no image endpoint: a test registers its own
+// (RegisterInCatalog).
 func StartGlance(t testing.TB, opts ...Option) *Glance {
 	t.Helper()
 	skipShort(t)
 	g := &Glance{client: &http.Client{Timeout: 60 * time.Second}}
-	g.svc = acquire(t, newGlance, "glance", collect(opts).dedicated)
+	o := collect(opts)
+	if k := o.keystone; k != nil {
+		k.ServiceUser(t, "glance", GlanceServicePassword)
+		if !o.dedicated && k.isDedicated() {
+			t.Fatalf("e2e harness: a shared Glance behind a dedicated Keystone would outlive it: pass harness.Dedicated() to StartGlance too")
+		}
+		newSvc := func() (*service, error) {
+			s, err := newGlance()
+			if err != nil {
+				return nil, err
+			}
+			s.env = map[string]string{"GLANCE_AUTH": "keystone", "KEYSTONE_AUTH_URL": k.ContainerURL(),
+				"GLANCE_SERVICE_PASSWORD": GlanceServicePassword, "GLANCE_SECURE_RBAC": "true", "GLANCE_POLICY": o.policy}
+			s.desc = "sqlite, file store, behind Keystone (secure RBAC)"
+			return s, nil
+		}
+		sum := sha256.Sum256([]byte(k.inside + "\n" + o.policy))
+		g.svc = acquire(t, newSvc, "glance-keystone-"+hex.EncodeToString(sum[:4]), o.dedicated)
+		g.keystone = k
+	} else {
+		g.svc = acquire(t, newGlance, "glance", o.dedicated)
+	}
 	g.backend = fmt.Sprintf("http://localhost:%d", g.svc.hostPort)
 	proxy, err := newFaultProxy(g.backend)
 	if err != nil {
@@ -76,6 +115,38 @@ func (g *Glance) Inject(f Fault) { g.proxy.set(f) }
 // Heal ends any injected fault.
 func (g *Glance) Heal() { g.Inject(Fault{}) }
 
+// RegisterInCatalog adds Glance's endpoints (service type image) to its
+// Keystone's catalog in region, one per interface, all at URL (the
+// test's proxy), and returns region.
+func (g *Glance) RegisterInCatalog(t testing.TB, region string, interfaces ...string) string {
+	t.Helper()
+	if g.keystone == nil {
+		t.Fatalf("e2e harness: RegisterInCatalog needs a Glance BehindKeystone")
+	}
+	g.keystone.RegisterService(t, "image", "glance", endpoints(region, g.URL(), interfaces)...)
+	return region
+}
+
+// endpoints are one catalog endpoint at url in region per interface.
+func endpoints(region, url string, interfaces []string) []Endpoint {
+	var eps []Endpoint
+	for _, i := range interfaces {
+		eps = append(eps, Endpoint{Interface: i, Region: region, URL: url})
+	}
+	return eps
+}
+
+// Share makes image id visible to projectID as Glance's image sharing
+// does (POST /v2/images/{id}/members), the membership accepted (PUT
+// .../members/{project} status accepted), as the admin.
+func (g *Glance) Share(t testing.TB, id, projectID string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"member": projectID})
+	g.do(t, http.MethodPost, "/v2/images/"+id+"/members", "application/json", body, http.StatusOK, nil)
+	body, _ = json.Marshal(map[string]string{"status": "accepted"})
+	g.do(t, http.MethodPut, "/v2/images/"+id+"/members/"+projectID, "application/json", body, http.StatusOK, nil)
+}
+
 // Requests counts requests that reached the proxy, and of those the ones
 // a fault applied to.
 func (g *Glance) Requests() (total, faulted int64) {
@@ -93,8 +164,9 @@ type GlanceImage struct {
 	Properties map[string]string
 	Tags       []string
 	Data       []byte
-	// Owner is the owning project (default GlanceOwner); the harness's
-	// Glance runs unauthenticated as an admin, which may set it.
+	// Owner is the owning project (default GlanceOwner); the harness
+	// uploads as an admin (unauthenticated, or Keystone's admin), which
+	// may set it. Behind Keystone it is a real project's id.
 	Owner string
 }
 
@@ -160,6 +232,9 @@ func (g *Glance) do(t testing.TB, method, path, ctype string, body []byte, want 
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	if g.keystone != nil {
+		req.Header.Set("X-Auth-Token", g.keystone.AdminToken(t))
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {

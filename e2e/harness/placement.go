@@ -39,9 +39,10 @@ type Placement struct {
 // validates tokens as (BehindKeystone).
 const PlacementServicePassword = "placement"
 
-// BehindKeystone makes StartPlacement's Placement authenticate every
-// request with k (auth_strategy keystone, keystonemiddleware, token
-// validations not cached so a revoked token is refused at once) and apply
+// BehindKeystone makes StartPlacement's Placement (or StartGlance's
+// Glance: see there) authenticate every request with k (auth_strategy
+// keystone, keystonemiddleware, token validations not cached so a
+// revoked token is refused at once) and apply
 // policy (a policy.yaml body; "" keeps Placement's defaults) over its
 // default policies. Placements of the same Keystone and policy are shared
 // unless Dedicated(); k must be shared too then. The catalog gets no
@@ -172,11 +173,7 @@ func (p *Placement) RegisterInCatalog(t testing.TB, region string, interfaces ..
 	if p.keystone == nil {
 		t.Fatalf("e2e harness: RegisterInCatalog needs a Placement BehindKeystone")
 	}
-	var eps []Endpoint
-	for _, i := range interfaces {
-		eps = append(eps, Endpoint{Interface: i, Region: region, URL: p.URL()})
-	}
-	p.keystone.RegisterService(t, "placement", "placement", eps...)
+	p.keystone.RegisterService(t, "placement", "placement", endpoints(region, p.URL(), interfaces)...)
 	return region
 }
 
