@@ -473,3 +473,52 @@ func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
 }
+
+// The claim's reads (issue 33): the instance's allocations, the listing
+// of this host's tree, and one inventory read per device: 2 + 1 per
+// device (a full Device read was 3 per device), with each device's
+// reserved as Nova left it, so only the unburned one is burned.
+func TestE2EInstanceDevicesWithInventories(t *testing.T) {
+	env := testPlacement(t)
+	h := seedNode(t, env)
+	inst := newUUID()
+	const n = 8
+	res := map[string]map[string]int{h.NodeUUID: {"VCPU": 2}}
+	var devs []Ref
+	for i := range n {
+		d := h.seedDevice(devSpec{Addr: fmt.Sprintf("0000:%02x:00.0", 0x81+i)})
+		devs = append(devs, d)
+		res[d.UUID] = map[string]int{"CUSTOM_PCI_144D_A80A": 1}
+	}
+	h.allocate(inst, res)
+	for _, d := range devs[1:] { // Nova 2025.2 burned all but the first
+		h.setReserved(d, "CUSTOM_PCI_144D_A80A", 1)
+	}
+	c := newE2EClient(t, env, h.Node)
+	if _, err := c.InstanceDevices(context.Background(), newUUID()); err != nil { // finds the node
+		t.Fatal(err)
+	}
+	before := c.Calls()
+	claim, err := c.InstanceDevices(context.Background(), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WithInventories(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Calls() - before; got != 2+n {
+		t.Errorf("claim reads made %d Placement requests for %d devices, want %d (2 + 1 per device)", got, n, 2+n)
+	}
+	if len(claim.Devices) != n {
+		t.Fatalf("got %d devices, want %d", len(claim.Devices), n)
+	}
+	for i, d := range claim.Devices {
+		want := StateBurnedInUse
+		if i == 0 {
+			want = StateInUse
+		}
+		if d.UUID != devs[i].UUID || d.State != want || d.Inventory.Total != 1 || d.Generation == 0 {
+			t.Errorf("device %s: state %s total %d generation %d, want %s total 1 and its generation", d.Name, d.State, d.Inventory.Total, d.Generation, want)
+		}
+	}
+}

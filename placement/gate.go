@@ -137,8 +137,9 @@ func (g *Gate) Scan(ctx context.Context) ([]Device, error) {
 
 // InstanceDevices reads one instance's allocations on this host's tree
 // (Client.InstanceDevices). Those give only each device's reference and
-// usage: the inventory is read too, so the handlers burn only what Nova
-// left unburned (and count only real burns). On a failed read the device
+// usage: one inventory read per device follows (Client.WithInventories,
+// not a full Device read of 3 calls), so the handlers burn only what Nova
+// left unburned (and count only real burns). A device whose read failed
 // keeps Total 0 and is burned anyway: Burn is idempotent, so the read is
 // never needed for safety.
 func (g *Gate) InstanceDevices(ctx context.Context, instance string) (*InstanceClaim, error) {
@@ -146,10 +147,8 @@ func (g *Gate) InstanceDevices(ctx context.Context, instance string) (*InstanceC
 	if err != nil {
 		return nil, err
 	}
-	for i, d := range ic.Devices {
-		if full, err := g.c.Device(ctx, d.Ref); err == nil && full.Inventory.Total > 0 {
-			ic.Devices[i] = full
-		}
+	if len(ic.Devices) > 0 {
+		_ = g.c.WithInventories(ctx, ic) // a device it failed on is Burn's to read and report
 	}
 	return ic, nil
 }

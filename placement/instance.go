@@ -2,10 +2,12 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // InstanceClaim is what Placement holds for one instance on this host.
@@ -96,4 +98,43 @@ func matchClaim(claim *InstanceClaim, node string, devs []provider, allocs map[s
 		claim.Devices = append(claim.Devices, d)
 	}
 	return matched
+}
+
+// WithInventories reads the inventory of each of claim's devices, once
+// (4 at a time), so that a claim burns only what Nova left unburned: 1
+// call per device, where Device costs 3. The inventory read also primes
+// the remembered inventories (invCache), so the release's read of an
+// unchanged device costs one call. Each device gets its inventory, its
+// generation and the state derived with claim's instance as its consumer
+// (the instance's allocations name it; a device's single unit has one
+// holder). A device whose read fails is left as InstanceDevices gave it
+// (inventory unknown, total 0) and its error joined to the result: the
+// caller burns it anyway (Burn reads it itself and is idempotent).
+func (c *Client) WithInventories(ctx context.Context, claim *InstanceClaim) error {
+	errs := make([]error, len(claim.Devices))
+	sem := make(chan struct{}, scanConcurrency)
+	var wg sync.WaitGroup
+	for i := range claim.Devices {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d := &claim.Devices[i]
+			var inv *rawInventory
+			err := c.retry(ctx, func(ctx context.Context) error {
+				var err error
+				inv, err = c.readInventory(ctx, d.UUID)
+				return err
+			}, d.Ref.logAttrs()...)
+			if err != nil {
+				errs[i] = devErr("read inventory", d.Ref, err)
+				return
+			}
+			d.Generation, d.Inventory, d.raw = inv.Generation, inv.Inv, inv
+			d.Consumers = []string{claim.Instance}
+			c.derive(d, inv.Count)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
