@@ -327,6 +327,19 @@ var migrations = []migration{
 	{table: "quarantines", version: 2, stmts: []string{
 		`ALTER TABLE quarantines ADD COLUMN wipe TEXT NOT NULL DEFAULT ''`,
 	}},
+	// v1 of deleted_instances: the instances whose delete this host
+	// handled (deleted.go), so that a claim command handled at the same
+	// time as the delete, or after it, records no claim (issue 33).
+	{table: "deleted_instances", version: 1, stmts: []string{
+		`CREATE TABLE deleted_instances (
+			host TEXT NOT NULL,
+			instance_uuid TEXT NOT NULL,
+			message_id TEXT NOT NULL DEFAULT '',
+			deleted_at TEXT NOT NULL,
+			PRIMARY KEY (host, instance_uuid)
+		)`,
+		`CREATE INDEX deleted_instances_age ON deleted_instances (host, deleted_at)`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed

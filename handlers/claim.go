@@ -24,6 +24,17 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
+	gone, err := h.deleted(ctx, c)
+	if err != nil {
+		return err
+	}
+	if gone {
+		// Its delete was handled here already: nothing is burned or
+		// recorded; a claim this command wrote before a crash is ended
+		// and its devices cleaned (deleted.go).
+		log.Info("instance's delete already handled on this host; no claim recorded")
+		return h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))
+	}
 	if len(alloc.Devices) == 0 {
 		log.Debug("instance holds no one-time-use device of this host; nothing to claim")
 		return nil
@@ -79,6 +90,15 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 		return errors.Join(append(errs, fmt.Errorf("instance %s: record claim of %d device(s): %w (retried; check the claims database)", c.InstanceUUID, len(devs), err))...)
 	}
 	log.Info("claim recorded", "devices", len(devs), "resize_target", cl.ResizeTarget)
+	// The delete may have been handled while this claim was burned and
+	// written, after it read no claim: read its tombstone now (deleted.go).
+	gone, err := h.deleted(ctx, c)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if gone {
+		errs = append(errs, h.endDeleted(ctx, log, c, fmt.Sprintf("%s of instance %s deleted meanwhile", c.Kind, c.InstanceUUID)))
+	}
 	return errors.Join(errs...)
 }
 

@@ -69,12 +69,13 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	// device back.
 	var ended []Claim
 	var freed []Device
-	scan := false
+	scan, kept := false, false
 	for _, cl := range existing {
 		if !cl.Live() {
 			continue
 		}
 		if backedBy(cl, held) {
+			kept = true
 			if c.Kind == command.KindMoveSource && c.Scope == command.ScopeBroadcast {
 				// A resize confirm is a broadcast (a cross-cell one comes
 				// from nova-conductor): it also reaches the destination,
@@ -100,6 +101,9 @@ func (h *Handler) release(ctx context.Context, log *slog.Logger, c *command.Comm
 	var errs []error
 	for _, cl := range ended {
 		errs = append(errs, h.end(ctx, log, c, cl))
+	}
+	if !kept && errors.Join(errs...) == nil {
+		errs = append(errs, h.noteDeleted(ctx, log, c, reason))
 	}
 	return errors.Join(errs...)
 }
@@ -218,6 +222,8 @@ func (h *Handler) releaseByAllocations(ctx context.Context, log *slog.Logger, c 
 			log.Warn("instance still holds one-time-use devices of this host; their claim is kept and nothing is cleaned (early, duplicate or forged notification?)",
 				"devices", len(alloc.Devices))
 		}
+	} else if errors.Join(errs...) == nil {
+		errs = append(errs, h.noteDeleted(ctx, log, c, reason))
 	}
 	return errors.Join(errs...)
 }

@@ -204,6 +204,12 @@ type Claims interface {
 	// the newer of the last holder seen and the newest claim (for the
 	// cleaning record and the plugins). ok false: unknown.
 	PreviousTenant(ctx context.Context, rpUUID string) (t Tenant, ok bool, err error)
+	// NoteDeleted remembers, durably, that this host handled the delete
+	// of instance (a tombstone; idempotent). Deleted says whether it did.
+	// A claim command of the instance handled alongside the delete or
+	// after it records no claim (deleted.go).
+	NoteDeleted(ctx context.Context, instance, messageID string) error
+	Deleted(ctx context.Context, instance string) (bool, error)
 }
 
 // QuarantineLister is an optional Claims capability: the store's open

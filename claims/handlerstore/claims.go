@@ -146,3 +146,11 @@ func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQ
 	}
 	return out, nil
 }
+
+func (s *Claims) NoteDeleted(ctx context.Context, instance, messageID string) error {
+	return s.Store.NoteDeleted(ctx, s.Host, instance, messageID)
+}
+
+func (s *Claims) Deleted(ctx context.Context, instance string) (bool, error) {
+	return s.Store.Deleted(ctx, s.Host, instance)
+}

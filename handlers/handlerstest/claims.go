@@ -32,6 +32,7 @@ type Claims struct {
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
 	cleaned     map[string]int                     // s.seq at each device's last clean verdict
 	arqs        []handlers.ARQRecord
+	deleted     map[string]string // instance -> message id of its delete
 }
 
 type entry struct {
@@ -353,4 +354,29 @@ func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQ
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.quarantines), nil
+}
+
+func (s *Claims) NoteDeleted(ctx context.Context, instance, messageID string) error {
+	if err := s.fail("NoteDeleted"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted == nil {
+		s.deleted = map[string]string{}
+	}
+	if _, ok := s.deleted[instance]; !ok {
+		s.deleted[instance] = messageID
+	}
+	return nil
+}
+
+func (s *Claims) Deleted(ctx context.Context, instance string) (bool, error) {
+	if err := s.fail("Deleted"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.deleted[instance]
+	return ok, nil
 }

@@ -1,0 +1,130 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/handlers"
+)
+
+const racedVM = "00000000-0000-4000-8000-000000000033"
+
+// deleteNow plays Nova deleting racedVM and scour handling its delete.end,
+// while the create.end is still being handled.
+func (e *env) deleteNow() {
+	e.t.Helper()
+	e.w.Free(racedVM)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", racedVM))
+}
+
+func (e *env) wantNoLiveClaim() {
+	e.t.Helper()
+	for _, c := range e.c.All() {
+		if c.Live() {
+			e.t.Errorf("claim %s of instance %s is %s after its delete was handled, want none live", c.ID, c.InstanceUUID, c.State)
+		}
+	}
+}
+
+// The delete is handled after the create.end read the instance's
+// allocations (a 64-device instance is still being handled): the claim
+// command finds the tombstone and records nothing; the device Nova burned
+// is cleaned and returned once.
+func TestDeleteHandledWhileClaimReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2, nil)
+	e.w.Allocate(racedVM, true, rp(1), rp(2))
+	e.p.InstanceAllocationsF = func(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+		alloc, err := e.w.InstanceAllocations(ctx, instance)
+		if instance == racedVM && len(alloc.Devices) > 0 {
+			e.p.InstanceAllocationsF = nil
+			e.deleteNow()
+		}
+		return alloc, err
+	}
+	e.handle(cmd(command.KindClaim, "instance.create.end", racedVM))
+	e.wantNoLiveClaim()
+	if n := len(e.c.All()); n != 0 {
+		t.Errorf("claims = %d, want none recorded for a deleted instance", n)
+	}
+	e.reconcile()
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(2, handlers.StateAvailable, 1, 1)
+}
+
+// The delete is handled between the claim command's tombstone read and
+// its claim write (it reads no claim): the claim command reads the
+// tombstone again after writing, releases its claim, and the device it
+// burned itself (Nova did not) is cleaned and returned, not left
+// reserved.
+func TestDeleteHandledWhileClaimWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(racedVM, false, rp(1))
+	var raced atomic.Bool
+	e.c.Fail = func(op string) error {
+		if op == "RecordClaim" && raced.CompareAndSwap(false, true) {
+			e.deleteNow()
+		}
+		return nil
+	}
+	e.handle(cmd(command.KindClaim, "instance.create.end", racedVM))
+	if got := e.w.Count("burn", rp(1)); got != 1 {
+		t.Fatalf("burns = %d, want 1 (Nova left the device unburned)", got)
+	}
+	e.wantNoLiveClaim()
+	e.reconcile()
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+}
+
+// A scourd that stops after writing the claim and before reading the
+// tombstone (rule 5): the create.end is delivered again to the restarted
+// scourd, which finds the instance holding nothing, reads the tombstone
+// anyway, and ends the claim; the device is cleaned and returned.
+func TestDeletedClaimEndedAfterRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(racedVM, true, rp(1))
+	var deletedReads, raced atomic.Int32
+	e.c.Fail = func(op string) error {
+		switch {
+		case op == "RecordClaim" && raced.Add(1) == 1:
+			e.deleteNow()
+		case op == "Deleted" && deletedReads.Add(1) == 2: // the read after the claim write
+			return errors.New("scourd stopped")
+		}
+		return nil
+	}
+	create := cmd(command.KindClaim, "instance.create.end", racedVM)
+	if err := e.h.Handle(context.Background(), create); err == nil {
+		t.Fatal("create.end succeeded although the tombstone read after the claim write failed")
+	}
+	if live := e.claimState(racedVM, 1); live != handlers.ClaimActive {
+		t.Fatalf("claim = %q before the restart, want active (written before the stop)", live)
+	}
+	e.build(nil) // restarted over the same store
+	e.handle(create)
+	e.wantNoLiveClaim()
+	e.reconcile()
+	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+}
+
+// A delete of an instance that still holds its devices here (early,
+// duplicate or forged) leaves no tombstone: the next claim command of
+// the instance (a rebuild) is recorded.
+func TestDeleteOfRunningInstanceLeavesNoTombstone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(racedVM, true, rp(1))
+	e.handle(cmd(command.KindRelease, "instance.delete.end", racedVM))
+	if gone, _ := e.c.Deleted(context.Background(), racedVM); gone {
+		t.Error("delete of an instance still holding its device left a tombstone")
+	}
+	e.handle(cmd(command.KindClaim, "instance.rebuild.end", racedVM))
+	if got := e.claimState(racedVM, 1); got != handlers.ClaimActive {
+		t.Errorf("claim = %q, want active", got)
+	}
+}
