@@ -21,6 +21,8 @@ type Client struct {
 	log     *slog.Logger
 	calls   atomic.Uint64
 	metrics *metrics
+	// writes holds one token per write in flight (MaxParallelWrites).
+	writes chan struct{}
 
 	mu       sync.Mutex
 	nodeUUID string          // compute node RP, looked up once
@@ -65,7 +67,7 @@ func WithGetenv(getenv func(string) string) Option { return func(o *options) { o
 
 // WithRegisterer registers the client's metrics there
 // (scour_placement_requests_total, _retries_total, _requests_skipped_total,
-// _last_scan_requests, _scan_duration_seconds).
+// _last_scan_requests, _scan_duration_seconds, _write_wait_seconds).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // New authenticates, negotiates the microversion (GET / once) and returns a
@@ -85,7 +87,8 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("placement config: %w", err)
 	}
-	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, getenv: o.getenv, now: time.Now}
+	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, getenv: o.getenv, now: time.Now,
+		writes: make(chan struct{}, cfg.MaxParallelWrites)}
 	c.metrics = newMetrics()
 	if o.reg != nil {
 		if err := c.metrics.register(o.reg); err != nil {

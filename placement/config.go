@@ -60,7 +60,16 @@ type Config struct {
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// Retry bounds retries of conflicts, network errors and 5xx.
 	Retry RetryConfig `yaml:"retry"`
+	// MaxParallelWrites bounds the writes (PUT, POST, DELETE) this
+	// client has in flight at once (default 2): a Placement on sqlite, or
+	// one whose database is busy, answers concurrent writes with 500
+	// ("database is locked"), and each retried write is one more. Reads
+	// are not bounded here.
+	MaxParallelWrites int `yaml:"max_parallel_writes"`
 }
+
+// DefaultMaxParallelWrites is placement.max_parallel_writes' default.
+const DefaultMaxParallelWrites = 2
 
 // RetryConfig is a bounded exponential backoff with jitter.
 type RetryConfig struct {
@@ -100,6 +109,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Retry.Budget == 0 {
 		c.Retry.Budget = 30 * time.Second
+	}
+	if c.MaxParallelWrites == 0 {
+		c.MaxParallelWrites = DefaultMaxParallelWrites
 	}
 }
 
@@ -144,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuarantineTrait == c.OneTimeUseTrait {
 		bad("placement.quarantine_trait: must differ from one_time_use_trait")
+	}
+	if c.MaxParallelWrites < 0 {
+		bad("placement.max_parallel_writes: %d is negative; set 1 or more (0: the default, %d)", c.MaxParallelWrites, DefaultMaxParallelWrites)
 	}
 	c.Cyborg.validate(c.OneTimeUseTrait, c.QuarantineTrait, bad)
 	if c.Cyborg.ARQs() && c.Token != "" && c.Cyborg.Endpoint == "" {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/sethvargo/go-retry"
@@ -41,6 +42,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 	if err := c.credentialsHeld(method, path); err != nil {
 		return err
 	}
+	if method != http.MethodGet {
+		release, err := c.writeSlot(ctx)
+		if err != nil {
+			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: waiting for one of the %d write slots (placement.max_parallel_writes): %w", method, path, cap(c.writes), err)}
+		}
+		defer release()
+	}
 	c.calls.Add(1)
 	countCall(ctx)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
@@ -50,6 +58,24 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 	err = c.credentialsRefused(classify(method, path, err))
 	c.metrics.requests.WithLabelValues(method, outcome(err)).Inc()
 	return err
+}
+
+// writeSlot waits for one of the client's MaxParallelWrites write slots
+// and returns its release. Placement serializes writes in its database
+// anyway: more of them at once from one host only make it answer 500
+// (sqlite's "database is locked", a busy database), and each retry is
+// one more write. A write waits here, not in a retry's backoff, and holds
+// its slot only while its request is in flight. The wait is observed in
+// scour_placement_write_wait_seconds.
+func (c *Client) writeSlot(ctx context.Context) (func(), error) {
+	start := time.Now()
+	select {
+	case c.writes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.metrics.writeWait.Observe(time.Since(start).Seconds())
+	return func() { <-c.writes }, nil
 }
 
 func outcome(err error) string {

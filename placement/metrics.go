@@ -16,6 +16,7 @@ type metrics struct {
 	cyborgListFailures *prometheus.CounterVec
 	scanRequests       prometheus.Gauge
 	scanSeconds        prometheus.Histogram
+	writeWait          prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -49,6 +50,11 @@ func newMetrics() *metrics {
 			Help:    "Time a host scan took, successful or not.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
+		writeWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "write_wait_seconds",
+			Help:    "Time each write to Placement (PUT, POST, DELETE) waited for one of the placement.max_parallel_writes slots before it was sent; its count is the writes sent, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}),
 	}
 	for _, reason := range []string{"conflict", "changed", "error"} {
 		m.retries.WithLabelValues(reason) // exported at 0 from the start
@@ -57,5 +63,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds), r.Register(m.writeWait))
 }

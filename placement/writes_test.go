@@ -1,0 +1,107 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A Placement on sqlite answers a write made while another is in flight
+// with 500 "database is locked" (issue 33). Un-reserves of many devices at
+// once never have more than placement.max_parallel_writes PUTs in flight,
+// so scour's own parallelism causes no 5xx, and every write sent is
+// counted in scour_placement_write_wait_seconds.
+func TestWritesBoundedPerHost(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			t.Parallel()
+			var inFlight, most, locked atomic.Int32
+			f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/inventories/"):
+					n := inFlight.Add(1)
+					defer inFlight.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					if int(n) > limit {
+						locked.Add(1)
+						w.WriteHeader(http.StatusInternalServerError)
+						io.WriteString(w, `{"errors": [{"status": 500, "detail": "(sqlite3.OperationalError) database is locked"}]}`)
+						return
+					}
+					time.Sleep(10 * time.Millisecond) // the write holds the database
+					io.WriteString(w, `{"resource_provider_generation": 8}`)
+				case strings.HasSuffix(r.URL.Path, "/inventories"):
+					io.WriteString(w, dirtyInventory)
+				case strings.HasSuffix(r.URL.Path, "/allocations"):
+					io.WriteString(w, `{"resource_provider_generation": 7, "allocations": {}}`)
+				case strings.HasSuffix(r.URL.Path, "/traits"):
+					io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
+				default:
+					http.NotFound(w, r)
+				}
+			}}
+			srv := startFake(t, f)
+			cfg := unitConfig(srv.URL)
+			cfg.MaxParallelWrites = limit
+			reg := prometheus.NewRegistry()
+			c, err := New(context.Background(), cfg, WithRegisterer(reg), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := histogramCount(t, reg, "scour_placement_write_wait_seconds") // New's trait check
+			const devices = 8
+			var wg sync.WaitGroup
+			errs := make([]error, devices)
+			for i := range devices {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					dev := Ref{UUID: fmt.Sprintf("0b5a3b53-3e43-4a6a-9b36-1df0c0c5b9%02x", i), Name: fmt.Sprintf("cn_1_0000:%02X:00.0", 0x81+i)}
+					dev.Address, _ = parseAddress(dev.Name)
+					errs[i] = c.Unreserve(context.Background(), dev, nil)
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("device %d: %v", i, err)
+				}
+			}
+			if m := most.Load(); int(m) > limit {
+				t.Errorf("%d un-reserve PUTs in flight at once, want at most placement.max_parallel_writes = %d", m, limit)
+			}
+			if n := locked.Load(); n != 0 {
+				t.Errorf("Placement answered %d PUTs with 500 database is locked, want none caused by scour's own parallelism", n)
+			}
+			if got := histogramCount(t, reg, "scour_placement_write_wait_seconds") - before; got != devices {
+				t.Errorf("writes counted = %d, want %d", got, devices)
+			}
+		})
+	}
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
