@@ -128,3 +128,20 @@ func TestDeleteOfRunningInstanceLeavesNoTombstone(t *testing.T) {
 		t.Errorf("claim = %q, want active", got)
 	}
 }
+
+// The reconciler rebuilding a claim for a consumer it saw holding a
+// device (rebuild.go) records none for an instance whose delete was
+// handled: the scan read the device before Nova deleted the instance's
+// allocations and the delete was handled.
+func TestNoClaimRebuiltForDeletedInstance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.w.Allocate(racedVM, true, rp(1))
+	if err := e.c.NoteDeleted(context.Background(), racedVM, "msg-delete"); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	if n := len(e.c.All()); n != 0 {
+		t.Errorf("claims = %d, want none rebuilt for a deleted instance", n)
+	}
+}

@@ -57,8 +57,26 @@ func (r *Reconciler) rebuildClaims(ctx context.Context, fresh []Device) error {
 		cl := Claim{Host: r.cfg.Host, Node: r.cfg.Node, InstanceUUID: consumer, ProjectID: alloc.ProjectID, UserID: alloc.UserID,
 			VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, Devices: devs,
 			State: ClaimActive, CreatedAt: now, UpdatedAt: now}
+		// A delete handled meanwhile (deleted.go): no claim, or none that
+		// outlives it; the devices are the scans' to clean.
+		if gone, err := r.c.Deleted(ctx, consumer); err != nil || gone {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("consumer %s: read whether its delete was handled before rebuilding its claim: %w (check the claims database)", consumer, err))
+			}
+			continue
+		}
 		if err := r.c.RecordClaim(ctx, cl); err != nil {
 			errs = append(errs, fmt.Errorf("consumer %s: record the claim rebuilt from Placement for %d device(s): %w (check the claims database)", consumer, len(devs), err))
+			continue
+		}
+		if gone, err := r.c.Deleted(ctx, consumer); err != nil || gone {
+			if err == nil {
+				err = r.c.ReleaseClaim(ctx, consumer, false, "instance deleted while its claim was rebuilt", "")
+				r.Trigger("claim rebuilt for deleted instance " + consumer)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("consumer %s: end the claim rebuilt while its delete was handled: %w (the orphan sweep ends it; check the claims database)", consumer, err))
+			}
 			continue
 		}
 		r.log.Info("claim rebuilt from Placement: a consumer holds devices of this host and no claim named it (lost claims store or missed notification)",
