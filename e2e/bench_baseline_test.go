@@ -32,11 +32,13 @@ type sampleListener struct {
 	p       *harness.Placement
 	cleaner string            // plugin path
 	seconds map[string]string // host -> SCOUR_ARG_SECONDS
+	stamps  map[string]string // host -> SCOUR_ARG_STAMPS
 	calls   atomic.Int64
 	mu      sync.Mutex // the sample's global lock
 	started sync.Map   // host -> time the first cleaning of the round started
 	lastPut sync.Map   // host -> time the round's last successful un-reserve returned
 	errs    atomic.Int64
+	http5xx atomic.Int64 // 5xx answers from Placement
 	busy    atomic.Int64 // deletes received and not yet handled
 	got     atomic.Int64 // deletes received
 }
@@ -149,7 +151,7 @@ func (s *sampleListener) onDelete(ctx context.Context, host string) {
 func (s *sampleListener) clean(ctx context.Context, host, rp, rc string, gen, total int) {
 	s.started.LoadOrStore(host, time.Now())
 	cmd := exec.CommandContext(ctx, s.cleaner)
-	cmd.Env = append(os.Environ(), "SCOUR_COMMAND=CLEAN", "SCOUR_ARG_SECONDS="+s.seconds[host])
+	cmd.Env = append(os.Environ(), "SCOUR_COMMAND=CLEAN", "SCOUR_ARG_SECONDS="+s.seconds[host], "SCOUR_ARG_STAMPS="+s.stamps[host])
 	cmd.Stdin = bytes.NewReader(nil)
 	if err := cmd.Run(); err != nil {
 		s.errs.Add(1)
@@ -187,6 +189,9 @@ func (s *sampleListener) do(ctx context.Context, method, path, mv string, in, ou
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 500 {
+		s.http5xx.Add(1)
+	}
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, raw)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,11 @@ func TestBenchLifecycle(t *testing.T) {
 	}
 	c := NewCloud(t)
 	plugin := benchPlugin(t)
-	base := &sampleListener{p: c.P, cleaner: plugin, seconds: map[string]string{}}
+	base := &sampleListener{p: c.P, cleaner: plugin, seconds: map[string]string{}, stamps: map[string]string{}}
+	stamps := t.TempDir()
+	if err := os.Chmod(stamps, 0o777); err != nil { // the plugin appends there, as whichever user runs it
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scenarios := []benchScenario{
@@ -37,9 +42,12 @@ func TestBenchLifecycle(t *testing.T) {
 	}
 	for i := range scenarios {
 		sc := &scenarios[i]
-		sc.scour = c.AddHost(t, benchDevices(sc.tree), WithReconcileInterval(time.Hour), withBenchPipeline(plugin, sc.seconds))
+		sc.scourStamps = filepath.Join(stamps, fmt.Sprintf("scourd-%d", i))
+		sc.baseStamps = filepath.Join(stamps, fmt.Sprintf("sample-%d", i))
+		sc.scour = c.AddHost(t, benchDevices(sc.tree), WithReconcileInterval(time.Hour), withBenchPipeline(plugin, sc.seconds, sc.scourStamps))
 		sc.baseNode = c.P.SeedComputeNode(t, harness.UniqueName("smp"), benchSeed(sc.tree)...)
 		base.seconds[sc.baseNode.Name] = strconv.Itoa(sc.seconds)
+		base.stamps[sc.baseNode.Name] = sc.baseStamps
 	}
 	base.run(ctx, t, c.Bus.URL())
 	for r := range rounds {
@@ -57,7 +65,7 @@ func TestBenchLifecycle(t *testing.T) {
 	if n := base.errs.Load(); n > 0 {
 		t.Logf("baseline: %d cleanings or PUTs failed (logged and forgotten, as the sample does)", n)
 	}
-	report(scenarios, rounds)
+	report(scenarios, rounds, c.P.Mode().String())
 }
 
 type benchScenario struct {
@@ -66,12 +74,25 @@ type benchScenario struct {
 	scour                  *Host
 	baseNode               *harness.ComputeNode
 	scourRuns, baseRuns    []benchRun
+	// scourStamps and baseStamps are the files each side's plugin
+	// appends the start of every CLEAN to (benchPausePlugin).
+	scourStamps, baseStamps string
 }
 
 type benchRun struct {
 	wall, firstRun time.Duration
-	calls          float64 // Placement calls per cleaned device
-	cpu            time.Duration
+	// firstClean is publish to the start of the first clean command (the
+	// plugin's own clock), where firstRun is scourd's "cleaning run
+	// started" line (the sample starts its command at once).
+	firstClean time.Duration
+	calls      float64 // Placement calls per cleaned device, at the release
+	// claimCalls is scourd's Placement calls per device while it handled
+	// the instances' create.end (the sample makes none), and http5xx the
+	// 5xx answers Placement gave the side during the round (claim and
+	// release; the sample's failed PUTs).
+	claimCalls float64
+	http5xx    float64
+	cpu        time.Duration
 	// machine is the CPU time every process on the machine used during
 	// the round (scourd or the sample, its plugin processes, Placement,
 	// its database, RabbitMQ, the harness), per cleaned device; busy is
@@ -104,17 +125,23 @@ func benchPlugin(t *testing.T) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(pausePlugin), 0o755); err != nil {
+	if err := os.WriteFile(path, []byte(benchPausePlugin), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
+// benchPausePlugin is pausePlugin that first appends the time its CLEAN
+// started (ns since the epoch) to SCOUR_ARG_STAMPS: both sides run it, so
+// "first clean command" is measured by the same clock for both.
+var benchPausePlugin = strings.Replace(pausePlugin, "if [ \"$SCOUR_COMMAND\" = CLEAN ]; then\n",
+	"if [ \"$SCOUR_COMMAND\" = CLEAN ]; then\n\t[ -n \"${SCOUR_ARG_STAMPS:-}\" ] && date +%s%N >>\"$SCOUR_ARG_STAMPS\"\n", 1)
+
 // withBenchPipeline makes the NVMe pipeline one destructive plugin step
-// that sleeps seconds (0: a no-op process). A sleep loads no host
+// that sleeps seconds (0: a no-op process) and stamps its start in stamps. A sleep loads no host
 // resource, so the step says in_device, as a plugin that issues a device
 // command and waits would; run limits are scourd's defaults.
-func withBenchPipeline(plugin string, seconds int) HostOption {
+func withBenchPipeline(plugin string, seconds int, stamps string) HostOption {
 	return func(cfg map[string]any) {
 		cfg["log"].(map[string]any)["level"] = "info" // production's level
 		pl := cfg["pipelines"].(map[string]any)
@@ -124,7 +151,7 @@ func withBenchPipeline(plugin string, seconds int) HostOption {
 			"name": "nvme", "match": map[string]any{"kinds": []string{"nvme"}},
 			"pipeline": map[string]any{"name": "bench", "version": 1, "steps": []map[string]any{{
 				"name": "pause", "type": "plugin", "path": plugin, "destructive": true, "in_device": true,
-				"args": map[string]any{"seconds": seconds},
+				"args": map[string]any{"seconds": seconds, "stamps": stamps},
 			}}},
 		}}
 	}

@@ -18,6 +18,7 @@ import (
 func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	h := sc.scour
 	claims := strings.Count(h.Logs(), `msg="claim recorded"`)
+	boot, boot5xx := scourCalls(t, h), scour5xx(t, h)
 	insts := benchBoot(t, c, h.Node, sc, func(inst string) {
 		c.Bus.PublishNotification(t, harness.Event{Type: "instance.create.end", InstanceUUID: inst, Host: h.Name, Node: h.Name,
 			ProjectID: "tenant-a", UserID: "user-a"}, harness.Versioned)
@@ -30,6 +31,7 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	// round it measures, which the sample's wait (two counters) does not.
 	off := h.LogLen()
 	calls0, cpu0 := scourCalls(t, h), procCPU(t, h.cmd.Process.Pid)
+	claimCalls := calls0 - boot
 	p0 := benchProcs()
 	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, h.Name, insts)
@@ -53,6 +55,7 @@ func scourRound(t *testing.T, c *Cloud, sc *benchScenario) benchRun {
 	calls, cpu := scourCalls(t, h)-calls0, procCPU(t, h.cmd.Process.Pid)-cpu0
 	n := float64(sc.devices)
 	return benchRun{wall: t1.Sub(t0), firstRun: firstLogAfter(logs, `msg="cleaning run started"`, t0).Sub(t0),
+		firstClean: firstStamp(t, sc.scourStamps, t0).Sub(t0), claimCalls: claimCalls / n, http5xx: scour5xx(t, h) - boot5xx,
 		calls: calls / n, cpu: time.Duration(float64(cpu) / n), machine: time.Duration(float64(machine) / n), busy: busy}
 }
 
@@ -62,12 +65,13 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	insts := benchBoot(t, c, node, sc, func(string) {})
 	s.started.Delete(node.Name)
 	s.lastPut.Delete(node.Name)
-	got, calls0 := s.got.Load(), s.calls.Load()
+	got, calls0, fails0 := s.got.Load(), s.calls.Load(), s.http5xx.Load()
 	p0 := benchProcs()
 	m := startMachineCPU(t)
 	t0 := benchRelease(t, c, node.Name, insts)
 	Eventually(t, time.Minute, "baseline handled every delete", func() (bool, string) {
-		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0, ""
+		return s.got.Load() >= got+int64(len(insts)) && s.busy.Load() == 0,
+			fmt.Sprintf("%d of %d deletes received, %d being handled, %d cleanings or PUTs failed so far", s.got.Load()-got, len(insts), s.busy.Load(), s.errs.Load())
 	})
 	machine, busy := m.stop(t)
 	if p0 != nil {
@@ -77,6 +81,7 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 	first, _ := s.started.Load(node.Name)
 	last, _ := s.lastPut.Load(node.Name)
 	return benchRun{wall: last.(time.Time).Sub(t0), firstRun: first.(time.Time).Sub(t0),
+		firstClean: firstStamp(t, sc.baseStamps, t0).Sub(t0), http5xx: float64(s.http5xx.Load() - fails0),
 		calls:   float64(s.calls.Load()-calls0) / float64(sc.devices),
 		machine: time.Duration(float64(machine) / float64(sc.devices)), busy: busy}
 }
@@ -84,6 +89,32 @@ func baseRound(t *testing.T, c *Cloud, s *sampleListener, sc *benchScenario) ben
 func scourCalls(t *testing.T, h *Host) float64 {
 	n, _ := aMetric(aMetrics(t, h), "scour_placement_requests_total")
 	return n
+}
+
+// scour5xx is how many requests Placement answered with a 5xx, so far.
+func scour5xx(t *testing.T, h *Host) float64 {
+	n, _ := aMetric(aMetrics(t, h), "scour_placement_requests_total", `outcome="5`)
+	return n
+}
+
+// firstStamp is the earliest CLEAN start benchPausePlugin stamped in path
+// at or after t0 (t0 when none).
+func firstStamp(t *testing.T, path string, t0 time.Time) time.Time {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("clean command stamps: %v", err)
+	}
+	first := time.Time{}
+	for _, l := range strings.Fields(string(b)) {
+		ns, err := strconv.ParseInt(l, 10, 64)
+		if ts := time.Unix(0, ns); err == nil && !ts.Before(t0) && (first.IsZero() || ts.Before(first)) {
+			first = ts
+		}
+	}
+	if first.IsZero() {
+		return t0
+	}
+	return first
 }
 
 // procCPU is the process's user+system CPU time (/proc/<pid>/stat, clock
@@ -202,27 +233,41 @@ func pick[T any](runs []benchRun, f func(benchRun) T) []T {
 	return out
 }
 
-func report(scenarios []benchScenario, rounds int) {
+func report(scenarios []benchScenario, rounds int, placement string) {
 	host, _ := os.Hostname()
 	cpus, _ := os.ReadFile("/proc/cpuinfo")
-	fmt.Printf("\nbench-lifecycle: medians of %d alternating rounds; host %s, %d CPUs; real RabbitMQ and Placement (e2e containers)\n",
-		rounds, host, strings.Count(string(cpus), "processor\t:"))
-	fmt.Printf("%-34s %10s %10s %7s | %10s %10s | %9s %9s | %11s | %11s %11s | %5s %6s\n", "scenario", "scourd", "sample", "ratio",
-		"run start", "sample", "calls/dev", "sample", "scourd CPU", "machine CPU", "sample", "busy", "sample")
-	for _, sc := range scenarios {
-		sw, bw := median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.wall })), median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.wall }))
-		fmt.Printf("%-34s %10s %10s %6.1fx | %10s %10s | %9.2f %9.2f | %8.1f ms | %8.1f ms %8.1f ms | %4.0f%% %5.0f%%\n", sc.name,
-			sw.Round(time.Millisecond), bw.Round(time.Millisecond), float64(bw)/float64(sw),
-			median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
-			median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.firstRun })).Round(time.Millisecond),
-			median(pick(sc.scourRuns, func(r benchRun) float64 { return r.calls })),
-			median(pick(sc.baseRuns, func(r benchRun) float64 { return r.calls })),
-			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.cpu })))/float64(time.Millisecond),
-			float64(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.machine })))/float64(time.Millisecond),
-			float64(median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.machine })))/float64(time.Millisecond),
-			100*median(pick(sc.scourRuns, func(r benchRun) float64 { return r.busy })),
-			100*median(pick(sc.baseRuns, func(r benchRun) float64 { return r.busy })))
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nbench-lifecycle: medians of %d alternating rounds; host %s, %d CPUs, load average %s; real RabbitMQ and Placement (e2e containers: %s)\n",
+		rounds, host, strings.Count(string(cpus), "processor\t:"), strings.Join(strings.Fields(string(load))[:3], " "), placement)
+	fmt.Printf("%-34s %10s %10s %7s | %10s %10s | %10s %10s | %9s %9s | %9s | %5s %6s | %11s | %11s %11s | %5s %6s\n", "scenario", "scourd", "sample", "ratio",
+		"run start", "sample", "1st clean", "sample", "calls/dev", "sample", "claim/dev", "5xx", "sample", "scourd CPU", "machine CPU", "sample", "busy", "sample")
+	dur := func(runs []benchRun, f func(benchRun) time.Duration) time.Duration {
+		return median(pick(runs, f)).Round(time.Millisecond)
 	}
-	fmt.Println("columns: publish-to-pool wall time (scourd, sample, sample/scourd); publish to first cleaning run started; Placement calls per cleaned device; scourd CPU per cleaning;")
+	num := func(runs []benchRun, f func(benchRun) float64) float64 { return median(pick(runs, f)) }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, sc := range scenarios {
+		sw, bw := dur(sc.scourRuns, func(r benchRun) time.Duration { return r.wall }), dur(sc.baseRuns, func(r benchRun) time.Duration { return r.wall })
+		total5xx := func(runs []benchRun) (n float64) {
+			for _, r := range runs {
+				n += r.http5xx
+			}
+			return n
+		}
+		fmt.Printf("%-34s %10s %10s %6.1fx | %10s %10s | %10s %10s | %9.2f %9.2f | %9.2f | %5.0f %6.0f | %8.1f ms | %8.1f ms %8.1f ms | %4.0f%% %5.0f%%\n", sc.name,
+			sw, bw, float64(bw)/float64(sw),
+			dur(sc.scourRuns, func(r benchRun) time.Duration { return r.firstRun }), dur(sc.baseRuns, func(r benchRun) time.Duration { return r.firstRun }),
+			dur(sc.scourRuns, func(r benchRun) time.Duration { return r.firstClean }), dur(sc.baseRuns, func(r benchRun) time.Duration { return r.firstClean }),
+			num(sc.scourRuns, func(r benchRun) float64 { return r.calls }), num(sc.baseRuns, func(r benchRun) float64 { return r.calls }),
+			num(sc.scourRuns, func(r benchRun) float64 { return r.claimCalls }),
+			total5xx(sc.scourRuns), total5xx(sc.baseRuns),
+			ms(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.cpu }))),
+			ms(median(pick(sc.scourRuns, func(r benchRun) time.Duration { return r.machine }))),
+			ms(median(pick(sc.baseRuns, func(r benchRun) time.Duration { return r.machine }))),
+			100*num(sc.scourRuns, func(r benchRun) float64 { return r.busy }), 100*num(sc.baseRuns, func(r benchRun) float64 { return r.busy }))
+	}
+	fmt.Println("columns: publish-to-pool wall time (scourd, sample, sample/scourd); publish to first cleaning run started (scourd's log; the sample's command start);")
+	fmt.Println("  publish to the first clean command's start (the plugin's own clock, both sides); Placement calls per cleaned device at the release; scourd's Placement calls")
+	fmt.Println("  per device at create.end (the sample makes none); Placement 5xx answers over all rounds (scourd's requests, the sample's); scourd CPU per cleaning;")
 	fmt.Println("  CPU time of every process on the machine per cleaned device (scourd's round, the sample's); the machine's CPUs busy during the round (scourd's, the sample's)")
 }

@@ -26,5 +26,10 @@ e2e: e2e-env
 ## (real broker and Placement, simulated hardware; docs/operations.md).
 .PHONY: bench-lifecycle
 bench: bench-lifecycle
+# Twice: Placement answering from one uwsgi worker, then from several
+# (BENCH_PLACEMENT_WORKERS), where scour's parallel writes meet in it.
+BENCH_PLACEMENT_WORKERS ?= 4
 bench-lifecycle: e2e-env
-	SCOUR_BENCH_LIFECYCLE=1 $(GO) test -count=1 -timeout 15m -run '^TestBenchLifecycle$$' -v ./e2e/ | grep -v '^=== \|^--- \|^PASS\|^ok '
+	set -e; for w in 1 $(BENCH_PLACEMENT_WORKERS); do \
+		SCOUR_E2E_PLACEMENT_WORKERS=$$w SCOUR_BENCH_LIFECYCLE=1 $(GO) test -count=1 -timeout 15m -run '^TestBenchLifecycle$$' -v ./e2e/ | grep -v '^=== \|^--- \|^PASS\|^ok '; \
+	done
