@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +41,10 @@ func TestBenchLifecycle(t *testing.T) {
 		{name: "8 devices, no-op clean", tree: 16, devices: 8, seconds: 0},
 		{name: "64 devices at once, no-op clean", tree: 64, devices: 64, seconds: 0},
 		{name: "8 devices x 1 s clean", tree: 16, devices: 8, seconds: 1},
+	}
+	if only := os.Getenv("SCOUR_BENCH_SCENARIOS"); only != "" { // e.g. "^8 devices, no-op"
+		re := regexp.MustCompile(only)
+		scenarios = slices.DeleteFunc(scenarios, func(sc benchScenario) bool { return !re.MatchString(sc.name) })
 	}
 	for i := range scenarios {
 		sc := &scenarios[i]
