@@ -32,7 +32,7 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 		// Its delete was handled here already: nothing is burned or
 		// recorded; a claim this command wrote before a crash is ended
 		// and its devices cleaned (deleted.go).
-		log.Info("instance's delete already handled on this host; no claim recorded")
+		log.Info("instance's delete already handled on this host: nothing to claim")
 		return h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))
 	}
 	if len(alloc.Devices) == 0 {
