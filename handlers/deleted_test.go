@@ -8,6 +8,7 @@ import (
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/placement"
 )
 
 const racedVM = "00000000-0000-4000-8000-000000000033"
@@ -51,8 +52,8 @@ func TestDeleteHandledWhileClaimReads(t *testing.T) {
 		t.Errorf("claims = %d, want none recorded for a deleted instance", n)
 	}
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
-	e.wantDevice(2, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
+	e.wantDevice(2, placement.StateAvailable, 1, 1)
 }
 
 // The delete is handled between the claim command's tombstone read and
@@ -77,7 +78,7 @@ func TestDeleteHandledWhileClaimWrites(t *testing.T) {
 	}
 	e.wantNoLiveClaim()
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A scourd that stops after writing the claim and before reading the
@@ -109,7 +110,7 @@ func TestDeletedClaimEndedAfterRestart(t *testing.T) {
 	e.handle(create)
 	e.wantNoLiveClaim()
 	e.reconcile()
-	e.wantDevice(1, handlers.StateAvailable, 1, 1)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A delete of an instance that still holds its devices here (early,
