@@ -37,9 +37,21 @@ func (c *Client) Unreserve(ctx context.Context, dev Ref, j PutJournal) error {
 }
 
 // unreserve is Unreserve, after the caller's own PUTs in ps (UnreserveSeen's
-// PUT at the generation of an earlier read).
+// PUT at the generation of an earlier read). A transient failure while
+// Keystone does not answer (its token expired or revoked, the re-login
+// unanswered) waits until Keystone answers and repeats the whole
+// un-reserve, reads and checks included (keystonewait.go).
 func (c *Client) unreserve(ctx context.Context, dev Ref, ps *putState) error {
-	err := c.retry(ctx, func(ctx context.Context) error {
+	for {
+		err := c.unreserveOnce(ctx, dev, ps)
+		if !c.waitsForKeystone(ctx, err) || c.waitForKeystone(ctx, dev, err) != nil {
+			return devErr("unreserve", dev, err)
+		}
+	}
+}
+
+func (c *Client) unreserveOnce(ctx context.Context, dev Ref, ps *putState) error {
+	return c.retry(ctx, func(ctx context.Context) error {
 		inv, err := c.verifiedInventory(ctx, dev)
 		if err != nil {
 			return err
@@ -70,7 +82,6 @@ func (c *Client) unreserve(ctx context.Context, dev Ref, ps *putState) error {
 		// inventory read, the PUT below conflicts and everything is re-read.
 		return c.put(ctx, dev, inv, ps)
 	}, dev.logAttrs()...)
-	return devErr("unreserve", dev, err)
 }
 
 // put sends the un-reserve PUT at inv's generation, journaled first.
