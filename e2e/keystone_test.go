@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -220,8 +222,19 @@ func TestKeystoneLeastPrivilege(t *testing.T) {
 // returns its output and exit status (it must exit on its own).
 func runScourd(t *testing.T, h *Host, opt HostOption) (string, int) {
 	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bins, "scourd"), "--config", configVariant(t, h, opt))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	return exitStatus(t, cmd)
+}
+
+// configVariant writes h's configuration changed by opts to a file of the
+// test's own and returns its path.
+func configVariant(t *testing.T, h *Host, opts ...HostOption) string {
+	t.Helper()
 	cfg := h.baseConfig()
-	opt(cfg)
+	for _, o := range opts {
+		o(cfg)
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -230,15 +243,19 @@ func runScourd(t *testing.T, h *Host, opt HostOption) (string, int) {
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), filepath.Join(bins, "scourd"), "--config", file)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	return file
+}
+
+// exitStatus runs cmd and returns its output and exit status.
+func exitStatus(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return string(out), ee.ExitCode()
 	}
 	if err != nil {
-		t.Fatalf("running scourd: %v", err)
+		t.Fatalf("running %s: %v", cmd.Path, err)
 	}
 	return string(out), 0
 }
@@ -291,5 +308,200 @@ func TestKeystoneTokenExpiresMidRun(t *testing.T) {
 	}
 	if n := len(c.K.Issued()) - len(issued); n < 1 {
 		t.Errorf("no new login after the token expired")
+	}
+}
+
+// withOSCredentials makes placement take its credentials from the OS_*
+// variables (no endpoint, token or cloud) and find Placement in the
+// catalog at iface in region.
+func withOSCredentials(region, iface string) HostOption {
+	return func(cfg map[string]any) {
+		p := cfg["placement"].(map[string]any)
+		for _, k := range []string{"endpoint", "token", "cloud", "clouds_file"} {
+			delete(p, k)
+		}
+		p["region"], p["interface"] = region, iface
+	}
+}
+
+// runScourctl runs the scourctl binary with h's configuration changed by
+// opts, in a shell whose environment is only PATH plus env after sourcing
+// openrc (when not empty), as an operator does, and returns its output
+// and exit status.
+func runScourctl(t *testing.T, h *Host, openrc string, env []string, args []string, opts ...HostOption) (string, int) {
+	t.Helper()
+	script := `exec "$0" "$@"`
+	if openrc != "" {
+		script = ". " + openrc + ` && exec "$0" "$@"`
+	}
+	cmd := exec.CommandContext(t.Context(), "sh", append([]string{"-c", script, filepath.Join(bins, "scourctl")}, append(args, "--config", configVariant(t, h, opts...))...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	return exitStatus(t, cmd)
+}
+
+// writeOpenrc writes an openrc (export OS_...=...) and returns its path.
+func writeOpenrc(t *testing.T, vars map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	for k, v := range vars {
+		fmt.Fprintf(&b, "export %s=%q\n", k, v)
+	}
+	path := filepath.Join(t.TempDir(), "openrc")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// scourctl authenticates as scourd does (the same client): the real
+// binary, against Placement behind the shared Keystone with the
+// documented policy, with each credential form it documents (an openrc
+// sourced into the shell with domain names and with ids, application
+// credentials by id and by name, clouds.yaml with a named cloud, scourd's
+// environment file, OS_TOKEN), finds Placement in the catalog by
+// interface and region (or at placement.endpoint, the catalog not
+// consulted), and exits 78 naming the setting or rule when Keystone
+// refuses the password or Placement's policy refuses a reader.
+func TestKeystoneScourctl(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/etc/scour/scourd.env"); err == nil {
+		t.Fatal("/etc/scour/scourd.env exists on this machine: scourctl would read its OS_* instead of the test's")
+	}
+	c := newKeystoneCloud(t, false, 0)
+	domainName := harness.UniqueName("users")
+	domain := c.K.Domain(t, domainName)
+	name := harness.UniqueName("scour")
+	pw := "pw-" + name
+	id := c.K.User(t, name, pw, domain, c.Service, "scour")
+	reader, _ := c.user(t, "reader")
+	acID, acSecret := c.K.AppCredential(t, harness.Credentials{UserID: id, Password: pw, ProjectID: c.Service}, id, "scourctl-ac", time.Time{})
+	tok, _, err := c.K.Authenticate(t.Context(), harness.Credentials{UserID: id, Password: pw, ProjectID: c.Service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clouds := c.cloudsYAML(t, reader)
+	// The user of the test's domain in clouds.yaml, under a cloud name of its own.
+	named := filepath.Join(t.TempDir(), "clouds.yaml")
+	if err := os.WriteFile(named, []byte(`clouds:
+  scour-prod:
+    region_name: `+c.Region+`
+    interface: internal
+    auth:
+      auth_url: `+c.K.URL()+`
+      username: `+name+`
+      password: `+pw+`
+      user_domain_name: `+domainName+`
+      project_name: service
+      project_domain_name: Default
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A region whose Placement has only an internal endpoint, and one
+	// with no Placement at all.
+	internalOnly := harness.UniqueName("region")
+	c.K.RegisterService(t, "placement", "placement", harness.Endpoint{Interface: "internal", Region: internalOnly, URL: strings.TrimRight(c.P.URL(), "/")})
+	empty := harness.UniqueName("region")
+	c.K.RegisterService(t, "identity-extra", "other", harness.Endpoint{Interface: "internal", Region: empty, URL: "http://127.0.0.1:9/"})
+	h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}}, withCloud(named, "scour-prod"))
+
+	password := map[string]string{"OS_AUTH_URL": c.K.URL(), "OS_USERNAME": name, "OS_PASSWORD": pw,
+		"OS_USER_DOMAIN_NAME": domainName, "OS_PROJECT_NAME": harness.ServiceProject, "OS_PROJECT_DOMAIN_NAME": "Default"}
+	ids := map[string]string{"OS_AUTH_URL": c.K.URL(), "OS_USERNAME": name, "OS_PASSWORD": pw,
+		"OS_USER_DOMAIN_ID": domain, "OS_PROJECT_NAME": harness.ServiceProject, "OS_PROJECT_DOMAIN_ID": harness.DefaultDomainID}
+	envFile := filepath.Join(t.TempDir(), "scourd.env")
+	if err := os.WriteFile(envFile, []byte("# scourd's EnvironmentFile\nOS_AUTH_URL="+c.K.URL()+"\nOS_APPLICATION_CREDENTIAL_ID="+acID+
+		"\nOS_APPLICATION_CREDENTIAL_SECRET='"+acSecret+"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scan := []string{"placement", "scan"}
+	osCreds := withOSCredentials(c.Region, "internal")
+	for _, tc := range []struct {
+		name   string
+		openrc map[string]string
+		env    []string
+		args   []string
+		opt    HostOption
+	}{
+		{name: "openrc sourced, password, domain names", openrc: password, opt: osCreds},
+		{name: "openrc sourced, password, domain ids", openrc: ids, opt: osCreds},
+		{name: "application credential by id", env: []string{"OS_AUTH_URL=" + c.K.URL(), "OS_APPLICATION_CREDENTIAL_ID=" + acID,
+			"OS_APPLICATION_CREDENTIAL_SECRET=" + acSecret}, opt: osCreds},
+		{name: "application credential by name", env: []string{"OS_AUTH_URL=" + c.K.URL(), "OS_APPLICATION_CREDENTIAL_NAME=scourctl-ac",
+			"OS_APPLICATION_CREDENTIAL_SECRET=" + acSecret, "OS_USERNAME=" + name, "OS_USER_DOMAIN_NAME=" + domainName}, opt: osCreds},
+		{name: "clouds.yaml, named cloud (placement.cloud)", opt: withCloud(named, "scour-prod")},
+		{name: "clouds.yaml, OS_CLOUD", env: []string{"OS_CLOUD=scour-prod", "OS_CLIENT_CONFIG_FILE=" + named}, opt: osCreds},
+		{name: "scourd's environment file", args: []string{"--env-file", envFile}, opt: osCreds},
+		{name: "OS_TOKEN", env: []string{"OS_AUTH_URL=" + c.K.URL(), "OS_TOKEN=" + tok, "OS_PROJECT_ID=" + c.Service}, opt: osCreds},
+		{name: "interface public of the region", openrc: password, opt: withOSCredentials(c.Region, "public")},
+		{name: "placement.endpoint, the catalog not consulted", openrc: password, opt: func(cfg map[string]any) {
+			osCreds(cfg)
+			p := cfg["placement"].(map[string]any)
+			p["region"], p["endpoint"] = empty, c.P.URL()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(c.K.Issued())
+			var rc string
+			if tc.openrc != nil {
+				rc = writeOpenrc(t, tc.openrc)
+			}
+			out, code := runScourctl(t, h, rc, tc.env, append(append([]string{}, scan...), tc.args...), tc.opt)
+			if code != 0 || !strings.Contains(out, "compute node "+h.Name) || !strings.Contains(out, "0000:81:00.0") {
+				t.Fatalf("scourctl placement scan exited %d, want 0 listing %s's device:\n%s", code, h.Name, out)
+			}
+			// At least: scourd on h logs in through the same URL when its
+			// token expires.
+			if n := len(c.K.Issued()) - before; n < 1 {
+				t.Errorf("Keystone issued no token through scour's auth URL: scourctl did not log in there")
+			}
+		})
+	}
+
+	// The catalog decides: an interface the region lacks, a region without
+	// Placement. Both name what the catalog holds; exit 1 (no refusal).
+	for _, tc := range []struct {
+		name string
+		opt  HostOption
+		says []string
+	}{
+		{"interface public where the region has only internal", withOSCredentials(internalOnly, "public"),
+			[]string{`interface "public"`, "only: internal in region " + internalOnly}},
+		{"a region without Placement", withOSCredentials(empty, "internal"),
+			[]string{`no endpoint in region "` + empty + `"`, c.Region}},
+	} {
+		out, code := runScourctl(t, h, writeOpenrc(t, password), nil, scan, tc.opt)
+		if code != 1 || !containsAll(out, tc.says...) {
+			t.Errorf("%s: scourctl exited %d, want 1 naming %q:\n%s", tc.name, code, tc.says, out)
+		}
+	}
+
+	// Refusals: exit 78, naming the credential field or the policy rule,
+	// after one login, the secret not shown.
+	wrong := maps.Clone(password)
+	wrong["OS_PASSWORD"] = "not-the-password"
+	for _, tc := range []struct {
+		name   string
+		openrc map[string]string
+		opt    HostOption
+		says   []string
+	}{
+		{"wrong password", wrong, osCreds, []string{"HTTP 401", "OS_PASSWORD", "OS_USERNAME " + name}},
+		{"reader only", nil, withCloud(clouds, reader), []string{"HTTP 403", "Policy does not allow placement:traits:update"}},
+	} {
+		var rc string
+		if tc.openrc != nil {
+			rc = writeOpenrc(t, tc.openrc)
+		}
+		before, _ := c.K.Requests()
+		out, code := runScourctl(t, h, rc, nil, scan, tc.opt)
+		if code != 78 || !containsAll(out, tc.says...) {
+			t.Errorf("%s: scourctl exited %d, want 78 naming %q:\n%s", tc.name, code, tc.says, out)
+		}
+		if strings.Contains(out, "not-the-password") || strings.Contains(out, pw) {
+			t.Errorf("%s: scourctl shows a secret:\n%s", tc.name, out)
+		}
+		if after, _ := c.K.Requests(); after-before != 1 {
+			t.Errorf("%s: %d requests to Keystone, want 1 login", tc.name, after-before)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/scour-project/scour/placement"
 	"github.com/scour-project/scour/version"
 )
 
@@ -55,6 +56,13 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// exitConfig (EX_CONFIG, as scourd's) ends a command Keystone or
+// Placement refused: the credentials of scourd's environment or
+// clouds.yaml (placement.ErrCredentials) or the role of scour's user
+// (placement.ErrForbidden). Running it again cannot help; changing them
+// does.
+const exitConfig = 78
+
 func newRoot(stdout, stderr io.Writer) *cli {
 	c := &cli{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
@@ -65,7 +73,16 @@ cleaning records, pipeline dry-runs and plugin tests.
 
 It reads scourd's own configuration (--config, env SCOUR_CONFIG) and the
 environment file scourd's unit loads (--env-file, env SCOUR_ENV_FILE), so both
-always agree on the host, Placement and the records store.`,
+always agree on the host, Placement and the records store. Placement's
+credentials are scourd's: placement.endpoint and placement.token,
+placement.cloud (clouds.yaml), or the OS_* variables of the environment
+file; without that file, those of scourctl's own environment (a sourced
+openrc).
+
+Exit status: 0 success; 1 failure; 2 a mistake in the command line; 78
+Keystone refused the credentials (the error names the settings to check)
+or Placement's policy refused the role of scour's user (it names the
+rule).`,
 		Version:       version.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -147,6 +164,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") || strings.HasPrefix(err.Error(), "required flag"):
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
 		return 2
+	case errors.Is(err, placement.ErrCredentials), errors.Is(err, placement.ErrForbidden):
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		return exitConfig
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 		return 1

@@ -143,7 +143,7 @@ func TestPlacementCredentialsFromEnvFile(t *testing.T) {
 	mu.Lock()
 	n := len(users)
 	mu.Unlock()
-	if code != 1 || n == 0 || strings.Contains(errs, "no credentials") {
+	if code != exitConfig || n == 0 || strings.Contains(errs, "no credentials") || !strings.Contains(errs, "OS_USERNAME scour-from-env-file") {
 		t.Fatalf("placement scan with OS_* in the env file: exit %d, %d token requests as the file's user, stderr %q", code, n, errs)
 	}
 	t.Setenv("OS_USERNAME", "admin-from-openrc")
@@ -152,7 +152,7 @@ func TestPlacementCredentialsFromEnvFile(t *testing.T) {
 	mu.Lock()
 	m := len(users)
 	mu.Unlock()
-	if code != 1 || m <= n || strings.Contains(errs, "differs") || strings.Contains(errs, "no credentials") {
+	if code != exitConfig || m <= n || strings.Contains(errs, "differs") || strings.Contains(errs, "no credentials") {
 		t.Fatalf("shell OS_* beside the env file: exit %d, %d more token requests as the file's user, stderr %q", code, m-n, errs)
 	}
 }
