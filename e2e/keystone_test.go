@@ -118,6 +118,16 @@ func (g *gate) Reached(t *testing.T, h *Host) {
 	})
 }
 
+// Close makes the next runs wait at the gate again.
+func (g *gate) Close(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{g.path, g.path + ".reached"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Open lets the runs waiting at the gate finish.
 func (g *gate) Open(t *testing.T) {
 	t.Helper()
@@ -130,7 +140,9 @@ func (g *gate) Open(t *testing.T) {
 // authenticated as a user with only the role scour (clouds.yaml, the
 // catalog's internal endpoint) under the documented policy runs a whole
 // delete -> clean -> returned lifecycle, and its token revoked in the
-// middle of the clean is replaced with the un-reserve landing once. With
+// middle of the clean while Keystone is down for scour (the re-login
+// fails) makes the un-reserve wait for Keystone, then log in again and
+// land once, without a scan (the reconcile interval is an hour). With
 // only reader, the next clean keeps the device reserved (not quarantined)
 // and the log names the rule refused; with the role back the device
 // returns. At start, reader only and a wrong password exit 78 after one
@@ -145,15 +157,27 @@ func TestKeystoneLeastPrivilege(t *testing.T) {
 	h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}, {Address: "0000:82:00.0"}},
 		WithReconcileInterval(time.Hour), withCloud(clouds, name), gateOpt)
 
-	// A whole lifecycle, the token revoked while the clean runs.
+	// A whole lifecycle, the token revoked while the clean runs and
+	// Keystone down for scour (Placement still validates): the re-login
+	// fails, and the un-reserve waits for Keystone instead of failing.
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, "0000:81:00.0")
 	c.Delete(t, h, inst, harness.Versioned)
 	g.Reached(t, h)
 	issued := c.K.Issued()
 	c.K.Revoke(t, issued[len(issued)-1])
+	c.K.Fail(http.StatusServiceUnavailable)
 	g.Open(t)
-	c.WaitAvailable(t, h, "0000:81:00.0", 60*time.Second)
+	first := h.Device("0000:81:00.0")
+	waitLog(t, h, 2*time.Minute, "Keystone does not answer", "Unable to re-authenticate", first.UUID)
+	Never(t, 3*time.Second, "device returned or quarantined while scour has no valid token", func() (bool, string) {
+		return c.Reserved(t, first) != 1 || c.Quarantined(t, first), "reserved/quarantined changed"
+	})
+	c.K.Heal()
+	c.WaitAvailable(t, h, "0000:81:00.0", 2*time.Minute)
+	if line := findLine(h.Logs(), "could not be un-reserved", first.UUID); line != "" {
+		t.Errorf("the un-reserve failed instead of waiting for Keystone: %s", line)
+	}
 	h.waitReturnsRecorded(t, "0000:81:00.0")
 	if recs := h.Records(t, "0000:81:00.0"); len(recs) != 1 {
 		t.Fatalf("want 1 cleaning record, got %d", len(recs))
@@ -260,46 +284,41 @@ func exitStatus(t *testing.T, cmd *exec.Cmd) (string, int) {
 	return string(out), 0
 }
 
-// A token that expires in the middle of a run, with Keystone down for
-// scour at that moment: the run waits (the device stays reserved, is not
-// quarantined), and once Keystone answers scourd logs in again and the
-// device returns. Keystone and Placement are the test's own, with tokens
-// that expire after a minute (20 s was too short on a loaded 2-CPU
-// machine: the harness's own requests outlived their tokens); the test
-// waits until Keystone refuses scourd's token (a condition), not for a
-// time.
-func TestKeystoneTokenExpiresMidRun(t *testing.T) {
+// Keystone stopped in the middle of a run, scourd's token no longer
+// valid (revoked: Placement refuses it as it refuses an expired one) once
+// Keystone is back: the run's un-reserve waits for Keystone (Placement
+// cannot validate any token meanwhile), the device stays reserved and is
+// not quarantined, and once Keystone answers scourd logs in again and the
+// device returns from the run itself: the reconciler's scans
+// (lifecycle.reconcile_interval) and the device backoff
+// (lifecycle.backoff_base) are an hour here, so no scan returns it.
+// Keystone and Placement are the test's own (Stop/Start).
+// TestKeystoneLeastPrivilege covers Keystone down for scour only (its
+// re-login failing while Placement still validates).
+func TestKeystoneDownMidRun(t *testing.T) {
 	t.Parallel()
-	const expiration = time.Minute
-	c := newKeystoneCloud(t, true, expiration)
+	c := newKeystoneCloud(t, true, harness.DefaultTokenExpiration)
 	name, _ := c.user(t, "scour")
 	g, gateOpt := withGate(t)
-	// The reconciler's scans (every 2 s) retry the un-reserve once
-	// Keystone is back.
-	h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}}, withCloud(c.cloudsYAML(t, name), name), gateOpt)
+	h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}}, withCloud(c.cloudsYAML(t, name), name), gateOpt,
+		WithReconcileInterval(time.Hour), withBackoff(time.Hour))
+	t0 := time.Now()
 	inst := harness.NewUUID()
 	c.Boot(t, h, inst, harness.Versioned, "0000:81:00.0")
 	c.Delete(t, h, inst, harness.Versioned)
-	t0 := time.Now()
 	g.Reached(t, h)
-	t.Logf("run at the gate after %s", time.Since(t0).Round(time.Second))
-	issued := c.K.Issued()
-	token := issued[len(issued)-1]
-	c.K.Fail(http.StatusServiceUnavailable) // Keystone down for scour; Placement still validates
-	Eventually(t, expiration+time.Minute, "Keystone refuses scourd's token (expired)", func() (bool, string) {
-		return !c.K.Valid(t, token), "still valid"
-	})
-	t.Logf("token refused after %s", time.Since(t0).Round(time.Second))
-	g.Open(t)
+	t.Logf("the run at the gate after %s", time.Since(t0).Round(time.Second))
 	dev := h.Device("0000:81:00.0")
-	waitLog(t, h, 60*time.Second, "Unable to re-authenticate")
-	t.Logf("re-authentication failed after %s", time.Since(t0).Round(time.Second))
-	Never(t, 3*time.Second, "device returned or quarantined while scour has no valid token", func() (bool, string) {
-		return c.Reserved(t, dev) != 1 || c.Quarantined(t, dev), "reserved/quarantined changed"
-	})
-	c.K.Heal()
+	issued := c.K.Issued()
+	c.K.Revoke(t, issued[len(issued)-1])
+	c.K.Stop(t)
+	g.Open(t)
+	waitLog(t, h, 3*time.Minute, "Keystone does not answer", dev.UUID)
+	t.Logf("the un-reserve waits for Keystone after %s", time.Since(t0).Round(time.Second))
+	c.K.Start(t)
+	t.Logf("Keystone answers again after %s", time.Since(t0).Round(time.Second))
 	c.WaitAvailable(t, h, "0000:81:00.0", 2*time.Minute)
-	t.Logf("device returned after %s", time.Since(t0).Round(time.Second))
+	t.Logf("the device returned after %s", time.Since(t0).Round(time.Second))
 	if c.Quarantined(t, dev) {
 		t.Error("device quarantined for an authentication error")
 	}
@@ -307,7 +326,20 @@ func TestKeystoneTokenExpiresMidRun(t *testing.T) {
 		t.Errorf("want 1 cleaning record, got %d", len(recs))
 	}
 	if n := len(c.K.Issued()) - len(issued); n < 1 {
-		t.Errorf("no new login after the token expired")
+		t.Error("no new login after the token was revoked")
+	}
+	// The old way: the un-reserve failed, and the device waited for a scan.
+	if strings.Contains(h.Logs(), "could not be un-reserved") {
+		t.Errorf("an un-reserve failed instead of waiting for Keystone:\n%s", tail(h.Logs(), 20))
+	}
+}
+
+// withBackoff sets lifecycle.backoff_base and backoff_max (a device's wait
+// after a failed run or un-reserve before a scan retries it).
+func withBackoff(d time.Duration) HostOption {
+	return func(cfg map[string]any) {
+		l := cfg["lifecycle"].(map[string]any)
+		l["backoff_base"], l["backoff_max"] = d.String(), d.String()
 	}
 }
 

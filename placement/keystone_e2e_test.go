@@ -34,6 +34,9 @@ type ksEnv struct {
 
 func keystoneEnv(t *testing.T) *ksEnv {
 	t.Helper()
+	// Safe for tests running in parallel: Keystone and Placement are
+	// shared, but each test has its own fault proxy (Fail, Requests,
+	// Issued), catalog region, user domain, users and compute node.
 	k := harness.StartKeystone(t)
 	p := harness.StartPlacement(t, harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t)))
 	e := &ksEnv{k: k, env: testEnv{URL: strings.TrimRight(p.URL(), "/"), Backend: strings.TrimRight(p.BackendURL(), "/"), Token: p.Token(), P: p}}
@@ -87,6 +90,7 @@ func (e *ksEnv) newKS(t *testing.T, env map[string]string, mod ...func(*Config))
 // and, with only the role scour and the documented policy, un-reserves a
 // device.
 func TestKeystoneE2ECredentialForms(t *testing.T) {
+	t.Parallel()
 	e := keystoneEnv(t)
 	name, id := e.user(t, "scour")
 	pw := "pw-" + name
@@ -155,6 +159,7 @@ func TestKeystoneE2ECredentialForms(t *testing.T) {
 // region or interface the catalog lacks is a clear error naming what it
 // has, and an explicit placement.endpoint works without any catalog entry.
 func TestKeystoneE2ECatalog(t *testing.T) {
+	t.Parallel()
 	e := keystoneEnv(t)
 	name, _ := e.user(t, "scour")
 	// A region with only a public endpoint, at an address nothing serves.
@@ -186,6 +191,7 @@ func TestKeystoneE2ECatalog(t *testing.T) {
 // 78) naming the fields to check, after one login attempt; a role
 // Placement's policy refuses stops it with ErrForbidden naming the rule.
 func TestKeystoneE2ERefusals(t *testing.T) {
+	t.Parallel()
 	e := keystoneEnv(t)
 	name, id := e.user(t, "scour")
 	disabled, disabledID := e.user(t, "scour")
@@ -248,6 +254,7 @@ func TestKeystoneE2ERefusals(t *testing.T) {
 // is revoked the call fails recoverably (no credential cooldown: nothing
 // was refused) and the device stays reserved until Keystone is back.
 func TestKeystoneE2EReauthentication(t *testing.T) {
+	t.Parallel()
 	e := keystoneEnv(t)
 	name, _ := e.user(t, "scour")
 	c := e.newKS(t, e.openrc(name))
@@ -294,6 +301,7 @@ func TestKeystoneE2EReauthentication(t *testing.T) {
 // exits 1 (systemd starts it again) instead of 78, and no cooldown is
 // taken for a login Keystone never answered.
 func TestKeystoneE2EDownAtStart(t *testing.T) {
+	t.Parallel()
 	e := keystoneEnv(t)
 	name, _ := e.user(t, "scour")
 	e.k.Fail(http.StatusServiceUnavailable)
