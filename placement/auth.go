@@ -71,15 +71,18 @@ func authError(ao gophercloud.AuthOptions, err error, fields string) error {
 	if !ok || code.Actual >= 500 || code.Actual == http.StatusTooManyRequests {
 		return &RecoverableError{Err: fmt.Errorf("placement auth: Keystone at %s did not answer the login: %w (scour tries again; check that Keystone is up and reachable from this host)", ao.IdentityEndpoint, err)}
 	}
-	if code.Actual == http.StatusNotFound {
-		return fmt.Errorf("placement auth: no Keystone v3 at %s (HTTP 404 for /auth/tokens): %w; check OS_AUTH_URL (auth_url), e.g. https://keystone.example:5000/v3", ao.IdentityEndpoint, ErrCredentials)
-	}
 	msg := strings.TrimSpace(string(code.Body))
 	var body struct {
 		Error struct{ Message string } `json:"error"`
 	}
-	if json.Unmarshal(code.Body, &body) == nil && body.Error.Message != "" {
+	keystone := json.Unmarshal(code.Body, &body) == nil && body.Error.Message != ""
+	if keystone {
 		msg = body.Error.Message
+	}
+	// Keystone answers 404 ("Could not find token") to an expired or
+	// revoked OS_TOKEN: a refusal of the token, not a wrong URL.
+	if code.Actual == http.StatusNotFound && !(keystone && ao.TokenID != "") {
+		return fmt.Errorf("placement auth: no Keystone v3 at %s (HTTP 404 for /auth/tokens): %w; check OS_AUTH_URL (auth_url), e.g. https://keystone.example:5000/v3", ao.IdentityEndpoint, ErrCredentials)
 	}
 	return fmt.Errorf("placement auth: Keystone at %s refused the login (HTTP %d: %s): %w; check %s",
 		ao.IdentityEndpoint, code.Actual, msg, ErrCredentials, fields)

@@ -3,7 +3,11 @@ package placement
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +149,39 @@ func TestKeystoneCredentialErrors(t *testing.T) {
 	t.Setenv("OS_CLIENT_CONFIG_FILE", filepath.Join(t.TempDir(), "clouds.yaml"))
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("clouds.yaml cloud %q", "nope")) {
 		t.Fatalf("OS_CLOUD without a clouds.yaml: %v", err)
+	}
+}
+
+// Keystone answers 404 "Could not find token" to an expired or revoked
+// OS_TOKEN: that is a refused token, named as such, not a wrong
+// OS_AUTH_URL, which is a 404 that is no Keystone error document.
+func TestLogin404(t *testing.T) {
+	t.Parallel()
+	keystoneAnswer := func(body string) string {
+		ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(ks.Close)
+		return ks.URL + "/v3"
+	}
+	expired := keystoneAnswer(`{"error": {"code": 404, "message": "Could not find token: gAAAA.", "title": "Not Found"}}`)
+	notKeystone := keystoneAnswer(`<html>404 Not Found</html>`)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		says string
+	}{
+		{"expired OS_TOKEN", map[string]string{"OS_AUTH_URL": expired, "OS_TOKEN": "gAAAA", "OS_PROJECT_ID": "p1"}, "OS_TOKEN in the OS_* variables: the token may have expired or been revoked"},
+		{"not Keystone, token", map[string]string{"OS_AUTH_URL": notKeystone, "OS_TOKEN": "gAAAA", "OS_PROJECT_ID": "p1"}, "no Keystone v3 at"},
+		{"not Keystone, password", map[string]string{"OS_AUTH_URL": notKeystone, "OS_USERNAME": "scour", "OS_PASSWORD": "pw", "OS_PROJECT_NAME": "service"}, "no Keystone v3 at"},
+	} {
+		cfg := unitConfig("")
+		cfg.Endpoint, cfg.Token = "", ""
+		_, err := New(context.Background(), cfg, WithGetenv(func(k string) string { return tc.env[k] }))
+		if !errors.Is(err, ErrCredentials) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want ErrCredentials saying %q", tc.name, err, tc.says)
+		}
 	}
 }
