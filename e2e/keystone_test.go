@@ -407,10 +407,15 @@ func TestKeystoneScourctl(t *testing.T) {
 	id := c.K.User(t, name, pw, domain, c.Service, "scour")
 	reader, _ := c.user(t, "reader")
 	acID, acSecret := c.K.AppCredential(t, harness.Credentials{UserID: id, Password: pw, ProjectID: c.Service}, id, "scourctl-ac", time.Time{})
-	tok, _, err := c.K.Authenticate(t.Context(), harness.Credentials{UserID: id, Password: pw, ProjectID: c.Service})
-	if err != nil {
-		t.Fatal(err)
+	token := func() string { // a token of its own for each use: they expire after 3 minutes
+		tok, _, err := c.K.Authenticate(t.Context(), harness.Credentials{UserID: id, Password: pw, ProjectID: c.Service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
 	}
+	revoked := token()
+	c.K.Revoke(t, revoked)
 	clouds := c.cloudsYAML(t, reader)
 	// The user of the test's domain in clouds.yaml, under a cloud name of its own.
 	named := filepath.Join(t.TempDir(), "clouds.yaml")
@@ -435,6 +440,9 @@ func TestKeystoneScourctl(t *testing.T) {
 	empty := harness.UniqueName("region")
 	c.K.RegisterService(t, "identity-extra", "other", harness.Endpoint{Interface: "internal", Region: empty, URL: "http://127.0.0.1:9/"})
 	h := c.AddHost(t, []SimDevice{{Address: "0000:81:00.0"}}, withCloud(named, "scour-prod"))
+	// Only h's configuration and compute node are used: without scourd,
+	// every login through the test's Keystone URL is scourctl's.
+	h.Stop(t)
 
 	password := map[string]string{"OS_AUTH_URL": c.K.URL(), "OS_USERNAME": name, "OS_PASSWORD": pw,
 		"OS_USER_DOMAIN_NAME": domainName, "OS_PROJECT_NAME": harness.ServiceProject, "OS_PROJECT_DOMAIN_NAME": "Default"}
@@ -463,7 +471,7 @@ func TestKeystoneScourctl(t *testing.T) {
 		{name: "clouds.yaml, named cloud (placement.cloud)", opt: withCloud(named, "scour-prod")},
 		{name: "clouds.yaml, OS_CLOUD", env: []string{"OS_CLOUD=scour-prod", "OS_CLIENT_CONFIG_FILE=" + named}, opt: osCreds},
 		{name: "scourd's environment file", args: []string{"--env-file", envFile}, opt: osCreds},
-		{name: "OS_TOKEN", env: []string{"OS_AUTH_URL=" + c.K.URL(), "OS_TOKEN=" + tok, "OS_PROJECT_ID=" + c.Service}, opt: osCreds},
+		{name: "OS_TOKEN", env: []string{"OS_AUTH_URL=" + c.K.URL(), "OS_PROJECT_ID=" + c.Service}, opt: osCreds},
 		{name: "interface public of the region", openrc: password, opt: withOSCredentials(c.Region, "public")},
 		{name: "placement.endpoint, the catalog not consulted", openrc: password, opt: func(cfg map[string]any) {
 			osCreds(cfg)
@@ -477,14 +485,16 @@ func TestKeystoneScourctl(t *testing.T) {
 			if tc.openrc != nil {
 				rc = writeOpenrc(t, tc.openrc)
 			}
-			out, code := runScourctl(t, h, rc, tc.env, append(append([]string{}, scan...), tc.args...), tc.opt)
+			env := tc.env
+			if tc.name == "OS_TOKEN" {
+				env = append(env, "OS_TOKEN="+token())
+			}
+			out, code := runScourctl(t, h, rc, env, append(append([]string{}, scan...), tc.args...), tc.opt)
 			if code != 0 || !strings.Contains(out, "compute node "+h.Name) || !strings.Contains(out, "0000:81:00.0") {
 				t.Fatalf("scourctl placement scan exited %d, want 0 listing %s's device:\n%s", code, h.Name, out)
 			}
-			// At least: scourd on h logs in through the same URL when its
-			// token expires.
-			if n := len(c.K.Issued()) - before; n < 1 {
-				t.Errorf("Keystone issued no token through scour's auth URL: scourctl did not log in there")
+			if n := len(c.K.Issued()) - before; n != 1 {
+				t.Errorf("Keystone issued %d tokens through scour's auth URL, want 1", n)
 			}
 		})
 	}
@@ -514,22 +524,25 @@ func TestKeystoneScourctl(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		openrc map[string]string
+		env    []string
 		opt    HostOption
 		says   []string
 	}{
-		{"wrong password", wrong, osCreds, []string{"HTTP 401", "OS_PASSWORD", "OS_USERNAME " + name}},
-		{"reader only", nil, withCloud(clouds, reader), []string{"HTTP 403", "Policy does not allow placement:traits:update"}},
+		{"wrong password", wrong, nil, osCreds, []string{"HTTP 401", "OS_PASSWORD", "OS_USERNAME " + name}},
+		{"revoked OS_TOKEN", nil, []string{"OS_AUTH_URL=" + c.K.URL(), "OS_TOKEN=" + revoked, "OS_PROJECT_ID=" + c.Service}, osCreds,
+			[]string{"HTTP 404", "OS_TOKEN", "expired or been revoked"}},
+		{"reader only", nil, nil, withCloud(clouds, reader), []string{"HTTP 403", "Policy does not allow placement:traits:update"}},
 	} {
 		var rc string
 		if tc.openrc != nil {
 			rc = writeOpenrc(t, tc.openrc)
 		}
 		before, _ := c.K.Requests()
-		out, code := runScourctl(t, h, rc, nil, scan, tc.opt)
+		out, code := runScourctl(t, h, rc, tc.env, scan, tc.opt)
 		if code != 78 || !containsAll(out, tc.says...) {
 			t.Errorf("%s: scourctl exited %d, want 78 naming %q:\n%s", tc.name, code, tc.says, out)
 		}
-		if strings.Contains(out, "not-the-password") || strings.Contains(out, pw) {
+		if strings.Contains(out, "not-the-password") || strings.Contains(out, pw) || strings.Contains(out, revoked) {
 			t.Errorf("%s: scourctl shows a secret:\n%s", tc.name, out)
 		}
 		if after, _ := c.K.Requests(); after-before != 1 {
