@@ -27,6 +27,16 @@ type testEnv struct {
 	P       *harness.Placement // the harness's Nova actions and reads
 }
 
+// token is the admin token for the harness's own requests: behind
+// Keystone the harness's current one (Token is the one at the start, and
+// expires after 3 minutes: a long test outlived it), else the static one.
+func (e testEnv) token() string {
+	if e.P != nil && e.P.Keystone() != nil {
+		return e.P.Token()
+	}
+	return e.Token
+}
+
 // testPlacement returns the Placement the integration tests use: the e2e
 // harness's (a shared container, or SCOUR_E2E_PLACEMENT_URL when set, e.g.
 // from `scripts/placement-local.sh start`). The harness skips under -short
@@ -73,7 +83,7 @@ func (a api) call(method, path string, body any) (int, []byte) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	req.Header.Set("X-Auth-Token", a.env.Token)
+	req.Header.Set("X-Auth-Token", a.env.token())
 	req.Header.Set("OpenStack-API-Version", "placement 1.39")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := seedClient.Do(req)
