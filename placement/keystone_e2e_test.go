@@ -6,7 +6,6 @@ package placement
 // stand-in; these check that Keystone and Placement accept them.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -251,8 +250,9 @@ func TestKeystoneE2ERefusals(t *testing.T) {
 
 // A revoked token is replaced (one new login) and the operation in flight
 // lands once; with Keystone down a valid token keeps working, and once it
-// is revoked the call fails recoverably (no credential cooldown: nothing
-// was refused) and the device stays reserved until Keystone is back.
+// is revoked a scan fails recoverably (no credential cooldown: nothing was
+// refused) while an un-reserve waits for Keystone, the device reserved,
+// and lands once Keystone is back.
 func TestKeystoneE2EReauthentication(t *testing.T) {
 	t.Parallel()
 	e := keystoneEnv(t)
@@ -281,19 +281,38 @@ func TestKeystoneE2EReauthentication(t *testing.T) {
 	}
 	issued = e.k.Issued()
 	e.k.Revoke(t, issued[len(issued)-1]) // the harness reaches Keystone; scour does not
-	err := c.Unreserve(t.Context(), devs[2], &MemJournal{})
-	if !IsRecoverable(err) || errors.Is(err, ErrCredentials) {
-		t.Fatalf("Unreserve with Keystone down and the token revoked: %v, want a recoverable error that is no credential refusal", err)
+	if _, err := c.Scan(t.Context()); !IsRecoverable(err) || errors.Is(err, ErrCredentials) {
+		t.Fatalf("Scan with Keystone down and the token revoked: %v, want a recoverable error that is no credential refusal", err)
+	}
+	// The un-reserve waits for Keystone (probing it), the device reserved,
+	// and lands once Keystone answers.
+	_, faulted := e.k.Requests()
+	done := make(chan error, 1)
+	go func() { done <- c.Unreserve(t.Context(), devs[2], &MemJournal{}) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, f := e.k.Requests(); f < faulted+3; _, f = e.k.Requests() { // its re-logins, then probes
+		select {
+		case err := <-done:
+			t.Fatalf("Unreserve with Keystone down and the token revoked ended: %v; want it to wait for Keystone", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the un-reserve sent nothing more to Keystone within 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if r := e.host.reserved(devs[2]); r != 1 {
-		t.Fatalf("reserved %d after the failed Unreserve, want 1", r)
+		t.Fatalf("reserved %d while the un-reserve waits for Keystone, want 1", r)
 	}
 	e.k.Heal()
-	if err := c.Unreserve(context.Background(), devs[2], &MemJournal{}); err != nil {
+	if err := <-done; err != nil {
 		t.Fatalf("Unreserve once Keystone is back: %v", err)
 	}
 	if r := e.host.reserved(devs[2]); r != 0 {
 		t.Errorf("reserved %d, want 0", r)
+	}
+	if got := len(e.k.Issued()) - len(issued); got != 1 {
+		t.Errorf("%d new tokens once Keystone answered, want 1", got)
 	}
 }
 
