@@ -37,7 +37,13 @@ func keystoneEnv(t *testing.T) *ksEnv {
 	// shared, but each test has its own fault proxy (Fail, Requests,
 	// Issued), catalog region, user domain, users and compute node.
 	k := harness.StartKeystone(t)
-	p := harness.StartPlacement(t, harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t)))
+	return keystoneEnvOn(t, k, harness.StartPlacement(t, harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t))))
+}
+
+// keystoneEnvOn is keystoneEnv on a Keystone and a Placement behind it
+// that the test started itself (a dedicated pair, for example).
+func keystoneEnvOn(t *testing.T, k *harness.Keystone, p *harness.Placement) *ksEnv {
+	t.Helper()
 	e := &ksEnv{k: k, env: testEnv{URL: strings.TrimRight(p.URL(), "/"), Backend: strings.TrimRight(p.BackendURL(), "/"), Token: p.Token(), P: p}}
 	e.region = p.RegisterInCatalog(t, harness.UniqueName("region"), "internal", "public")
 	e.service = k.Project(t, harness.ServiceProject, harness.DefaultDomainID)
@@ -313,6 +319,52 @@ func TestKeystoneE2EReauthentication(t *testing.T) {
 	}
 	if got := len(e.k.Issued()) - len(issued); got != 1 {
 		t.Errorf("%d new tokens once Keystone answered, want 1", got)
+	}
+}
+
+// A token that really expires (a dedicated Keystone issuing 45 s
+// tokens), not one revoked: the client logs in, its token runs out between
+// two operations of a run, and the next un-reserve logs in once more and
+// lands once. keystonemiddleware refuses an expired token as it refuses a
+// revoked one (401), but only a real expiry proves scour does not keep
+// using a token past its expires_at.
+func TestKeystoneE2ETokenExpires(t *testing.T) {
+	t.Parallel()
+	const life = 45 * time.Second
+	k := harness.StartKeystone(t, harness.Dedicated(), harness.TokenExpiration(life))
+	e := keystoneEnvOn(t, k, harness.StartPlacement(t, harness.Dedicated(), harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t))))
+	name, _ := e.user(t, "scour")
+	before := len(e.k.Issued())
+	c := e.newKS(t, e.openrc(name))
+	devs := []Ref{
+		e.host.seedDevice(devSpec{Addr: "0000:81:00.0", Reserved: 1}),
+		e.host.seedDevice(devSpec{Addr: "0000:82:00.0", Reserved: 1}),
+	}
+	if err := c.Unreserve(t.Context(), devs[0], &MemJournal{}); err != nil {
+		t.Fatalf("Unreserve with a fresh token: %v", err)
+	}
+	issued := e.k.Issued()
+	if len(issued) <= before {
+		t.Fatal("the client un-reserved without logging in to Keystone")
+	}
+	token := issued[len(issued)-1]
+	// Wait for Keystone itself to call the token expired: no clock of the
+	// test's decides it.
+	deadline := time.Now().Add(life + 2*time.Minute)
+	for e.k.Valid(t, token) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Keystone still accepts a %s token after %s", life, life+2*time.Minute)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := c.Unreserve(t.Context(), devs[1], &MemJournal{}); err != nil {
+		t.Fatalf("Unreserve after the token expired: %v", err)
+	}
+	if r := e.host.reserved(devs[1]); r != 0 {
+		t.Errorf("reserved %d after the un-reserve, want 0", r)
+	}
+	if got := len(e.k.Issued()) - len(issued); got != 1 {
+		t.Errorf("%d new tokens after the expiry, want 1", got)
 	}
 }
 
