@@ -25,8 +25,10 @@ import (
 
 // newServiceClient authenticates and finds Placement; fields names the
 // credential settings in use ("" for a static token), for the errors of
-// later re-authentications.
-func newServiceClient(ctx context.Context, cfg Config, getenv func(string) string) (sc *gophercloud.ServiceClient, fields string, err error) {
+// later re-authentications. wrap, when not nil, wraps the session's HTTP
+// transport before the first login (gophercloud's re-authentication
+// keeps a copy of the client made then).
+func newServiceClient(ctx context.Context, cfg Config, getenv func(string) string, wrap func(http.RoundTripper) http.RoundTripper) (sc *gophercloud.ServiceClient, fields string, err error) {
 	tlsCfg, err := tlsConfig(cfg)
 	if err != nil {
 		return nil, "", err
@@ -47,6 +49,9 @@ func newServiceClient(ctx context.Context, cfg Config, getenv func(string) strin
 		return nil, "", fmt.Errorf("placement auth: identity endpoint %q: %w", ao.IdentityEndpoint, err)
 	}
 	pc.HTTPClient = httpClient(tlsCfg)
+	if wrap != nil {
+		pc.HTTPClient.Transport = wrap(pc.HTTPClient.Transport)
+	}
 	if err := openstack.Authenticate(ctx, pc, ao); err != nil {
 		return nil, "", authError(ao, err, fields)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,10 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("placement metrics: %w", err)
 		}
 	}
-	sc, fields, err := newServiceClient(ctx, cfg, o.getenv)
+	// Glance and Cyborg share this session (ServiceClient): the cooldown
+	// of a refused login holds for them too (credentials.go).
+	held := func(next http.RoundTripper) http.RoundTripper { return &heldTransport{next: next, c: c} }
+	sc, fields, err := newServiceClient(ctx, cfg, o.getenv, held)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -53,6 +55,16 @@ func (c *Client) credentialsRefused(err error) error {
 	if !errors.Is(err, errLoginRefused) || c.cfg.Token != "" {
 		return err
 	}
+	until := c.holdCredentials(err)
+	if c.credFields != "" {
+		err = fmt.Errorf("%w; check %s", err, c.credFields)
+	}
+	return fmt.Errorf("%w; %s", err, notRetried(until))
+}
+
+// holdCredentials starts (or extends) the cooldown after Keystone refused
+// a login (why), for every service on the session, and logs its start.
+func (c *Client) holdCredentials(why any) time.Time {
 	now := c.now()
 	until := now.Add(credentialsCooldown)
 	c.creds.mu.Lock()
@@ -62,13 +74,47 @@ func (c *Client) credentialsRefused(err error) error {
 	}
 	c.creds.mu.Unlock()
 	if started {
-		c.log.Error("Keystone refused scour's credentials: Placement calls fail at once until the cooldown ends, then one is tried again",
-			"until", until.Format(time.RFC3339), "err", err)
+		c.log.Error("Keystone refused scour's credentials: Placement, Glance and Cyborg calls fail at once until the cooldown ends, then one is tried again",
+			"until", until.Format(time.RFC3339), "err", why)
 	}
-	if c.credFields != "" {
-		err = fmt.Errorf("%w; check %s", err, c.credFields)
+	return until
+}
+
+// heldTransport carries every request of the Keystone session that
+// Placement shares with Glance and Cyborg (ServiceClient), so that those
+// services honour the cooldown too: while it lasts a request fails at
+// once with ErrCredentials (recoverable: a device waits, it is never
+// quarantined for it), so no service's 401 leads to a password login that
+// Keystone's lockout would count; and Keystone refusing a login, whichever
+// service's call re-authenticated, starts it. Placement's own calls stop
+// earlier, in do.
+type heldTransport struct {
+	next http.RoundTripper
+	c    *Client
+}
+
+func (t *heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c := t.c
+	c.creds.mu.Lock()
+	until := c.creds.until
+	c.creds.mu.Unlock()
+	if c.now().Before(until) {
+		if r.Body != nil {
+			r.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		err := fmt.Errorf("%s %s: %w", r.Method, r.URL.Redacted(), ErrCredentials)
+		if c.credFields != "" {
+			err = fmt.Errorf("%w; check %s", err, c.credFields)
+		}
+		return nil, &RecoverableError{Err: fmt.Errorf("%w; %s", err, notRetried(until))}
 	}
-	return fmt.Errorf("%w; %s", err, notRetried(until))
+	resp, err := t.next.RoundTrip(r)
+	// New's first login (c.sc not set yet) reports its own refusal.
+	if err == nil && c.sc != nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/auth/tokens") &&
+		resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+		c.holdCredentials(fmt.Sprintf("Keystone answered HTTP %d to the login at %s", resp.StatusCode, r.URL.Redacted()))
+	}
+	return resp, err
 }
 
 func notRetried(until time.Time) string {

@@ -105,6 +105,9 @@ func classify(method, path string, err error) error {
 	// gophercloud's re-authentication error does not unwrap: look inside.
 	var reauth *gophercloud.ErrUnableToReauthenticate
 	if errors.As(err, &reauth) {
+		if errors.Is(reauth.ErrReauth, ErrCredentials) { // the login was held back (heldTransport)
+			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w", method, path, reauth.ErrReauth)}
+		}
 		if kc, ok := responseCode(reauth.ErrReauth); ok && kc.Actual >= 400 && kc.Actual < 500 && kc.Actual != http.StatusTooManyRequests {
 			return &RecoverableError{Err: fmt.Errorf("placement %s /%s: %w%w (Keystone answered HTTP %d to re-authentication)", method, path, ErrCredentials, errLoginRefused, kc.Actual)}
 		}

@@ -2,12 +2,17 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	gimages "github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 )
@@ -136,5 +141,88 @@ func TestServiceClientStaticTokenNeedsEndpoint(t *testing.T) {
 	sc, err := c.ServiceClient("accelerator", "http://cyborg.example/accelerator/v2")
 	if err != nil || sc.Endpoint != "http://cyborg.example/accelerator/v2/" || sc.TokenID != cfg.Token {
 		t.Fatalf("static token with a Cyborg endpoint: %+v, %v", sc, err)
+	}
+}
+
+// Glance and Cyborg share Placement's Keystone session, so they honour
+// its credential cooldown: once Keystone refused a login that a Glance
+// call started, Glance, Cyborg and Placement calls within the cooldown
+// fail at once with a recoverable ErrCredentials, sending nothing and
+// making no login Keystone's lockout would count; after the cooldown a
+// fixed Keystone is used again by all of them.
+func TestServiceClientsHonourCredentialCooldown(t *testing.T) {
+	var expired, rotated atomic.Bool
+	var refused atomic.Int32
+	var sent atomic.Int32 // requests Glance and Cyborg received
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if expired.Load() {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if strings.Contains(r.URL.Path, "accelerator_requests") {
+			io.WriteString(w, `{"arqs": []}`)
+			return
+		}
+		io.WriteString(w, `{"id": "i1", "status": "active"}`)
+	}))
+	defer svc.Close()
+	f := refusingPlacement(&expired)
+	cfg, getenv := refusingKeystone(t, startFake(t, f).URL, &rotated, &refused, func() { expired.Store(false) })
+	c, err := New(context.Background(), cfg, WithGetenv(getenv), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	glance, err := c.ServiceClient("image", svc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cyborg, err := c.ServiceClient("accelerator", svc.URL+"/accelerator/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getImage := func() error { _, err := gimages.Get(t.Context(), glance, "i1").Extract(); return err }
+	listARQs := func() error {
+		_, err := cyborg.Get(t.Context(), cyborg.Endpoint+"accelerator_requests?instance=vm-1", &struct{}{}, nil)
+		return err
+	}
+
+	expired.Store(true)
+	rotated.Store(true)
+	if err := getImage(); err == nil || refused.Load() != 1 {
+		t.Fatalf("Glance call with a rotated password: %v, %d logins refused; want an error after 1", err, refused.Load())
+	}
+	sentBefore := sent.Load()
+	for i := range 5 {
+		for what, call := range map[string]func() error{"Glance image read": getImage, "Cyborg ARQ read": listARQs} {
+			if err := call(); !errors.Is(err, ErrCredentials) || !IsRecoverable(err) || !strings.Contains(err.Error(), "not retried with Keystone until 2026-11-26T10:01:00Z") {
+				t.Errorf("%s %d within the cooldown: %v; want a recoverable ErrCredentials saying when Keystone is tried again", what, i, err)
+			}
+		}
+	}
+	if _, _, err := c.HasAllocations(context.Background(), Ref{UUID: "d1", Name: "cn_1_0000:81:00.0"}); !errors.Is(err, ErrCredentials) {
+		t.Errorf("Placement call within the cooldown Glance's refusal started: %v; want ErrCredentials", err)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("11 calls within the cooldown made %d Keystone logins in all, want 1 (the refused one)", n)
+	}
+	if n := sent.Load() - sentBefore; n != 0 {
+		t.Errorf("10 Glance/Cyborg calls within the cooldown sent %d requests, want 0", n)
+	}
+
+	// Keystone fixed, cooldown over: one login, and every service works.
+	rotated.Store(false)
+	now = now.Add(credentialsCooldown)
+	if err := listARQs(); err != nil {
+		t.Errorf("Cyborg after the cooldown, Keystone fixed: %v", err)
+	}
+	if err := getImage(); err != nil {
+		t.Errorf("Glance after the cooldown, Keystone fixed: %v", err)
+	}
+	if _, _, err := c.HasAllocations(context.Background(), Ref{UUID: "d1", Name: "cn_1_0000:81:00.0"}); err != nil {
+		t.Errorf("Placement after the cooldown, Keystone fixed: %v", err)
 	}
 }
