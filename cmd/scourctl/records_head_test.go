@@ -55,10 +55,20 @@ func TestRecordsVerifyHead(t *testing.T) {
 	verify := func(extra ...string) (int, string, string) {
 		return recordsCLI(append([]string{"records", "verify", "--state-path", dir, "--host", "compute-1"}, extra...)...)
 	}
+	const warn = "WARN  --head without --pubkey is not conclusive"
 	for _, h := range []string{headFile, logLine, fmt.Sprintf("3:%s", head.RecordSHA256)} {
 		code, out, errs := verify("--head", h)
 		if code != 0 || !strings.Contains(out, "the chain reaches the chain head record 3") {
 			t.Fatalf("--head %s on the intact chain: exit %d, %q %q", h, code, out, errs)
+		}
+		// The store's own keys checked it: whoever writes the store
+		// could have swapped them.
+		if !strings.Contains(out, warn) || !strings.Contains(out, "--pubkey compute-1's key kept outside the store") {
+			t.Errorf("--head %s without --pubkey: %q; want the WARN line", h, out)
+		}
+		code, out, errs = verify("--head", h, "--pubkey", filepath.Join(dir, "record-signing.key.pub"))
+		if code != 0 || !strings.Contains(out, "the chain reaches the chain head record 3") || strings.Contains(out, "WARN") {
+			t.Errorf("--head %s with --pubkey: exit %d, %q %q; want it to pass without a WARN", h, code, out, errs)
 		}
 	}
 	if code, out, errs := recordsCLI("records", "verify", "--state-path", dir, "--device", "rp-0", "--head", "2:"+strings.Repeat("0", 64)); code != 1 || !strings.Contains(errs, "was replaced") {

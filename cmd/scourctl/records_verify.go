@@ -54,7 +54,14 @@ for it; with --device or --file it needs the records of one host). The
 record of that number must be among those verified and hash to the head's
 value: a chain ending below it had its newest records removed (truncation,
 even with the store's own head lowered to match), a record hashing
-otherwise was replaced. Use the newest head in your log store.`,
+otherwise was replaced. Use the newest head in your log store.
+
+--head is conclusive only with --pubkey, the host's key kept outside the
+store (scourctl records pubkey, saved when the host was set up): without
+it the head's signature and the records are checked with the keys
+registered in the store, which whoever can write the store can replace
+with their own, re-signing what they like. verify then prints a WARN
+line.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return recordsVerify(cmd.Context(), sf, f, stdout)
@@ -114,6 +121,9 @@ func recordsVerify(ctx context.Context, sf *recordsStoreFlags, f recordsVerifyFl
 		}
 		fmt.Fprintf(stdout, "%s: the chain reaches the chain head record %d (sha256 %s, %s) and ends at record %d\n",
 			head.Host, head.HostSeq, head.RecordSHA256, signed, rep.LastSeq[head.Host])
+		if !trusted.given {
+			fmt.Fprintf(stdout, "WARN  --head without --pubkey is not conclusive: the head and the records were checked with the keys registered in the store, which whoever can write the store can replace; verify again with --pubkey %s's key kept outside the store (scourctl records pubkey, saved when the host was set up)\n", head.Host)
+		}
 	}
 	return nil
 }
