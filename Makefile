@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/scour-project/scour/version.Version=$(VERSION)
 # Packages under test; e2e scenarios live in ./e2e/... and run in the same go test.
 PKGS     ?= ./...
-TESTFLAGS ?= -count=1 -timeout 15m
+TESTFLAGS ?= -count=1 -timeout 25m
 
 .PHONY: all build test test-env unit lint bench fmt clean man
 all: build
