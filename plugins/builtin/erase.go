@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -108,8 +109,9 @@ func init() {
 // weaker technique must not paper over that. A sanitize is refused on an
 // NVM subsystem shared with other controllers (it would erase their
 // namespaces) unless hardware.allow_subsystem_sanitize lists the device;
-// the format and overwrite reach only the device's own namespaces, after
-// the hidden-namespace check.
+// the format or overwrite that replaces it must then have made the
+// hidden-namespace check (sharedUnchecked: a check that could not be made
+// fails closed, retried later).
 func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	crypto, err := argBool(t.Args, "crypto", true)
 	if err != nil {
@@ -156,6 +158,21 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	} else {
 		notUsed = append(notUsed, noSanitizeWhy(d, crypto))
 	}
+	// With the sanitize refused for sharing, the format or overwrite that
+	// replaces it must not run, and never report clean, unless the
+	// hidden-namespace check was really made: a tenant's detached namespace
+	// is reached by neither.
+	if shared != nil {
+		if c, ok := be.(namespaceChecker); ok {
+			checked, err := c.CheckHiddenNamespaces(ctx, d.Address, "erase")
+			if err != nil {
+				return nil, err
+			}
+			if err := sharedUnchecked(d.Address, checked, shared); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	canFormat, err := formatSupported(d)
 	if err != nil {
@@ -178,6 +195,9 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 			}
 			if err != nil {
 				return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
+			}
+			if err := sharedUnchecked(d.Address, details, shared); err != nil {
+				return nil, err
 			}
 			t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 			if i == len(d.NVMe.Namespaces)-1 {
@@ -210,8 +230,27 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if err != nil {
 		return nil, err
 	}
+	if err := sharedUnchecked(d.Address, res.Details, shared); err != nil {
+		return nil, err
+	}
 	res.Details["not_used"] = notUsed
 	return res, nil
+}
+
+// sharedUnchecked fails closed, as try-again-later (the device stays
+// reserved), when a sanitize was refused for a shared subsystem (shared)
+// and the backend says the hidden-namespace check could not be made
+// (hardware.HiddenNamespacesCheckedKey false): on such a drive a tenant's
+// created-then-detached namespace would survive the format or overwrite
+// behind a clean record.
+func sharedUnchecked(addr hardware.Address, details map[string]any, shared error) error {
+	if shared == nil || details[hardware.HiddenNamespacesCheckedKey] != false {
+		return nil
+	}
+	return &plugins.Error{Code: plugins.CodeTryAgainLater, Details: maps.Clone(details),
+		Msg: fmt.Sprintf("NVMe %s: its sanitize was refused (%v), and the format or overwrite replacing it reaches only this controller's namespaces, but whether the subsystem holds a namespace attached to no controller (a tenant's created-then-detached one) could not be checked (%v): the device is not called clean and stays reserved; this is retried. "+
+			"If it persists, make `nvme list-ns --all` and `nvme list-ctrl -n` work for the drive (nvme-cli version, controller firmware), or delete or attach such namespaces and, with every controller of the subsystem out of use, list %s in hardware.allow_subsystem_sanitize",
+			addr, shared, details[hardware.HiddenNamespacesNoteKey], addr)}
 }
 
 // pickSanitize is the best sanitize action the controller supports,

@@ -1,15 +1,18 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/hardware/sim"
+	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -126,5 +129,69 @@ func TestSubsystemSanitizeAllowedByOperator(t *testing.T) {
 	// is what the operator allowed.
 	if tenant(media(t, s, nvmePeer)) {
 		t.Fatal("the simulated sanitize did not reach the other controller's namespace")
+	}
+}
+
+// uncheckingBackend is a real-like backend on a shared subsystem whose
+// hidden-namespace check cannot be made (list-ctrl fails), while the
+// subsystem holds a tenant's detached namespace nobody can see.
+type uncheckingBackend struct {
+	*fakehw.Backend
+	check     bool // answers CheckHiddenNamespaces
+	formatted int
+}
+
+var unchecked = map[string]any{hardware.HiddenNamespacesCheckedKey: false, hardware.HiddenNamespacesNoteKey: "not checked: nvme list-ctrl: exit status 1"}
+
+func (b *uncheckingBackend) FormatDetails(context.Context, hardware.Address, string, int) (map[string]any, error) {
+	b.formatted++
+	return unchecked, nil
+}
+
+type uncheckingChecker struct{ *uncheckingBackend }
+
+func (uncheckingChecker) CheckHiddenNamespaces(context.Context, hardware.Address, string) (map[string]any, error) {
+	return unchecked, nil
+}
+
+// TestEraseOnSharedSubsystemFailsClosedWhenUnchecked: with the sanitize
+// refused for sharing, a format (or overwrite) whose hidden-namespace
+// check could not be made must never report clean: a tenant's detached
+// namespace would go back to the pool. With the check available up front
+// nothing is formatted at all; with only the format's own report the
+// verdict is still try-again-later.
+func TestEraseOnSharedSubsystemFailsClosedWhenUnchecked(t *testing.T) {
+	dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+		NVMe: &hardware.NVMeInfo{Controller: "nvme0", CMIC: 2, OACS: 0xa, SANICAP: 0b10, Namespaces: []string{"/dev/nvme0n1"}}}
+	for _, withCheck := range []bool{true, false} {
+		b := &uncheckingBackend{Backend: &fakehw.Backend{}}
+		var be hardware.Backend = b
+		if withCheck {
+			be = uncheckingChecker{b}
+		}
+		res, err := run(t, "nvme-erase", be, dev, map[string]any{"poll": "1ms"})
+		if plugins.CodeOf(err) != plugins.CodeTryAgainLater || res != nil || !strings.Contains(err.Error(), "could not be checked") {
+			t.Fatalf("check up front %v: nvme-erase with an unchecked hidden-namespace check on a shared subsystem: %v, %v; want try-again-later, not clean", withCheck, res, err)
+		}
+		if withCheck && b.formatted != 0 {
+			t.Fatalf("formatted %d namespaces although the check could not be made", b.formatted)
+		}
+	}
+}
+
+// The overwrite fallback (no Format NVM) fails closed as well, before a
+// byte is written.
+func TestEraseOnSharedSubsystemOverwriteFailsClosedWhenUnchecked(t *testing.T) {
+	m := mediaFile(t, 1<<20)
+	before, _ := os.ReadFile(m.Path)
+	dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme",
+		NVMe: &hardware.NVMeInfo{Controller: "nvme0", CMIC: 2, OACS: 0x8, SANICAP: 0b10, Namespaces: []string{m.Path}}}
+	b := &uncheckingBackend{Backend: &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil }}}
+	res, err := run(t, "nvme-erase", uncheckingChecker{b}, dev, map[string]any{"poll": "1ms"})
+	if plugins.CodeOf(err) != plugins.CodeTryAgainLater || res != nil {
+		t.Fatalf("nvme-erase overwrite fallback, unchecked on a shared subsystem: %v, %v; want try-again-later", res, err)
+	}
+	if after, _ := os.ReadFile(m.Path); !bytes.Equal(after, before) {
+		t.Fatal("overwrote although the hidden-namespace check could not be made")
 	}
 }
