@@ -199,6 +199,10 @@ const (
 // noted, and when the lists cannot be read the format goes on with
 // HiddenNamespacesCheckedKey false and the reason. The details are for
 // the step's record; nil when namespace management is off.
+//
+// On a shared subsystem (as for Sanitize) a format whose fna says it
+// reaches every namespace of the subsystem is refused with
+// ErrSharedSubsystem (SubsystemFormatRefusal) before anything runs.
 func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string, ses int) (map[string]any, error) {
 	if ses != 1 && ses != 2 {
 		return nil, fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
@@ -220,6 +224,15 @@ func (r *Real) FormatDetails(ctx context.Context, addr Address, namespace string
 	}
 	if ses == 2 && id.FNA&4 == 0 {
 		return nil, fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, id.FNA, ErrUnsupported)
+	}
+	// Asked again here, as before a sanitize: with fna bit 0 (or bit 1
+	// and a secure erase) the format reaches every controller's
+	// namespaces in the subsystem.
+	dev.NVMe.CMIC, dev.NVMe.FNA = id.CMIC, id.FNA
+	r.subsystemOf(dev)
+	if err := SubsystemFormatRefusal(addr, dev.NVMe, ses); err != nil {
+		r.log.Warn("format refused: it would reach the shared NVM subsystem's every namespace", "device", addr, "controller", ctrl, "err", err)
+		return nil, err
 	}
 	details, err := r.hiddenNamespaces(ctx, addr, ctrl, id, "format")
 	if err != nil {

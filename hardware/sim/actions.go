@@ -111,7 +111,9 @@ func (s *Simulator) Sanitize(ctx context.Context, addr hardware.Address, action 
 }
 
 // Format rewrites one namespace: zeros for ses 1, random for ses 2 (which
-// needs fna bit 2). ses 0 is refused as on real hardware.
+// needs fna bit 2). ses 0 is refused as on real hardware. With fna bit 0,
+// or bit 1 and a secure erase (always here), it rewrites every namespace
+// of the subsystem, and so is refused on a shared one unless allowed.
 func (s *Simulator) Format(ctx context.Context, addr hardware.Address, namespace string, ses int) error {
 	if ses != 1 && ses != 2 {
 		return fmt.Errorf("format %s %s: secure erase setting %d refused: want 1 (user data) or 2 (crypto); 0 erases nothing", addr, namespace, ses)
@@ -130,11 +132,28 @@ func (s *Simulator) Format(ctx context.Context, addr hardware.Address, namespace
 	if ses == 2 && d.cfg.FNA&4 == 0 {
 		return fmt.Errorf("format %s: crypto erase by format not supported (fna %#x): %w", addr, d.cfg.FNA, hardware.ErrUnsupported)
 	}
+	// As on real hardware: fna bit 0 (any format) or bit 1 (a secure
+	// erase) makes the format reach every namespace of the subsystem, so
+	// on a shared one it is refused unless the operator allowed it.
+	n := &hardware.NVMeInfo{Controller: d.ctrl, CMIC: d.cmic(), FNA: d.cfg.FNA, SubsystemSanitizeAllowed: s.allowShared(addr)}
+	if n.Subsystem, n.OtherControllers, err = s.fs.NVMeSubsystem(d.ctrl); err != nil {
+		return fmt.Errorf("format %s: %w", addr, err)
+	}
+	if err := hardware.SubsystemFormatRefusal(addr, n, ses); err != nil {
+		return err
+	}
 	slow, err := s.enter(ctx, d, "format")
 	if err != nil {
 		return err
 	}
-	if err := s.rewrite(ctx, []hardware.Media{m}, ses == 2, slow, nil); err != nil {
+	media := []hardware.Media{m}
+	if hardware.FormatReachesSubsystem(d.cfg.FNA, ses) {
+		media = nil
+		for _, p := range s.subsystemPeers(d) {
+			media = append(media, p.mediaFiles()...)
+		}
+	}
+	if err := s.rewrite(ctx, media, ses == 2, slow, nil); err != nil {
 		return fmt.Errorf("format %s %s: %w", addr, namespace, err)
 	}
 	return s.cleaned(d)

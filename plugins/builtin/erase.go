@@ -109,7 +109,10 @@ func init() {
 // weaker technique must not paper over that. A sanitize is refused on an
 // NVM subsystem shared with other controllers (it would erase their
 // namespaces) unless hardware.allow_subsystem_sanitize lists the device;
-// the format or overwrite that replaces it must then have made the
+// so is a format whose id-ctrl fna says it reaches every namespace of the
+// subsystem (bit 0; bit 1 with a secure erase, which scour always asks):
+// SubsystemFormatRefusal, same predicate and allowance. The format or
+// overwrite that replaces a refused sanitize must have made the
 // hidden-namespace check (sharedUnchecked: a check that could not be made
 // fails closed, retried later).
 func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
@@ -178,11 +181,14 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if err != nil {
 		return nil, err
 	}
+	formatRefused := hardware.SubsystemFormatRefusal(d.Address, d.NVMe, formatSES(d, crypto))
 	switch {
 	case !canFormat:
 		notUsed = append(notUsed, "format: controller does not support Format NVM (oacs bit 1 clear)")
 	case d.NVMe == nil || len(d.NVMe.Namespaces) == 0:
 		notUsed = append(notUsed, fmt.Sprintf("format: no namespace block devices (bound to %q)", d.Driver))
+	case formatRefused != nil:
+		notUsed = append(notUsed, fmt.Sprintf("format refused: %v", formatRefused))
 	default:
 		ses := formatSES(d, crypto)
 		e := withSamples(ctx, be, d, formatErasure(ses))
@@ -314,12 +320,15 @@ func PredictErasure(stepType string, args map[string]any, dev *hardware.Device) 
 		e := sanitizeErasure(a)
 		return predicted(e), true
 	case "nvme-format":
+		if hardware.SubsystemFormatRefusal(dev.Address, dev.NVMe, formatSES(dev, crypto)) != nil {
+			return nil, false
+		}
 		return predicted(formatErasure(formatSES(dev, crypto))), true
 	case "nvme-erase":
 		if a, ok, _ := pickSanitize(dev, crypto); ok && hardware.SubsystemSanitizeRefusal(dev.Address, dev.NVMe) == nil {
 			return predicted(sanitizeErasure(a)), true
 		}
-		if ok, _ := formatSupported(dev); ok {
+		if ok, _ := formatSupported(dev); ok && hardware.SubsystemFormatRefusal(dev.Address, dev.NVMe, formatSES(dev, crypto)) == nil {
 			return predicted(formatErasure(formatSES(dev, crypto))), true
 		}
 		return &Erasure{ID: "overwrite", Expect: hexByte(0)}, true

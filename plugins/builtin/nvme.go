@@ -204,6 +204,12 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		return nil, plugins.Errorf(plugins.CodeUnsupported, "NVMe %s has no namespace block devices (bound to %q): give the step driver: nvme", d.Address, d.Driver)
 	}
 	ses := formatSES(d, crypto)
+	// With fna bit 0 (or bit 1 and a secure erase) the format reaches
+	// every namespace of the subsystem: refused on a shared one, as a
+	// sanitize is.
+	if err := hardware.SubsystemFormatRefusal(d.Address, d.NVMe, ses); err != nil {
+		return nil, err
+	}
 	e := withSamples(ctx, be, d, formatErasure(ses))
 	details := map[string]any{"ses": ses, "namespaces": d.NVMe.Namespaces}
 	for i, ns := range d.NVMe.Namespaces {

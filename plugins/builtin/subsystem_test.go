@@ -195,3 +195,70 @@ func TestEraseOnSharedSubsystemOverwriteFailsClosedWhenUnchecked(t *testing.T) {
 		t.Fatal("overwrote although the hidden-namespace check could not be made")
 	}
 }
+
+// TestFormatRefusedWhereFNAReachesSharedSubsystem: with id-ctrl fna bit 0
+// a format of any namespace formats every namespace of the subsystem,
+// with bit 1 a secure erase does: on a shared subsystem that is the
+// neighbour's data, exactly what the sanitize refusal protects. nvme-erase
+// falls to the overwrite of its own namespaces, nvme-format is refused,
+// the backend refuses on its own too, and the operator's allowance lifts
+// it as for a sanitize.
+func TestFormatRefusedWhereFNAReachesSharedSubsystem(t *testing.T) {
+	for _, fna := range []int{1, 2, 4 | 2} {
+		t.Run(fmt.Sprintf("fna%#x", fna), func(t *testing.T) {
+			newSim := func(allow ...string) *sim.Simulator {
+				s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, AllowSubsystemSanitize: allow,
+					Simulator: hardware.SimConfig{StateDir: t.TempDir(), Step: time.Millisecond, Devices: []hardware.SimDevice{
+						{Address: string(nvmeA), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, FNA: fna, Subsystem: "dual"},
+						{Address: string(nvmePeer), Kind: hardware.KindNVMe, MediaBytes: 1 << 20, SANICAP: 0b111, FNA: fna, Subsystem: "dual"},
+					}}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			s := newSim()
+			res, err := simRun(t, s, nvmeA, "nvme-erase", map[string]any{"poll": "1ms"})
+			if err != nil {
+				t.Fatalf("nvme-erase: %v", err)
+			}
+			if res.Details[plugins.EraseKey] != "overwrite" || !strings.Contains(fmt.Sprint(res.Details["not_used"]), "format refused") {
+				t.Fatalf("erase %v, want overwrite with the format refused in not_used: %v", res.Details[plugins.EraseKey], res.Details)
+			}
+			if tenant(media(t, s, nvmeA)) {
+				t.Fatal("the device's own namespace still holds tenant data")
+			}
+			if !tenant(media(t, s, nvmePeer)) {
+				t.Fatal("erasing one controller formatted its neighbour's namespace")
+			}
+			dev, _ := s.Discover(context.Background(), nvmeA)
+			if e, ok := PredictErasure("nvme-erase", nil, dev); !ok || e.ID != "overwrite" {
+				t.Fatalf("prediction %+v %v, want overwrite", e, ok)
+			}
+
+			s = newSim()
+			_, err = simRun(t, s, nvmeA, "nvme-format", nil)
+			if !errors.Is(err, hardware.ErrSharedSubsystem) || !strings.Contains(err.Error(), "allow_subsystem_sanitize") || !strings.Contains(err.Error(), "fna") {
+				t.Fatalf("nvme-format: %v, want a refusal naming fna and allow_subsystem_sanitize", err)
+			}
+			dev, _ = s.Discover(context.Background(), nvmeA)
+			ns := dev.NVMe.Namespaces[0]
+			if err := s.Format(context.Background(), nvmeA, ns, 1); !errors.Is(err, hardware.ErrSharedSubsystem) {
+				t.Fatalf("backend format: %v, want ErrSharedSubsystem", err)
+			}
+			if !tenant(media(t, s, nvmeA)) || !tenant(media(t, s, nvmePeer)) {
+				t.Fatal("a refused format touched the media")
+			}
+
+			// Allowed by the operator: the format runs, and reaches the
+			// whole subsystem as the drive says it does.
+			s = newSim(string(nvmeA))
+			if _, err := simRun(t, s, nvmeA, "nvme-format", map[string]any{"crypto": false}); err != nil {
+				t.Fatalf("allowed format: %v", err)
+			}
+			if tenant(media(t, s, nvmePeer)) {
+				t.Fatal("the simulated fna format did not reach the other controller's namespace")
+			}
+		})
+	}
+}
