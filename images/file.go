@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,9 @@ func (Files) Fetch(ctx context.Context, ref Ref) (Image, error) {
 		return Image{}, &Error{Ref: ref, Reason: ReasonInvalid, Msg: "fix the step's image argument", Err: err}
 	}
 	cp, err := builtin.PrivateCopy(ctx, ref.File)
+	if errors.Is(err, builtin.ErrNoSpace) {
+		return Image{}, &Error{Ref: ref, Reason: ReasonUnavailable, Msg: "no space for its private copy; the device stays reserved and the run is tried again later", Err: err}
+	}
 	if err != nil {
 		return Image{}, &Error{Ref: ref, Reason: ReasonNotFound, Msg: "cannot read the file; put the image there or fix image.file", Err: err}
 	}

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/scour-project/scour/hardware"
@@ -336,5 +338,26 @@ func TestPrivateCopy(t *testing.T) {
 	}
 	if _, err := PrivateCopy(context.Background(), filepath.Dir(src)); err == nil {
 		t.Error("a directory was copied as an image")
+	}
+}
+
+// TestFPGAProgramNoSpaceForPrivateCopyIsRetried: a full file system under
+// the private copy's directory is the host's problem, not the step's
+// config: try again later (device reserved, not quarantined or marked
+// misconfigured), naming the directory and the space needed, nothing
+// programmed.
+func TestFPGAProgramNoSpaceForPrivateCopyIsRetried(t *testing.T) {
+	s := fpgaSim(t)
+	ref := golden(t, "0xgolden", "0xgolden")
+	copyBytes = func(io.Writer, io.Reader) (int64, error) {
+		return 0, &os.PathError{Op: "write", Path: "copy", Err: syscall.ENOSPC}
+	}
+	t.Cleanup(func() { copyBytes = io.Copy })
+	_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": ref}, nil)
+	if plugins.CodeOf(err) != plugins.CodeTryAgainLater || !strings.Contains(err.Error(), os.TempDir()) || !strings.Contains(err.Error(), "bytes free there") {
+		t.Fatalf("fpga-program with no space for the private copy: %v (code %d), want try-again-later naming %s and the space needed", err, plugins.CodeOf(err), os.TempDir())
+	}
+	if id := loaded(t, s, "region0"); id != "0xtenant" {
+		t.Errorf("region0 holds %q: programmed without its private copy", id)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/scour-project/scour/plugins"
 )
@@ -116,6 +117,9 @@ func resolveImage(ctx context.Context, t *Target) (img *GoldenImage, release fun
 	}
 	want := ref["sha256"].(string)
 	cp, err := PrivateCopy(ctx, file)
+	if errors.Is(err, ErrNoSpace) {
+		return nil, nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: golden image %s for %s: %v", t.Step, file, t.Device.Address, err)
+	}
 	if err != nil {
 		return nil, nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: golden image %s for %s: %v", t.Step, file, t.Device.Address, err)
 	}
@@ -162,7 +166,8 @@ func PrivateCopy(ctx context.Context, src string) (*Copy, error) {
 		return nil, err
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil {
+	fi, err := in.Stat()
+	if err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", src, fi.Mode().Type())
@@ -178,7 +183,7 @@ func PrivateCopy(ctx context.Context, src string) (*Copy, error) {
 		return nil, fmt.Errorf("copying %s: %w", src, err)
 	}
 	h := sha256.New()
-	c.Size, err = io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
+	c.Size, err = copyBytes(io.MultiWriter(out, h), ctxReader{ctx, in})
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -187,11 +192,36 @@ func PrivateCopy(ctx context.Context, src string) (*Copy, error) {
 	}
 	if err != nil {
 		c.Remove()
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, noSpace(src, dir, fi.Size(), err)
+		}
 		return nil, fmt.Errorf("copying %s into %s: %w", src, dir, err)
 	}
 	c.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return c, nil
 }
+
+// ErrNoSpace: a private copy of an image ran out of space in its
+// directory (ENOSPC). A host resource problem, not the image's or the
+// step's config: retried later, the device stays reserved.
+var ErrNoSpace = errors.New("no space left for the private copy of the image")
+
+// noSpace words ENOSPC while copying src (size bytes) into dir: the
+// directory, what the copy needs and what is free there.
+func noSpace(src, dir string, size int64, err error) error {
+	base := filepath.Dir(dir)
+	free := "unknown"
+	var st syscall.Statfs_t
+	if syscall.Statfs(base, &st) == nil {
+		free = fmt.Sprintf("%d bytes", uint64(st.Bavail)*uint64(st.Bsize))
+	}
+	return fmt.Errorf("copying %s (%d bytes) into a private directory under %s: %w (%v): the copy needs %d bytes free there, %s are; free space in %s (or point TMPDIR of scourd at a file system with room); the step is retried later: %w",
+		src, size, base, ErrNoSpace, err, size, free, base, syscall.ENOSPC)
+}
+
+// copyBytes is io.Copy; tests replace it to make a copy fail as a full
+// file system does.
+var copyBytes = io.Copy
 
 // ctxReader stops a long copy when ctx ends.
 type ctxReader struct {
