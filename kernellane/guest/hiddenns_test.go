@@ -135,8 +135,16 @@ func TestHiddenNamespace(t *testing.T) {
 	bindReal(t, r, d, "vfio-pci")
 	for _, o := range overwrites(t, d) {
 		res := oneStep(t, d, o.step, o.be)
-		if res.Verdict != pipeline.VerdictQuarantine || res.Step != "erase" || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "NSIDs 0x2 ") || !strings.Contains(res.Reason, "overwrite") {
-			t.Fatalf("%s: verdict %s at step %q code %d (%s); want quarantine at erase, code %d, naming NSID 0x2 and the overwrite", o.name, res.Verdict, res.Step, res.Code, res.Reason, plugins.CodePermanent)
+		// QEMU's subsystem here has two controllers, so nvme-erase runs
+		// the hidden-namespace check before it picks a technique (a
+		// sanitize refused for sharing): its refusal says nothing was
+		// erased rather than naming the overwrite.
+		says := "overwrite"
+		if o.shared {
+			says = "nothing was erased"
+		}
+		if res.Verdict != pipeline.VerdictQuarantine || res.Step != "erase" || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "NSIDs 0x2 ") || !strings.Contains(res.Reason, says) {
+			t.Fatalf("%s: verdict %s at step %q code %d (%s); want quarantine at erase, code %d, naming NSID 0x2 and saying %q", o.name, res.Verdict, res.Step, res.Code, res.Reason, plugins.CodePermanent, says)
 		}
 		bindReal(t, r, d, "nvme")
 		if !readAll(t, dev, tenant(d.Serial)) {
@@ -224,6 +232,7 @@ func formatStep(t *testing.T, d kernellane.Disk) *pipeline.Result {
 type overwrite struct {
 	name, step string
 	be         hardware.Backend
+	shared     bool // the step checks before it picks a technique (a shared subsystem)
 }
 
 // overwrites are the two ways a pipeline overwrites d: the overwrite
@@ -239,7 +248,7 @@ func overwrites(t *testing.T, d kernellane.Disk) []overwrite {
 	}
 	return []overwrite{
 		{name: "overwrite step", step: "{name: erase, type: overwrite, driver: nvme}", be: real(t)},
-		{name: "nvme-erase overwrite fallback", step: "{name: erase, type: nvme-erase, driver: nvme, args: {crypto: false}}", be: noFormat},
+		{name: "nvme-erase overwrite fallback", step: "{name: erase, type: nvme-erase, driver: nvme, args: {crypto: false}}", be: noFormat, shared: true},
 	}
 }
 
