@@ -24,16 +24,20 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
-	gone, err := h.deleted(ctx, c)
+	gone, held, err := h.deleted(ctx, log, c)
 	if err != nil {
 		return err
 	}
 	if gone {
-		// Its delete was handled here already: nothing is burned or
-		// recorded; a claim this command wrote before a crash is ended
-		// and its devices cleaned (deleted.go).
+		// Its delete was handled here already and Placement agrees it
+		// holds nothing here: nothing is burned or recorded; a claim this
+		// command wrote before a crash is ended and its devices cleaned
+		// (deleted.go).
 		log.Info("instance's delete already handled on this host: nothing to claim")
 		return h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))
+	}
+	if held != nil {
+		alloc = *held // a stale tombstone: Placement's read after it is the newer
 	}
 	if len(alloc.Devices) == 0 {
 		log.Debug("instance holds no one-time-use device of this host; nothing to claim")
@@ -91,8 +95,9 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 	}
 	log.Info("claim recorded", "devices", len(devs), "resize_target", cl.ResizeTarget)
 	// The delete may have been handled while this claim was burned and
-	// written, after it read no claim: read its tombstone now (deleted.go).
-	gone, err := h.deleted(ctx, c)
+	// written, after it read no claim: read its tombstone now; the claim
+	// is ended only when Placement agrees the instance is gone (deleted.go).
+	gone, _, err := h.deleted(ctx, log, c)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}

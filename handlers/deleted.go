@@ -25,6 +25,17 @@ import (
 // left reserved), and a crash between the two steps is repaired when the
 // command is delivered again (the claim command reads the tombstone even
 // when the instance holds nothing any more).
+//
+// A tombstone is written from a notification's content (rule 3): a
+// delete.end of an instance that holds nothing here, which is also true
+// of an instance living on another host or not yet scheduled (a forged or
+// misrouted delete). So a tombstone suppresses a claim only while
+// Placement, read after the tombstone, agrees the instance holds no
+// device of this host; Nova deletes an instance's allocations before its
+// delete.end, so for a real delete that read is empty. Where Placement
+// still shows the instance holding devices here (it migrated or was
+// scheduled here after the forged delete), the tombstone is stale: it is
+// logged and ignored, the devices are burned and the claim recorded.
 
 // noteDeleted is the delete side: c is a delete (KindRelease) of an
 // instance that holds no device of this host any more.
@@ -38,13 +49,37 @@ func (h *Handler) noteDeleted(ctx context.Context, log *slog.Logger, c *command.
 	return h.endDeleted(ctx, log, c, reason)
 }
 
-// deleted is the claim side's read of the tombstone.
-func (h *Handler) deleted(ctx context.Context, c *command.Command) (bool, error) {
-	gone, err := h.c.Deleted(ctx, c.InstanceUUID)
+// deleted is the claim side's read of the tombstone: gone only when the
+// tombstone stands (deletedHere). held is Placement's read made after a
+// tombstone was found (nil when there was none).
+func (h *Handler) deleted(ctx context.Context, log *slog.Logger, c *command.Command) (gone bool, held *InstanceAllocation, err error) {
+	gone, held, err = deletedHere(ctx, h.p, h.c, log, c.InstanceUUID)
 	if err != nil {
-		return false, fmt.Errorf("instance %s: read whether its delete was already handled before recording its claim: %w (retried; check the claims database)", c.InstanceUUID, err)
+		return false, nil, fmt.Errorf("instance %s: read whether its delete was already handled before recording its claim: %w (retried; check the claims database and Placement)", c.InstanceUUID, err)
 	}
-	return gone, nil
+	return gone, held, nil
+}
+
+// deletedHere reads instance's tombstone and, only when there is one, the
+// instance's allocations after it: the tombstone stands (gone) only when
+// Placement shows the instance holding no device of this host. A
+// tombstone Placement contradicts is logged and ignored (stale or
+// forged); held is that Placement read, nil when there was no tombstone.
+func deletedHere(ctx context.Context, p Placement, c Claims, log *slog.Logger, instance string) (gone bool, held *InstanceAllocation, err error) {
+	tomb, err := c.Deleted(ctx, instance)
+	if err != nil || !tomb {
+		return false, nil, err
+	}
+	alloc, err := p.InstanceAllocations(ctx, instance)
+	if err != nil {
+		return false, nil, fmt.Errorf("its delete was handled here, and re-reading its allocations from Placement to confirm it is gone failed: %w", err)
+	}
+	if len(alloc.Devices) > 0 {
+		log.Warn("instance's delete was handled on this host, yet Placement shows it holding one-time-use devices of this host: the tombstone is stale or was written from a forged or misrouted delete.end; ignored, its devices are burned and claimed (check the notification source if this repeats)",
+			"instance", instance, "devices", len(alloc.Devices))
+		return false, &alloc, nil
+	}
+	return true, &alloc, nil
 }
 
 // endDeleted releases the live claims of an instance whose delete this

@@ -130,19 +130,142 @@ func TestDeleteOfRunningInstanceLeavesNoTombstone(t *testing.T) {
 	}
 }
 
+// tombstoneOnce returns a hook that writes racedVM's tombstone the first
+// time it runs, after freeing the instance's allocations when free (Nova's
+// real delete), and whether it ran.
+func (e *env) tombstoneOnce(free bool) (func(), *atomic.Bool) {
+	raced := &atomic.Bool{}
+	return func() {
+		if !raced.CompareAndSwap(false, true) {
+			return
+		}
+		if free {
+			e.w.Free(racedVM)
+		}
+		if err := e.c.NoteDeleted(context.Background(), racedVM, "msg-delete"); err != nil {
+			e.t.Error(err)
+		}
+	}, raced
+}
+
 // The reconciler rebuilding a claim for a consumer it saw holding a
 // device (rebuild.go) records none for an instance whose delete was
-// handled: the scan read the device before Nova deleted the instance's
-// allocations and the delete was handled.
+// handled: the scan read the device, then Nova deleted the instance's
+// allocations and the delete was handled while the claim was rebuilt
+// (after its allocations read, and after its claim write).
 func TestNoClaimRebuiltForDeletedInstance(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 1, nil)
-	e.w.Allocate(racedVM, true, rp(1))
-	if err := e.c.NoteDeleted(context.Background(), racedVM, "msg-delete"); err != nil {
-		t.Fatal(err)
+	for _, at := range []string{"InstanceAllocations", "RecordClaim"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			e.w.Allocate(racedVM, true, rp(1))
+			deleteNow, raced := e.tombstoneOnce(true)
+			e.p.InstanceAllocationsF = func(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+				alloc, err := e.w.InstanceAllocations(ctx, instance)
+				if at == "InstanceAllocations" && instance == racedVM && len(alloc.Devices) > 0 {
+					deleteNow()
+				}
+				return alloc, err
+			}
+			e.c.Fail = func(op string) error {
+				if at == "RecordClaim" && op == "RecordClaim" {
+					deleteNow()
+				}
+				return nil
+			}
+			e.reconcile()
+			if !raced.Load() {
+				t.Fatalf("the delete never raced the rebuild at %s", at)
+			}
+			e.wantNoLiveClaim()
+		})
 	}
+}
+
+// forgeDelete plays a forged or misrouted delete.end of racedVM reaching
+// this host while the instance lives elsewhere (it holds nothing here): it
+// leaves a tombstone.
+func (e *env) forgeDelete() {
+	e.t.Helper()
+	e.handle(cmd(command.KindRelease, "instance.delete.end", racedVM))
+	if gone, err := e.c.Deleted(context.Background(), racedVM); err != nil || !gone {
+		e.t.Fatalf("forged delete left no tombstone (gone %v, err %v); the test needs one", gone, err)
+	}
+}
+
+// A forged delete.end of an instance living on another host, then the
+// instance migrates here with a device Nova (before 2025.2) left
+// unburned: the tombstone does not suppress the claim while Placement
+// shows the instance holding the device, so the device is burned and the
+// claim recorded (rules 1 and 3); its later real delete cleans it.
+func TestForgedDeleteDoesNotSkipBurnOnMigration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.forgeDelete()
+	e.w.Allocate(racedVM, false, rp(1))
+	e.handle(cmd(command.KindClaim, "instance.live_migration_post_dest.end", racedVM))
+	if got := e.w.Count("burn", rp(1)); got != 1 {
+		t.Errorf("burns = %d, want 1: the migrated instance's device must be fenced despite the forged tombstone", got)
+	}
+	if got := e.claimState(racedVM, 1); got != handlers.ClaimActive {
+		t.Fatalf("claim = %q, want active (Placement shows the instance holding the device)", got)
+	}
+	e.w.Free(racedVM)
+	e.handle(cmd(command.KindRelease, "instance.delete.end", racedVM))
 	e.reconcile()
-	if n := len(e.c.All()); n != 0 {
-		t.Errorf("claims = %d, want none rebuilt for a deleted instance", n)
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
+}
+
+// The same for a claim the reconciler rebuilds from Placement: a forged
+// tombstone does not keep the instance that Placement shows holding a
+// device of this host from getting its claim.
+func TestForgedDeleteDoesNotSkipRebuiltClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	e.forgeDelete()
+	e.w.Allocate(racedVM, false, rp(1))
+	e.reconcile()
+	if got := e.claimState(racedVM, 1); got != handlers.ClaimActive {
+		t.Errorf("claim = %q, want active (rebuilt: Placement shows the instance holding the device)", got)
+	}
+	if got := e.w.Count("burn", rp(1)); got != 1 {
+		t.Errorf("burns = %d, want 1 (the scan fences the device Nova left unburned)", got)
+	}
+}
+
+// A tombstone that appears while the claim is written (a stale one read
+// late, or one forged by any other path) ends the just-written claim only
+// when Placement no longer shows the instance's devices: here it still
+// does, so the claim command's and the rebuild's claims are kept.
+func TestTombstoneAfterClaimWriteKeepsHeldClaim(t *testing.T) {
+	t.Parallel()
+	for _, by := range []string{"create.end", "rebuild"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			e.w.Allocate(racedVM, false, rp(1))
+			tombstone, raced := e.tombstoneOnce(false)
+			e.c.Fail = func(op string) error {
+				if op == "RecordClaim" {
+					tombstone()
+				}
+				return nil
+			}
+			if by == "create.end" {
+				e.handle(cmd(command.KindClaim, "instance.create.end", racedVM))
+			} else {
+				e.reconcile()
+			}
+			if !raced.Load() {
+				t.Fatal("no tombstone written while the claim was written")
+			}
+			if got := e.claimState(racedVM, 1); got != handlers.ClaimActive {
+				t.Errorf("claim = %q, want active (Placement still shows the instance holding the device)", got)
+			}
+			if got := e.w.Count("burn", rp(1)); got != 1 {
+				t.Errorf("burns = %d, want 1", got)
+			}
+		})
 	}
 }

@@ -49,38 +49,48 @@ func (r *Reconciler) rebuildClaims(ctx context.Context, fresh []Device) error {
 		if alloc.ConsumerType != "INSTANCE" || len(alloc.Devices) == 0 {
 			continue // a migration, or Placement before 1.38 cannot tell
 		}
-		devs := make([]ClaimDevice, 0, len(alloc.Devices))
-		for _, a := range alloc.Devices {
-			devs = append(devs, ClaimDevice{RPUUID: a.RPUUID, RPName: a.RPName, Address: a.Address, ResourceClass: a.ResourceClass})
-		}
+		devs := devices(alloc.Devices)
 		now := r.now()
 		cl := Claim{Host: r.cfg.Host, Node: r.cfg.Node, InstanceUUID: consumer, ProjectID: alloc.ProjectID, UserID: alloc.UserID,
 			VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, Devices: devs,
 			State: ClaimActive, CreatedAt: now, UpdatedAt: now}
 		// A delete handled meanwhile (deleted.go): no claim, or none that
-		// outlives it; the devices are the scans' to clean.
-		if gone, err := r.c.Deleted(ctx, consumer); err != nil || gone {
+		// outlives it; the devices are the scans' to clean. A tombstone
+		// counts only while Placement agrees the instance holds nothing
+		// here (a forged delete.end must not leave a device unclaimed).
+		if gone, held, err := deletedHere(ctx, r.p, r.c, r.log, consumer); err != nil || gone {
 			if err != nil {
-				errs = append(errs, fmt.Errorf("consumer %s: read whether its delete was handled before rebuilding its claim: %w (check the claims database)", consumer, err))
+				errs = append(errs, fmt.Errorf("consumer %s: read whether its delete was handled before rebuilding its claim: %w (check the claims database and Placement)", consumer, err))
 			}
 			continue
+		} else if held != nil {
+			cl.Devices = devices(held.Devices) // a stale tombstone: the read after it is the newer
 		}
 		if err := r.c.RecordClaim(ctx, cl); err != nil {
-			errs = append(errs, fmt.Errorf("consumer %s: record the claim rebuilt from Placement for %d device(s): %w (check the claims database)", consumer, len(devs), err))
+			errs = append(errs, fmt.Errorf("consumer %s: record the claim rebuilt from Placement for %d device(s): %w (check the claims database)", consumer, len(cl.Devices), err))
 			continue
 		}
-		if gone, err := r.c.Deleted(ctx, consumer); err != nil || gone {
+		if gone, _, err := deletedHere(ctx, r.p, r.c, r.log, consumer); err != nil || gone {
 			if err == nil {
 				err = r.c.ReleaseClaim(ctx, consumer, false, "instance deleted while its claim was rebuilt", "")
 				r.Trigger("claim rebuilt for deleted instance " + consumer)
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("consumer %s: end the claim rebuilt while its delete was handled: %w (the orphan sweep ends it; check the claims database)", consumer, err))
+				errs = append(errs, fmt.Errorf("consumer %s: end the claim rebuilt while its delete was handled: %w (the orphan sweep ends it; check the claims database and Placement)", consumer, err))
 			}
 			continue
 		}
 		r.log.Info("claim rebuilt from Placement: a consumer holds devices of this host and no claim named it (lost claims store or missed notification)",
-			"instance", consumer, "project", alloc.ProjectID, "devices", len(devs))
+			"instance", consumer, "project", alloc.ProjectID, "devices", len(cl.Devices))
 	}
 	return errors.Join(errs...)
+}
+
+// devices names Placement's devices as a claim names them.
+func devices(alloc []Device) []ClaimDevice {
+	devs := make([]ClaimDevice, 0, len(alloc))
+	for _, a := range alloc {
+		devs = append(devs, ClaimDevice{RPUUID: a.RPUUID, RPName: a.RPName, Address: a.Address, ResourceClass: a.ResourceClass})
+	}
+	return devs
 }
