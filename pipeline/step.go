@@ -254,9 +254,11 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
 	}
 	if has {
-		// The checker answers "not dirty" for an allocation, usage, or a
-		// reservation lifted meanwhile (scourd's dirtyCheck): the message
-		// must not claim more than it knows.
+		// The checker (placement.Gate.HasAllocations, or
+		// HasAllocationsRetired for a retirement wipe) answers "in use"
+		// for an allocation, usage, a reservation lifted meanwhile or a
+		// quarantine trait set or lost: the message must not claim more
+		// than it knows.
 		r.log.Error("Placement no longer shows the device dirty: aborting before the step (again)", "step", s.Name, "done", done)
 		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
 	}
