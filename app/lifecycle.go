@@ -41,6 +41,7 @@ type lifecycle struct {
 	engine     *pipeline.Engine
 	handler    *handlers.Handler
 	reconciler *handlers.Reconciler
+	operator   handlers.Operator
 	log        *slog.Logger
 	retention  time.Duration
 	host       string
@@ -133,7 +134,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("lifecycle: %w", err))
 	}
 	return &lifecycle{store: store, placement: pc, hardware: be, engine: eng, handler: h,
-		reconciler: rec, log: log, retention: cfg.Claims.RecordRetention, host: cfg.Host}, cleanup, nil
+		reconciler: rec, operator: handlers.Operator{Records: store, Host: cfg.Host}, log: log, retention: cfg.Claims.RecordRetention, host: cfg.Host}, cleanup, nil
 }
 
 // hostRecords is what checkDefaultHost asks the claims store.
@@ -282,15 +283,9 @@ func (l *lifecycle) Rescan(reason string) { l.reconciler.Trigger(reason) }
 
 // settleReturns closes the cleaned records a crash left between the
 // un-reserve and its recording, from what Placement shows now
-// (claims.Store.SettleReturns decides).
+// (claims.Store.SettleReturns decides, from handlers.DeviceNow).
 func (l *lifecycle) settleReturns(ctx context.Context) {
-	n, err := l.store.SettleReturns(ctx, l.host, func(ctx context.Context, rp string) (claims.DeviceNow, error) {
-		d, err := l.placement.Device(ctx, placement.Ref{UUID: rp, Name: rp})
-		if err != nil {
-			return claims.DeviceNow{}, err
-		}
-		return claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}, nil
-	})
+	n, err := l.store.SettleReturns(ctx, l.host, handlers.DeviceNow(l.placement.Device))
 	// Counted even when a later run failed: these were decided.
 	l.reconciler.CountUnreservedElsewhere(n.Elsewhere)
 	if err != nil && ctx.Err() == nil {
@@ -303,23 +298,15 @@ func (l *lifecycle) settleReturns(ctx context.Context) {
 // Clean has an operator's device cleaned now: a device nobody holds is
 // reserved (so Nova cannot schedule it meanwhile) and the reconciler scans
 // at once and cleans it as any dirty device, with the full pipeline and
-// its allocation checks. A device in use or quarantined is refused.
+// its allocation checks. A device in use or quarantined is refused
+// (handlers.Operator.CleanRefusal decides).
 func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error) {
 	d, err := l.operatorDevice(ctx, device)
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case len(d.Consumers) > 0:
-		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is allocated to %s: refusing to clean a device in use (it is cleaned when its instance releases it)",
-			d.Address, strings.Join(d.Consumers, ","))}
-	case d.Quarantined:
-		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined: release it first (scourctl placement unquarantine %s), which cleans it", d.Address, d.Address)}
-	}
-	if q, held, err := l.store.ActiveQuarantine(ctx, l.host, d.UUID); err != nil {
+	if err := l.operator.CleanRefusal(ctx, d); err != nil {
 		return "", err
-	} else if held {
-		return "", &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined in the store (%s): release it first (scourctl placement unquarantine %s)", d.Address, q.Reason, d.Address)}
 	}
 	if err := l.placement.Reserve(ctx, d.Ref); err != nil {
 		return "", err
@@ -334,18 +321,18 @@ func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error
 // trait in Placement, until scourctl placement unquarantine. The store is
 // written first; a failed Placement write is repeated by every scan.
 //
-// A device not cleaned since its last tenant (retireWipeOf) is wiped
-// before it leaves: the retirement waits for a retirement run, which the
-// reconciler starts once nothing holds the device (rule 2) and resumes
-// after a crash (rule 5), the device quarantined throughout (rule 4).
-// With noWipe that run only records it NOT WIPED (operator chose
-// --no-wipe). Retire returns once the retirement is recorded.
+// A device not cleaned since its last tenant is wiped before it leaves
+// (handlers.Operator.RetireWipe decides): the retirement waits for a
+// retirement run, which the reconciler starts once nothing holds the
+// device (rule 2) and resumes after a crash (rule 5), the device
+// quarantined throughout (rule 4). With noWipe that run only records it
+// NOT WIPED (operator chose --no-wipe). Retire returns once the retirement is recorded.
 func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWipe bool) (string, error) {
 	d, err := l.operatorDevice(ctx, device)
 	if err != nil {
 		return "", err
 	}
-	wipe, note, err := l.retireWipeOf(ctx, d, noWipe)
+	wipe, note, err := l.operator.RetireWipe(ctx, d, noWipe)
 	if err != nil {
 		return "", err
 	}
@@ -406,39 +393,6 @@ func alreadyRetired(d placement.Device, q claims.Quarantine) string {
 	}
 	return fmt.Sprintf("device %s (%s) was already %s; that stands (%s)\n%s (scourctl status; scourctl records list --device %s)\n",
 		d.Address, d.UUID, what, q.Reason, wipe, d.Address)
-}
-
-// retireWipeOf decides what an operator's retirement of d waits for: a
-// device not cleaned since its last tenant (in use, reserved and not yet
-// returned clean, or used since its last clean as the store knows) waits
-// for the retirement wipe, or with noWipe for its NOT WIPED record; any
-// other holds no tenant's data and needs none. note says which, for the
-// retirement's reason.
-func (l *lifecycle) retireWipeOf(ctx context.Context, d placement.Device, noWipe bool) (wipe, note string, err error) {
-	dirty := d.InUse() || d.Quarantined || d.Fenced()
-	if !dirty {
-		_, ok, err := l.store.PreviousTenant(ctx, l.host, d.UUID)
-		if err != nil {
-			return "", "", fmt.Errorf("device %s: cannot tell whether it was cleaned since its last tenant, so not retired (retry; check the claims database): %w", d.Address, err)
-		}
-		dirty = ok
-	}
-	if !dirty {
-		// A quarantine verdict the store holds (Placement may have lost
-		// its trait): the device failed cleaning.
-		q, ok, err := l.store.ActiveQuarantine(ctx, l.host, d.UUID)
-		if err != nil {
-			return "", "", fmt.Errorf("device %s: cannot tell whether it is quarantined, so not retired (retry; check the claims database): %w", d.Address, err)
-		}
-		dirty = ok && !q.Retired()
-	}
-	switch {
-	case dirty && noWipe:
-		return claims.WipeDeclined, pipeline.NoWipeWhy + ": it may still hold its last tenant's data; destroy it (shred, or degauss)", nil
-	case dirty:
-		return claims.WipePending, "not cleaned since its last tenant: wiped before it leaves (retirement wipe pending)", nil
-	}
-	return "", "not wiped: none needed, it holds no tenant's data (cleaned since its last tenant, or never used)", nil
 }
 
 // operatorDevice finds the device an operator named, in a fresh scan.

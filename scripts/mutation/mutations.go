@@ -56,6 +56,10 @@ var mutations = []mutation{
 		"return FullyReserved(total, reserved) && !inUse && quarantined",
 		"return FullyReserved(total, reserved) && quarantined",
 		"placement", "^TestGate"},
+	{2, "operator clean of a device in use goes on", "handlers/operator.go",
+		"\tcase len(d.Consumers) > 0:\n",
+		"\tcase false && len(d.Consumers) > 0:\n",
+		"handlers", "^TestOperatorCleanRefusal$"},
 
 	// Rule 3: device identity comes from this host's Placement tree plus
 	// local hardware discovery plus config, never from a notification.
@@ -90,6 +94,14 @@ var mutations = []mutation{
 		"if placement.QuarantineHeld(d.Total, d.Reserved, d.Quarantined) {",
 		"if d.Quarantined {",
 		"handlers", "^TestScan|^TestNovaTraitReplacementRestoresQuarantine$"},
+	{4, "operator clean of a device quarantined only in the store goes on", "handlers/operator.go",
+		"\tif held {\n",
+		"\tif false && held {\n",
+		"handlers", "^TestOperatorCleanRefusal$"},
+	{4, "retirement of a device used since its last clean skips its wipe", "handlers/operator.go",
+		"\t\tdirty = ok\n",
+		"\t\tdirty = false && ok\n",
+		"handlers", "^TestOperatorRetireWipe$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
@@ -104,4 +116,8 @@ var mutations = []mutation{
 		"\tcase !p.pending || gen == p.gen:\n",
 		"\tcase true:\n",
 		"placement", "^TestUnreserve"},
+	{5, "cleaned record settled as returned while Placement still shows it reserved", "handlers/operator.go",
+		"claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}",
+		"claims.DeviceNow{Allocated: d.InUse()}",
+		"handlers", "^TestDeviceNowForSettleReturns$"},
 }

@@ -1,0 +1,100 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/scour-project/scour/admin"
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
+)
+
+// OperatorRecords is what the operator commands' decisions read of the
+// claims store: its open quarantines (the rule-4 authority) and the last
+// tenant it knows of a device.
+type OperatorRecords interface {
+	ActiveQuarantine(ctx context.Context, host, deviceRP string) (claims.Quarantine, bool, error)
+	PreviousTenant(ctx context.Context, host, rpUUID string) (claims.Tenant, bool, error)
+}
+
+// Operator decides the operator commands on one device (scourctl clean,
+// scourctl retire) from what Placement shows of it and what the claims
+// store holds; the admin socket's caller does the writes it allows.
+type Operator struct {
+	Records OperatorRecords
+	Host    string
+}
+
+// CleanRefusal says why an operator's clean of d is refused (an
+// *admin.OperatorError), or nil when it may go on: a device in use is
+// never reserved for cleaning under its instance (rule 2; it is cleaned
+// when the instance releases it), and a quarantined one, in Placement or
+// only in the store, is cleaned by its release and nothing else (rule 4).
+func (o Operator) CleanRefusal(ctx context.Context, d placement.Device) error {
+	switch {
+	case len(d.Consumers) > 0:
+		return &admin.OperatorError{Msg: fmt.Sprintf("device %s is allocated to %s: refusing to clean a device in use (it is cleaned when its instance releases it)",
+			d.Address, strings.Join(d.Consumers, ","))}
+	case d.Quarantined:
+		return &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined: release it first (scourctl placement unquarantine %s), which cleans it", d.Address, d.Address)}
+	}
+	q, held, err := o.Records.ActiveQuarantine(ctx, o.Host, d.UUID)
+	if err != nil {
+		return fmt.Errorf("device %s: cannot tell whether the claims store holds it quarantined, so not cleaned (retry; check the claims database): %w", d.Address, err)
+	}
+	if held {
+		return &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined in the store (%s): release it first (scourctl placement unquarantine %s)", d.Address, q.Reason, d.Address)}
+	}
+	return nil
+}
+
+// RetireWipe decides what an operator's retirement of d waits for: a
+// device not cleaned since its last tenant (in use, quarantined, reserved
+// and not yet returned clean, or used since its last clean as the store
+// knows, or holding a failed-cleaning verdict in the store) waits for the
+// retirement wipe (claims.WipePending), or with noWipe for its NOT WIPED
+// record (claims.WipeDeclined); any other holds no tenant's data and needs
+// none (""). note says which, for the retirement's reason.
+func (o Operator) RetireWipe(ctx context.Context, d placement.Device, noWipe bool) (wipe, note string, err error) {
+	dirty := d.InUse() || d.Quarantined || d.Fenced()
+	if !dirty {
+		_, ok, err := o.Records.PreviousTenant(ctx, o.Host, d.UUID)
+		if err != nil {
+			return "", "", fmt.Errorf("device %s: cannot tell whether it was cleaned since its last tenant, so not retired (retry; check the claims database): %w", d.Address, err)
+		}
+		dirty = ok
+	}
+	if !dirty {
+		// A quarantine verdict the store holds (Placement may have lost
+		// its trait): the device failed cleaning.
+		q, ok, err := o.Records.ActiveQuarantine(ctx, o.Host, d.UUID)
+		if err != nil {
+			return "", "", fmt.Errorf("device %s: cannot tell whether it is quarantined, so not retired (retry; check the claims database): %w", d.Address, err)
+		}
+		dirty = ok && !q.Retired()
+	}
+	switch {
+	case dirty && noWipe:
+		return claims.WipeDeclined, pipeline.NoWipeWhy + ": it may still hold its last tenant's data; destroy it (shred, or degauss)", nil
+	case dirty:
+		return claims.WipePending, "not cleaned since its last tenant: wiped before it leaves (retirement wipe pending)", nil
+	}
+	return "", "not wiped: none needed, it holds no tenant's data (cleaned since its last tenant, or never used)", nil
+}
+
+// DeviceNow reads what claims.Store.SettleReturns decides a cleaned
+// record's settlement from: whether Placement shows the device fully
+// reserved (scour's un-reserve did not land) and whether anything holds
+// an allocation on it (returned and taken since). read is Placement's
+// fresh read of one provider.
+func DeviceNow(read func(ctx context.Context, dev placement.Ref) (placement.Device, error)) func(ctx context.Context, rp string) (claims.DeviceNow, error) {
+	return func(ctx context.Context, rp string) (claims.DeviceNow, error) {
+		d, err := read(ctx, placement.Ref{UUID: rp, Name: rp})
+		if err != nil {
+			return claims.DeviceNow{}, err
+		}
+		return claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}, nil
+	}
+}
