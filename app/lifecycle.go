@@ -350,49 +350,7 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWip
 	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address,
 		"by", by, "reason", reason, "wipe", wipe, "note", note)
 	l.reconciler.Trigger("operator retire by " + by)
-	if outcome == claims.RetireStands {
-		return alreadyRetired(d, q), nil
-	}
-	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
-	if outcome == claims.RetireRecordedOnQuarantine {
-		msg += fmt.Sprintf("it was already quarantined (%s): that quarantine stays, and now records this retirement\n", q.Reason)
-	}
-	if len(d.Consumers) > 0 {
-		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
-	}
-	follow := "follow it with scourctl status, or scourctl records list --device " + string(d.Address)
-	switch wipe {
-	case claims.WipePending:
-		msg += "it was not cleaned since its last tenant: scourd wipes it with its retirement wipe first (once no instance holds it), keeping it reserved; " +
-			"the outcome, wiped or RETIRED UNWIPED, is in its record (" + follow + ")\n"
-	case claims.WipeDeclined:
-		msg += "NOT WIPED (operator chose --no-wipe): it may still hold its last tenant's data; destroy it (shred, or degauss); its record says so (" + follow + ")\n"
-	default:
-		msg += note + "\n"
-	}
-	return msg, nil
-}
-
-// alreadyRetired answers a retirement of a device whose open quarantine
-// stands unchanged: what it is and what its retirement wipe is at.
-func alreadyRetired(d placement.Device, q claims.Quarantine) string {
-	what := "retired"
-	if !q.Retired() {
-		what = "quarantined by run " + q.RunID
-	}
-	var wipe string
-	switch {
-	case q.Wipe == claims.WipePending:
-		wipe = "its retirement wipe is pending: scourd wipes it once no instance holds it, keeping it reserved"
-	case q.Wipe == claims.WipeDeclined:
-		wipe = "NOT WIPED (operator chose --no-wipe): its retirement run records it so; destroy it (shred, or degauss)"
-	case q.Retired():
-		wipe = "no retirement wipe waits: its reason says whether it was wiped, needed none, or is NOT WIPED"
-	default:
-		wipe = "it needs no retirement wipe"
-	}
-	return fmt.Sprintf("device %s (%s) was already %s; that stands (%s)\n%s (scourctl status; scourctl records list --device %s)\n",
-		d.Address, d.UUID, what, q.Reason, wipe, d.Address)
+	return handlers.RetireReport(d, outcome, q, wipe, note), nil
 }
 
 // operatorDevice finds the device an operator named, in a fresh scan.

@@ -98,3 +98,53 @@ func DeviceNow(read func(ctx context.Context, dev placement.Ref) (placement.Devi
 		return claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}, nil
 	}
 }
+
+// RetireReport is what an operator's scourctl retire of d answers once
+// the store recorded it (claims.Store.Retire's outcome and the quarantine
+// it found) with wipe and note from RetireWipe: what the device is now,
+// whether it still serves an instance, and what its retirement waits for.
+func RetireReport(d placement.Device, outcome claims.RetireOutcome, q claims.Quarantine, wipe, note string) string {
+	if outcome == claims.RetireStands {
+		return alreadyRetired(d, q)
+	}
+	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
+	if outcome == claims.RetireRecordedOnQuarantine {
+		msg += fmt.Sprintf("it was already quarantined (%s): that quarantine stays, and now records this retirement\n", q.Reason)
+	}
+	if len(d.Consumers) > 0 {
+		msg += fmt.Sprintf("it is in use by %s: it leaves the pool when that instance releases it\n", strings.Join(d.Consumers, ","))
+	}
+	follow := "follow it with scourctl status, or scourctl records list --device " + string(d.Address)
+	switch wipe {
+	case claims.WipePending:
+		msg += "it was not cleaned since its last tenant: scourd wipes it with its retirement wipe first (once no instance holds it), keeping it reserved; " +
+			"the outcome, wiped or RETIRED UNWIPED, is in its record (" + follow + ")\n"
+	case claims.WipeDeclined:
+		msg += "NOT WIPED (operator chose --no-wipe): it may still hold its last tenant's data; destroy it (shred, or degauss); its record says so (" + follow + ")\n"
+	default:
+		msg += note + "\n"
+	}
+	return msg
+}
+
+// alreadyRetired answers a retirement of a device whose open quarantine
+// stands unchanged: what it is and what its retirement wipe is at.
+func alreadyRetired(d placement.Device, q claims.Quarantine) string {
+	what := "retired"
+	if !q.Retired() {
+		what = "quarantined by run " + q.RunID
+	}
+	var wipe string
+	switch {
+	case q.Wipe == claims.WipePending:
+		wipe = "its retirement wipe is pending: scourd wipes it once no instance holds it, keeping it reserved"
+	case q.Wipe == claims.WipeDeclined:
+		wipe = "NOT WIPED (operator chose --no-wipe): its retirement run records it so; destroy it (shred, or degauss)"
+	case q.Retired():
+		wipe = "no retirement wipe waits: its reason says whether it was wiped, needed none, or is NOT WIPED"
+	default:
+		wipe = "it needs no retirement wipe"
+	}
+	return fmt.Sprintf("device %s (%s) was already %s; that stands (%s)\n%s (scourctl status; scourctl records list --device %s)\n",
+		d.Address, d.UUID, what, q.Reason, wipe, d.Address)
+}

@@ -197,3 +197,40 @@ func TestDeviceNowForSettleReturns(t *testing.T) {
 		}
 	})
 }
+
+// scourctl retire says what the device is now and what its retirement
+// waits for: a quarantine that stands says what it is and where its
+// retirement wipe is, instead of only "that reason stands"; a new
+// retirement says whether it still serves an instance and whether it is
+// wiped first, NOT WIPED, or needs no wipe.
+func TestRetireReportSaysItsWipeState(t *testing.T) {
+	t.Parallel()
+	free := operatorDevice(func(d *placement.Device) {})
+	held := operatorDevice(func(d *placement.Device) { d.Consumers = []string{"inst-a"} })
+	for _, tc := range []struct {
+		d       placement.Device
+		outcome claims.RetireOutcome
+		q       claims.Quarantine
+		wipe    string
+		want    []string
+	}{
+		{free, claims.RetireStands, claims.Quarantine{Reason: "retired by alice: RMA; wipe pending", Wipe: claims.WipePending}, "", []string{"already retired", "retirement wipe is pending"}},
+		{free, claims.RetireStands, claims.Quarantine{Reason: "retired by alice: shred", Wipe: claims.WipeDeclined}, "", []string{"already retired", "NOT WIPED"}},
+		{free, claims.RetireStands, claims.Quarantine{RunID: "run-7", Reason: "sanitize failed; retired by alice: RMA", Wipe: claims.WipePending}, "", []string{"quarantined by run run-7", "retirement wipe is pending"}},
+		{free, claims.RetireStands, claims.Quarantine{Reason: "retired by alice: RMA; retirement run r: RETIRED UNWIPED"}, "", []string{"already retired", "RETIRED UNWIPED", "no retirement wipe waits"}},
+		{held, claims.RetireCreated, claims.Quarantine{}, claims.WipePending, []string{"is retired", "in use by inst-a", "retirement wipe first"}},
+		{free, claims.RetireCreated, claims.Quarantine{}, claims.WipeDeclined, []string{"is retired", "NOT WIPED (operator chose --no-wipe)"}},
+		{free, claims.RetireRecordedOnQuarantine, claims.Quarantine{RunID: "run-7", Reason: "sanitize failed"}, claims.WipePending, []string{"already quarantined (sanitize failed)", "retirement wipe first"}},
+		{free, claims.RetireCreated, claims.Quarantine{}, "", []string{"is retired", "the note"}},
+	} {
+		got := handlers.RetireReport(tc.d, tc.outcome, tc.q, tc.wipe, "the note")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("RetireReport(%v, %+v, %q) = %q; want it to say %q", tc.outcome, tc.q, tc.wipe, got, w)
+			}
+		}
+		if (len(tc.d.Consumers) > 0) != strings.Contains(got, "in use by") {
+			t.Errorf("RetireReport(%v, %+v) = %q: says in use for a device with consumers %v", tc.outcome, tc.q, got, tc.d.Consumers)
+		}
+	}
+}
