@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,7 +72,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	cleanup := func() { _ = store.Close() }
 	fail := func(err error) (*lifecycle, func(), error) { cleanup(); return nil, nil, err }
 	// Before anything is written under cfg.Host.
-	if err := checkDefaultHost(ctx, cfg, store); err != nil {
+	if err := cfg.CheckDefaultHost(ctx, store); err != nil {
 		return fail(err)
 	}
 	if err := store.RegisterKey(ctx, cfg.Host); err != nil {
@@ -135,38 +134,6 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 	return &lifecycle{store: store, placement: pc, hardware: be, engine: eng, handler: h,
 		reconciler: rec, operator: handlers.Operator{Records: store, Host: cfg.Host}, log: log, retention: cfg.Claims.RecordRetention, host: cfg.Host}, cleanup, nil
-}
-
-// hostRecords is what checkDefaultHost asks the claims store.
-type hostRecords interface {
-	HostHasRecords(ctx context.Context, host string) (bool, error)
-}
-
-// checkDefaultHost refuses to start when host took its default, the
-// hostname uncut, that hostname is an FQDN, and the store holds rows of
-// the short name (scour's default before 0.2) but none of the FQDN: an
-// upgraded scourd would otherwise take a new identity silently (another
-// host queue, Placement node, claims and records) and lose sight of its
-// open runs, quarantines, previous tenants and record chain. Setting host
-// (scour.yaml or SCOUR_HOST) skips the check.
-func checkDefaultHost(ctx context.Context, cfg *config.Config, store hostRecords) error {
-	short, _, cut := strings.Cut(cfg.Host, ".")
-	if !cfg.HostDefaulted || !cut || short == "" {
-		return nil
-	}
-	if full, err := store.HostHasRecords(ctx, cfg.Host); err != nil || full {
-		return err
-	}
-	old, err := store.HostHasRecords(ctx, short)
-	if err != nil || !old {
-		return err
-	}
-	return fmt.Errorf("%w: host: the claims store holds host %s's records and none of %s, the hostname that host now defaults to "+
-		"(scour's default host was the short hostname before scour 0.2); set host: %s in scour.yaml (or SCOUR_HOST=%s; "+
-		"it must equal nova-compute's [DEFAULT] host) to keep this host's claims, open runs, quarantines and record chain, "+
-		"or, only where nova-compute's host is %s, set host: %s (%s's records then stay under %s and its open runs and quarantines are not taken over); "+
-		"on a claims database shared by many hosts, first make sure %s is not another machine's host name: taking it would take over that host's records",
-		config.ErrInvalid, short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, short)
 }
 
 // intake is the per-host command handler given to the bus: the handlers'
