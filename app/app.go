@@ -16,6 +16,7 @@ import (
 	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/metrics"
 	"github.com/scour-project/scour/version"
 )
@@ -69,7 +70,7 @@ func New(cfg *config.Config, log *slog.Logger, deps Deps) (a *App, cleanup func(
 		if lc, lcCleanup, err = newLifecycle(cfg, log, deps.Metrics.Registerer()); err != nil {
 			return nil, nil, err
 		}
-		deps.Handler = lc.intake()
+		deps.Handler = handlers.Intake(lc.handler)
 	}
 	b, err := bus.New(cfg.Bus, cfg.Host, deps.Handler, deps.Metrics, log)
 	if err != nil {

@@ -10,11 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scour-project/scour/admin"
-	"github.com/scour-project/scour/bus"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/claims/handlerstore"
 	"github.com/scour-project/scour/claims/pipelinestore"
-	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/config"
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/hardware"
@@ -134,18 +132,6 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	}
 	return &lifecycle{store: store, placement: pc, hardware: be, engine: eng, handler: h,
 		reconciler: rec, operator: handlers.Operator{Records: store, Host: cfg.Host}, log: log, retention: cfg.Claims.RecordRetention, host: cfg.Host}, cleanup, nil
-}
-
-// intake is the per-host command handler given to the bus: the handlers'
-// permanent errors become the bus's poison decisions.
-func (l *lifecycle) intake() bus.CommandHandler {
-	return bus.HandlerFunc(func(ctx context.Context, c *command.Command) error {
-		err := l.handler.Handle(ctx, c)
-		if handlers.IsPermanent(err) {
-			return bus.Permanent(err)
-		}
-		return err
-	})
 }
 
 // run drives the reconciler and the record retention until ctx ends, then
