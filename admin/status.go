@@ -116,6 +116,24 @@ func StoreStatus(ctx context.Context, runs StoreRuns, host string, now time.Time
 	return out, nil
 }
 
+// HostReport is the status report of host: Status over a fresh Placement
+// scan, or, while the scan fails, StoreStatus with the scan's error: the
+// operator needs the quarantines and open runs most when Placement is
+// down, and the store has them.
+func HostReport(ctx context.Context, scan func(context.Context) ([]placement.Device, error), runs StoreRuns, host string, now time.Time) (Report, error) {
+	devs, err := scan(ctx)
+	if err != nil {
+		perr := fmt.Errorf("scanning this host in Placement: %w", err)
+		st, err := StoreStatus(ctx, runs, host, now)
+		if err != nil {
+			return Report{}, fmt.Errorf("%w; reading the claims store: %w", perr, err)
+		}
+		return Report{Devices: st, PlacementError: perr.Error()}, nil
+	}
+	st, err := Status(ctx, devs, runs, host, now)
+	return Report{Devices: st}, err
+}
+
 // addRuns fills st (its RP set) from the store: its open quarantine, its
 // open run with the current step, its last finished run.
 func addRuns(ctx context.Context, runs Runs, host string, now time.Time, st *DeviceStatus) error {

@@ -216,19 +216,16 @@ func (l *lifecycle) maintenanceLoop(ctx context.Context) {
 // the store's runs (progress and ETA of running steps); while Placement
 // does not answer, the store's open runs and quarantines with why.
 func (l *lifecycle) Status(ctx context.Context) (admin.Report, error) {
+	return admin.HostReport(ctx, l.scan, l.store, l.host, time.Now())
+}
+
+// scan is this host's devices in Placement.
+func (l *lifecycle) scan(ctx context.Context) ([]placement.Device, error) {
 	res, err := l.placement.Scan(ctx)
 	if err != nil {
-		// The operator needs the quarantines and open runs most when
-		// Placement is down: the store has them.
-		perr := fmt.Errorf("scanning this host in Placement: %w", err)
-		devs, err := admin.StoreStatus(ctx, l.store, l.host, time.Now())
-		if err != nil {
-			return admin.Report{}, fmt.Errorf("%w; reading the claims store: %w", perr, err)
-		}
-		return admin.Report{Devices: devs, PlacementError: perr.Error()}, nil
+		return nil, err
 	}
-	devs, err := admin.Status(ctx, res.Devices, l.store, l.host, time.Now())
-	return admin.Report{Devices: devs}, err
+	return res.Devices, nil
 }
 
 // Rescan makes the reconciler scan now (debounced like every trigger).
