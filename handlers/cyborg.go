@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/scour-project/scour/cyborg"
 	"github.com/scour-project/scour/hardware"
 )
 
@@ -237,4 +238,34 @@ func (r *Reconciler) recordARQs(ctx context.Context, devs []Device) error {
 		errs = append(errs, r.arq.record(ctx, r.log, c, held[c]))
 	}
 	return errors.Join(errs...)
+}
+
+// CyborgLister is what CyborgARQs reads of Cyborg (cyborg.Client).
+type CyborgLister interface {
+	InstanceARQs(ctx context.Context, instance string) ([]cyborg.ARQ, error)
+}
+
+// CyborgARQs is Accelerators over Cyborg's API: each resolved ARQ of the
+// instance with the PCI function its attach handle names, or, in
+// AddressErr, why it names none (an MDEV handle, malformed
+// attach_handle_info).
+type CyborgARQs struct{ Cyborg CyborgLister }
+
+func (a CyborgARQs) InstanceARQs(ctx context.Context, instance string) ([]ARQ, error) {
+	list, err := a.Cyborg.InstanceARQs(ctx, instance)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ARQ, 0, len(list))
+	for _, q := range list {
+		h := ARQ{UUID: q.UUID, State: q.State, Hostname: q.Hostname, DeviceRPUUID: q.DeviceRPUUID,
+			AttachHandleType: q.AttachHandleType}
+		if addr, err := q.PCIAddress(); err != nil {
+			h.AddressErr = err.Error()
+		} else {
+			h.Address = addr
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
