@@ -5,9 +5,13 @@
 // state. Events only make scour fast; the reconciler makes it correct.
 //
 // The package declares the small interfaces it needs (Placement, Claims,
-// Hardware, Cleaner) with its own plain types; adapters from the real
-// placement/, claims/ and pipeline/ packages live where things are wired.
-// handlerstest holds in-memory fakes of all four.
+// Hardware, Cleaner) with its own plain types; the real placement gate,
+// claims store and pipeline engine satisfy them directly or through the
+// adapters here (OverGate, EngineCleaner, CyborgARQs), and scourd's app
+// only wires them. handlerstest holds in-memory fakes of all four. The
+// operator commands' decisions on one device (Operator: scourctl clean's
+// refusal, scourctl retire's wipe and answer) and the bus's poison
+// decision (Intake) live here too.
 //
 // Device states (from Placement, plus scour's own while cleaning):
 //
@@ -40,8 +44,9 @@
 //     and Hardware.Present; a command only names an instance, so a forged
 //     one can at most cause a scan.
 //  4. A device the claims store holds quarantined is never cleaned
-//     (EngineCleaner), every scan restores a lost trait or reservation
-//     (quarantines.go); quarantine, no-profile, retry-later and errors
+//     (EngineCleaner) nor taken for an operator's clean
+//     (Operator.CleanRefusal); every scan restores a lost trait or
+//     reservation (quarantines.go); quarantine, no-profile, retry-later and errors
 //     keep the device reserved, with an error log line and a metric.
 //  5. The start scan re-finds every dirty device and the cleaner resumes
 //     its open run; nothing is remembered only in memory except backoff.
