@@ -99,6 +99,20 @@ func loadTenantBitstream(t *testing.T, s *sim.Simulator, id string) {
 	}
 }
 
+// tenantLoadsBitstream boots an instance with the card on h, waits for
+// its claim and loads the tenant's bitstream ("0xtenant-" and the
+// instance's first 8 characters) into the card: the instance and the
+// bitstream's id.
+func tenantLoadsBitstream(t *testing.T, c *Cloud, h *Host, s *sim.Simulator) (inst, tenant string) {
+	t.Helper()
+	inst = harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, fpgaAddr)
+	waitClaim(t, h, inst)
+	tenant = "0xtenant-" + inst[:8]
+	loadTenantBitstream(t, s, tenant)
+	return inst, tenant
+}
+
 // regions is what each region of the card reports now.
 func regions(t *testing.T, s *sim.Simulator) []string {
 	t.Helper()
@@ -141,11 +155,7 @@ func TestE2EFPGAGoldenImageFromGlance(t *testing.T) {
 	h := c.AddHost(t, []SimDevice{{Address: fpgaAddr, Kind: "fpga"}}, WithReconcileInterval(time.Hour), withGlanceFPGA(g, model))
 	card, s := h.Device(fpgaAddr), hostSim(t, h)
 
-	inst := harness.NewUUID()
-	c.Boot(t, h, inst, harness.Versioned, fpgaAddr)
-	waitClaim(t, h, inst)
-	tenant := "0xtenant-" + inst[:8]
-	loadTenantBitstream(t, s, tenant)
+	inst, tenant := tenantLoadsBitstream(t, c, h, s)
 	if got := regions(t, s); got[0] != tenant || got[1] != tenant {
 		t.Fatalf("regions after the tenant's load: %v, want %s in both", got, tenant)
 	}
@@ -223,11 +233,7 @@ func TestE2EFPGATamperedGlanceImageKeepsCardReserved(t *testing.T) {
 	h := c.AddHost(t, []SimDevice{{Address: fpgaAddr, Kind: "fpga"}}, withGlanceFPGA(g, model))
 	card, s := h.Device(fpgaAddr), hostSim(t, h)
 
-	inst := harness.NewUUID()
-	c.Boot(t, h, inst, harness.Versioned, fpgaAddr)
-	waitClaim(t, h, inst)
-	tenant := "0xtenant-" + inst[:8]
-	loadTenantBitstream(t, s, tenant)
+	inst, tenant := tenantLoadsBitstream(t, c, h, s)
 	c.Delete(t, h, inst, harness.Versioned)
 
 	// Three runs (max_runs is 2), each refusing the image.

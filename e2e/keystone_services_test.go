@@ -105,11 +105,7 @@ func TestKeystoneGlanceReaderRefusedDownload(t *testing.T) {
 		withCloud(c.cloudsYAML(t, name), name), withCatalogGlance(g, model, operator))
 	card, s := h.Device(fpgaAddr), hostSim(t, h)
 
-	inst := harness.NewUUID()
-	c.Boot(t, h, inst, harness.Versioned, fpgaAddr)
-	waitClaim(t, h, inst)
-	tenant := "0xtenant-" + inst[:8]
-	loadTenantBitstream(t, s, tenant)
+	inst, tenant := tenantLoadsBitstream(t, c.Cloud, h, s)
 	c.Delete(t, h, inst, harness.Versioned)
 
 	var recs []map[string]any
