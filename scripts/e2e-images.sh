@@ -82,6 +82,16 @@ rootfs() {
 		sh -c "apt-get update && apt-get install -y --no-install-recommends ${pkgs//,/ }" >>"$cache/debootstrap.log" 2>&1 ||
 		{ tail -30 "$cache/debootstrap.log" >&2; echo "e2e-images: apt-get install in the chroot failed, full log in $cache/debootstrap.log" >&2; exit 1; }
 	rm -f "$rootfs.tmp/usr/sbin/policy-rc.d"
+	# debootstrap mounts proc in the target and leaves it mounted when its
+	# umount finds it busy (a process reading the tree): the image copies
+	# below (cp -al) would then fail on it. Nothing may stay mounted here.
+	findmnt -rn -o TARGET | grep -F "$rootfs.tmp/" | sort -r | while read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	if findmnt -rn -o TARGET | grep -qF "$rootfs.tmp/"; then
+		echo "e2e-images: $rootfs.tmp still has mounts inside (findmnt shows them); unmount them and run again" >&2
+		exit 1
+	fi
 	# Trim what a container never reads.
 	rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb "$rootfs.tmp"/var/lib/apt/lists/* \
 		"$rootfs.tmp"/usr/share/doc/* "$rootfs.tmp"/usr/share/man/* "$rootfs.tmp"/usr/share/locale/*
