@@ -18,6 +18,12 @@ type Config struct {
 	// jittered by ReconcileJitter (a fraction, default 0.1 = ±10%).
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
 	ReconcileJitter   float64       `yaml:"reconcile_jitter"`
+	// ScanRetry is the wait before the first retry of a failed scan
+	// (Placement or the claims store unreachable), doubled after each
+	// further failure and never longer than ReconcileInterval, jittered
+	// like it (default 10s). A device a failed scan would have found is
+	// found that much sooner than at the next interval.
+	ScanRetry time.Duration `yaml:"scan_retry"`
 	// ScanDebounce merges a burst of scan triggers: the first trigger
 	// scans at once; one arriving less than ScanDebounce after a
 	// triggered scan waits for the window's end, together with all that
@@ -52,6 +58,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	def(&c.ReconcileInterval, 5*time.Minute)
+	def(&c.ScanRetry, 10*time.Second)
 	if c.ScanDebounce == nil {
 		d := time.Second
 		c.ScanDebounce = &d
@@ -76,6 +83,7 @@ func (c *Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"reconcile_interval": c.ReconcileInterval, "scan_debounce": deref(c.ScanDebounce),
+		"scan_retry":   c.ScanRetry,
 		"backoff_base": c.BackoffBase,
 		"backoff_max":  c.BackoffMax, "stuck_after": c.StuckAfter,
 	} {

@@ -105,8 +105,11 @@ func (r *Reconciler) CountUnreservedElsewhere(n int) {
 // on the next start).
 func (r *Reconciler) Run(ctx context.Context) error {
 	defer r.wg.Wait()
-	r.scan(ctx, "start")
-	periodic := time.NewTimer(r.nextDelay())
+	// failed counts the scans that failed in a row: the next one comes
+	// after ScanRetry, doubled for each further failure, not after a
+	// whole interval.
+	failed := r.scan(ctx, "start", 0)
+	periodic := time.NewTimer(r.nextDelay(failed))
 	defer periodic.Stop()
 	var followUp <-chan time.Time
 	var lastTriggered time.Time
@@ -126,32 +129,57 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				default:
 				}
 			}
-			r.scan(ctx, reason)
+			failed = r.scan(ctx, reason, failed)
 			lastTriggered = time.Now()
 			if r.cfg.FollowUpDelay > 0 && followUp == nil {
 				followUp = time.After(r.cfg.FollowUpDelay)
 			}
 		case <-followUp:
 			followUp = nil
-			r.scan(ctx, "follow-up")
+			failed = r.scan(ctx, "follow-up", failed)
 		case <-periodic.C:
-			r.scan(ctx, "interval")
+			reason := "interval"
+			if failed > 0 {
+				reason = "retry"
+			}
+			failed = r.scan(ctx, reason, failed)
 		case <-r.rearm: // a device's backoff may now end before the timer
 		}
-		periodic.Reset(r.nextDelay())
+		periodic.Reset(r.nextDelay(failed))
 	}
 }
 
-func (r *Reconciler) scan(ctx context.Context, reason string) {
-	if err := r.Scan(ctx, reason); err != nil {
-		r.log.Warn("scan failed; the next scan retries", "trigger", reason, "error", err)
+// scan scans and returns the number of scans failed in a row: 0 after a
+// success, failed+1 after a failure.
+func (r *Reconciler) scan(ctx context.Context, reason string, failed int) int {
+	err := r.Scan(ctx, reason)
+	if err == nil {
+		return 0
 	}
+	if ctx.Err() == nil {
+		r.log.Warn("scan failed; retrying it sooner than the interval", "trigger", reason, "failed_in_a_row", failed+1,
+			"retry_in", r.retryDelay(failed+1).Round(time.Second), "error", err)
+	}
+	return failed + 1
 }
 
-// nextDelay is the jittered interval, shortened to the earliest end of a
-// device's backoff.
-func (r *Reconciler) nextDelay() time.Duration {
+// retryDelay is the wait after the failed-th scan failed in a row:
+// ScanRetry doubled for each earlier failure, at most ReconcileInterval.
+func (r *Reconciler) retryDelay(failed int) time.Duration {
+	d := r.cfg.ScanRetry
+	for i := 1; i < failed && d < r.cfg.ReconcileInterval; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.ReconcileInterval)
+}
+
+// nextDelay is the jittered interval, or after failed scans in a row the
+// shorter retryDelay, shortened to the earliest end of a device's backoff.
+func (r *Reconciler) nextDelay(failed int) time.Duration {
 	d := r.cfg.ReconcileInterval
+	if failed > 0 {
+		d = r.retryDelay(failed)
+	}
 	d += time.Duration((rand.Float64()*2 - 1) * r.cfg.ReconcileJitter * float64(d))
 	now := r.now()
 	r.mu.Lock()

@@ -2,10 +2,12 @@ package handlers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/placement"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +157,35 @@ func TestShutdownDuringAStepIsNotAnError(t *testing.T) {
 	}
 	if got := metricValue(t, e, "scour_lifecycle_cleans_finished_total", "verdict", "error"); got != 0 {
 		t.Errorf("cleans_finished{verdict=error} = %v, want 0", got)
+	}
+}
+
+// A failed scan is retried after ScanRetry, not at the next (hour-long)
+// interval: a device dirty while Placement was unreachable is cleaned
+// once it answers again.
+func TestFailedScanRetriesSooner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, func(c *handlers.Config) {
+		c.ReconcileInterval = time.Hour
+		c.ScanRetry = 10 * time.Millisecond
+	})
+	e.clock.real = true
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	var mu sync.Mutex
+	failures := 2
+	e.p.ScanHostF = func(ctx context.Context) ([]handlers.Device, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return nil, errors.New("placement unreachable")
+		}
+		return e.w.ScanHost(ctx)
+	}
+	stop := e.run()
+	defer stop()
+	waitFor(t, func() bool { return e.state(1) == placement.StateAvailable })
+	if got := metricValue(t, e, "scour_lifecycle_scans_total", "result", "error"); got != 2 {
+		t.Errorf("failed scans = %v, want 2 (the start and the first retry)", got)
 	}
 }
