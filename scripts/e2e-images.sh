@@ -85,7 +85,7 @@ rootfs() {
 	# debootstrap mounts proc in the target and leaves it mounted when its
 	# umount finds it busy (a process reading the tree): the image copies
 	# below (cp -al) would then fail on it. Nothing may stay mounted here.
-	findmnt -rn -o TARGET | grep -F "$rootfs.tmp/" | sort -r | while read -r m; do
+	{ findmnt -rn -o TARGET | grep -F "$rootfs.tmp/" || true; } | sort -r | while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m"
 	done
 	if findmnt -rn -o TARGET | grep -qF "$rootfs.tmp/"; then
