@@ -53,7 +53,7 @@ func (h *Handler) noteDeleted(ctx context.Context, log *slog.Logger, c *command.
 // tombstone stands (deletedHere). held is Placement's read made after a
 // tombstone was found (nil when there was none).
 func (h *Handler) deleted(ctx context.Context, log *slog.Logger, c *command.Command) (gone bool, held *InstanceAllocation, err error) {
-	gone, held, err = deletedHere(ctx, h.p, h.c, log, c.InstanceUUID)
+	gone, held, err = deletedHere(ctx, h.p, h.c, h.m, log, c.InstanceUUID)
 	if err != nil {
 		return false, nil, fmt.Errorf("instance %s: read whether its delete was already handled before recording its claim: %w (retried; check the claims database and Placement)", c.InstanceUUID, err)
 	}
@@ -65,7 +65,7 @@ func (h *Handler) deleted(ctx context.Context, log *slog.Logger, c *command.Comm
 // Placement shows the instance holding no device of this host. A
 // tombstone Placement contradicts is logged and ignored (stale or
 // forged); held is that Placement read, nil when there was no tombstone.
-func deletedHere(ctx context.Context, p Placement, c Claims, log *slog.Logger, instance string) (gone bool, held *InstanceAllocation, err error) {
+func deletedHere(ctx context.Context, p Placement, c Claims, m *metrics, log *slog.Logger, instance string) (gone bool, held *InstanceAllocation, err error) {
 	tomb, err := c.Deleted(ctx, instance)
 	if err != nil || !tomb {
 		return false, nil, err
@@ -77,8 +77,10 @@ func deletedHere(ctx context.Context, p Placement, c Claims, log *slog.Logger, i
 	if len(alloc.Devices) > 0 {
 		log.Warn("instance's delete was handled on this host, yet Placement shows it holding one-time-use devices of this host: the tombstone is stale or was written from a forged or misrouted delete.end; ignored, its devices are burned and claimed (check the notification source if this repeats)",
 			"instance", instance, "devices", len(alloc.Devices))
+		m.tombstones.WithLabelValues("contradicted").Inc()
 		return false, &alloc, nil
 	}
+	m.tombstones.WithLabelValues("stood").Inc()
 	return true, &alloc, nil
 }
 

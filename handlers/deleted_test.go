@@ -51,6 +51,9 @@ func TestDeleteHandledWhileClaimReads(t *testing.T) {
 	if n := len(e.c.All()); n != 0 {
 		t.Errorf("claims = %d, want none recorded for a deleted instance", n)
 	}
+	if got := metricValue(t, e, "scour_lifecycle_tombstones_read_total", "result", "stood"); got != 1 {
+		t.Errorf("tombstone reads that stood = %v, want 1", got)
+	}
 	e.reconcile()
 	e.wantDevice(1, placement.StateAvailable, 1, 1)
 	e.wantDevice(2, placement.StateAvailable, 1, 1)
@@ -207,6 +210,9 @@ func TestForgedDeleteDoesNotSkipBurnOnMigration(t *testing.T) {
 	e.handle(cmd(command.KindClaim, "instance.live_migration_post_dest.end", racedVM))
 	if got := e.w.Count("burn", rp(1)); got != 1 {
 		t.Errorf("burns = %d, want 1: the migrated instance's device must be fenced despite the forged tombstone", got)
+	}
+	if got := metricValue(t, e, "scour_lifecycle_tombstones_read_total", "result", "contradicted"); got != 2 {
+		t.Errorf("contradicted tombstone reads = %v, want 2 (before and after the claim write; an operator alerts on it)", got)
 	}
 	if got := e.claimState(racedVM, 1); got != handlers.ClaimActive {
 		t.Fatalf("claim = %q, want active (Placement shows the instance holding the device)", got)

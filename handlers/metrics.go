@@ -23,6 +23,7 @@ type metrics struct {
 	requarantined prometheus.Counter
 	stuck         prometheus.Gauge
 	broadcasts    *prometheus.CounterVec // kind, claim (live: acted on; none: nothing read)
+	tombstones    *prometheus.CounterVec // result
 }
 
 // Command outcomes.
@@ -70,6 +71,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "broadcasts_total", Help: "Instance-scoped broadcast commands (revert, evacuate, a delete without a host) this host received, by kind and whether it holds a live claim of the instance (live: acted on it; none: dropped without reading Placement)."},
 			[]string{"kind", "claim"}),
+		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "tombstones_read_total", Help: "Deleted-instance tombstones found before recording a claim, by result (stood: Placement agreed the instance holds nothing here, no claim recorded; contradicted: Placement shows it holding devices here, so the tombstone was stale or written from a forged or misrouted delete.end; its devices were burned and claimed)."},
+			[]string{"result"}),
 	}
 	for _, k := range command.Kinds {
 		for _, o := range []string{outcomeOK, outcomePermanent, outcomeTransient} {
@@ -88,9 +92,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.arqs.WithLabelValues(r)
 	}
 	m.scans.WithLabelValues("error")
+	for _, r := range []string{"stood", "contradicted"} {
+		m.tombstones.WithLabelValues(r)
+	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.arqs, m.cleansStarted,
-		m.cleansDone, m.unreserves, m.claimsSwept, m.requarantined, m.stuck, m.broadcasts} {
+		m.cleansDone, m.unreserves, m.claimsSwept, m.requarantined, m.stuck, m.broadcasts, m.tombstones} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

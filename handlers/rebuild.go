@@ -58,7 +58,7 @@ func (r *Reconciler) rebuildClaims(ctx context.Context, fresh []Device) error {
 		// outlives it; the devices are the scans' to clean. A tombstone
 		// counts only while Placement agrees the instance holds nothing
 		// here (a forged delete.end must not leave a device unclaimed).
-		if gone, held, err := deletedHere(ctx, r.p, r.c, r.log, consumer); err != nil || gone {
+		if gone, held, err := deletedHere(ctx, r.p, r.c, r.m, r.log, consumer); err != nil || gone {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("consumer %s: read whether its delete was handled before rebuilding its claim: %w (check the claims database and Placement)", consumer, err))
 			}
@@ -70,7 +70,7 @@ func (r *Reconciler) rebuildClaims(ctx context.Context, fresh []Device) error {
 			errs = append(errs, fmt.Errorf("consumer %s: record the claim rebuilt from Placement for %d device(s): %w (check the claims database)", consumer, len(cl.Devices), err))
 			continue
 		}
-		if gone, _, err := deletedHere(ctx, r.p, r.c, r.log, consumer); err != nil || gone {
+		if gone, _, err := deletedHere(ctx, r.p, r.c, r.m, r.log, consumer); err != nil || gone {
 			if err == nil {
 				err = r.c.ReleaseClaim(ctx, consumer, false, "instance deleted while its claim was rebuilt", "")
 				r.Trigger("claim rebuilt for deleted instance " + consumer)
