@@ -11,10 +11,13 @@
 //	OpenRun (checkpoints: resume the open run, or a new one)
 //	  |
 //	  v  for each step not already succeeded/skipped in THIS run:
-//	requirements / plugin CHECK --unmet--> skip | fail
-//	  |
-//	  v  destructive? HasAllocations --yes--> aborted (nothing touched)
-//	StepStarted -> [bind driver] -> run with timeout, retries -> [restore driver] -> StepFinished
+//	no driver switch: requirements / plugin CHECK  ||  destructive? HasAllocations
+//	  |  (side by side; the step waits for both)
+//	  |  in use / no answer --> aborted / retry-later (CHECK cancelled, nothing touched)
+//	  |  clear, then unmet --> skip | fail
+//	  |  driver switch: HasAllocations first --yes--> aborted
+//	  v
+//	StepStarted -> [bind driver, requirements / CHECK] -> run with timeout, retries -> [restore driver] -> StepFinished
 //	  |
 //	  v
 //	FinishRun(verdict): clean | retry-later | quarantine | aborted

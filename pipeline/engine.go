@@ -22,7 +22,9 @@ var ErrAlreadyRunning = errors.New("a cleaning run is already in progress for th
 
 // AllocationChecker asks Placement whether a resource provider has
 // allocations. The engine calls it immediately before every destructive
-// step; an allocation aborts the run without touching the device.
+// step (alongside the step's CHECK, which waits for its answer), and
+// before every retry of one; an allocation aborts the run without
+// touching the device.
 type AllocationChecker interface {
 	HasAllocations(ctx context.Context, rpUUID string) (bool, error)
 }
@@ -97,12 +99,21 @@ type Engine struct {
 	// a step, and before its first one.
 	progressEvery time.Duration
 	profSlots     map[string]chan struct{}
+	// placementAnswerMaxAge is how old Placement's all-clear may be when
+	// a destructive step starts after a CHECK that ran alongside it
+	// (run.supportedAndClear); an older one is asked again.
+	placementAnswerMaxAge time.Duration
 	// sleep waits between a step's tries (tests record the waits).
 	sleep func(ctx context.Context, d time.Duration) bool
 
 	mu      sync.Mutex
 	running map[hardware.Address]bool
 }
+
+// maxPlacementAnswerAge: a CHECK takes tens to hundreds of
+// milliseconds; one that outlasts Placement's answer by more (a slow
+// plugin, a loaded host) has Placement asked again before the step.
+const maxPlacementAnswerAge = time.Second
 
 // progressCheckpointEvery spaces a step's progress checkpoints: each is a
 // committed write, and most steps end sooner.
@@ -140,7 +151,7 @@ func New(cfg Config, o Options) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, be: o.Backend, cp: o.Checkpoints, alloc: o.Allocations, plugins: o.Plugins, images: o.Images,
 		m: m, log: o.Logger, hostSlots: make(chan struct{}, cfg.MaxConcurrent),
-		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery,
+		hostBound: make(chan struct{}, cfg.MaxHostBoundSteps), progressEvery: progressCheckpointEvery, placementAnswerMaxAge: maxPlacementAnswerAge,
 		profSlots: map[string]chan struct{}{}, running: map[hardware.Address]bool{}, sleep: sleep}
 	for _, p := range cfg.Profiles {
 		// Both series exist from the start: an alert on increase() sees

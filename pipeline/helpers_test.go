@@ -126,7 +126,7 @@ type harness struct {
 	alloc func(ctx context.Context, rp string) (bool, error)
 }
 
-func newHarness(t *testing.T, cfg Config, mods ...func(*harness)) *harness {
+func newHarness(t testing.TB, cfg Config, mods ...func(*harness)) *harness {
 	t.Helper()
 	h := &harness{
 		be:    &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) { return nvmeDevice(a), nil }},
@@ -151,7 +151,7 @@ func target(n int) Target {
 	return Target{Address: hardware.Address(fmt.Sprintf("0000:%02x:00.0", n)), RPUUID: fmt.Sprintf("rp-%d", n), ResourceClass: "CUSTOM_NVME"}
 }
 
-func (h *harness) clean(t *testing.T, tg Target) *Result {
+func (h *harness) clean(t testing.TB, tg Target) *Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -34,18 +34,23 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	// only once bound (an NVMe on vfio-pci has no controller to ask):
 	// its requirements and CHECK are evaluated after the bind, below.
 	rebinds := s.Driver != "" && r.dev.Driver != s.Driver
-	if !rebinds {
-		if why, err := r.unsupported(ctx, s, impl, r.dev); err != nil || why != "" {
+	if rebinds {
+		// Taking a device from its driver is as disruptive to an
+		// instance using it as a destructive step: Placement is asked
+		// first.
+		if err := r.placementClear(ctx, s, ""); err != nil {
+			return rec, err
+		}
+	} else {
+		why, err := r.supportedAndClear(ctx, s, impl)
+		var stop errStop
+		if errors.As(err, &stop) {
+			return rec, err
+		}
+		if err != nil || why != "" {
 			r.notRun(&rec, s, why, err)
 			log.Info("step not run", "state", rec.State, "reason", rec.Message)
 			return r.finish(ctx, s, rec, 0, nil)
-		}
-	}
-	// Taking a device from its driver is as disruptive to an instance
-	// using it as a destructive step: Placement is asked first.
-	if *s.Destructive || rebinds {
-		if err := r.placementClear(ctx, s, ""); err != nil {
-			return rec, err
 		}
 	}
 	rec.State = StepRunning
@@ -196,6 +201,53 @@ func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hard
 	return impl.check(ctx, r, s, dev)
 }
 
+// checkOutcome is what a step's requirements and CHECK said: why the
+// device is unsupported, or an error of the check itself.
+type checkOutcome struct {
+	why string
+	err error
+}
+
+// supportedAndClear runs, for step s on the device as it is (no driver
+// switch), the step's requirements and CHECK (unsupported) and, for a
+// destructive step, the Placement check (placementClear) side by side:
+// a plugin's CHECK process and a Placement listing each take tens to
+// hundreds of milliseconds, and the step waits for both. Placement
+// decides first: "in use", or no answer, is the errStop, whatever the
+// CHECK said, and a CHECK still running is cancelled (the runner kills
+// its process group) and waited for. Otherwise the CHECK's outcome is
+// returned as unsupported's. An answer that aged past
+// placementAnswerMaxAge while the CHECK ran is asked again: the step
+// starts on an answer no older than it would have been with the two
+// checks one after the other.
+func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (string, error) {
+	if !*s.Destructive {
+		return r.unsupported(ctx, s, impl, r.dev)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	checked := make(chan checkOutcome, 1)
+	go func() {
+		why, err := r.unsupported(cctx, s, impl, r.dev)
+		checked <- checkOutcome{why, err}
+	}()
+	stop := r.placementClear(ctx, s, "")
+	answered := time.Now()
+	if stop != nil {
+		cancel()
+		<-checked // no CHECK process outlives the step's refusal
+		return "", stop
+	}
+	c := <-checked
+	if c.why != "" || c.err != nil {
+		return c.why, c.err
+	}
+	if time.Since(answered) >= r.e.placementAnswerMaxAge {
+		return "", r.placementClear(ctx, s, "")
+	}
+	return "", nil
+}
+
 // learnIdentity keeps the serial, model and firmware a step's driver
 // revealed (an NVMe bound to vfio-pci shows none of them, or what the
 // backend remembered from before the tenant, whose passthrough could
@@ -236,8 +288,8 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 }
 
 // placementClear asks Placement, immediately before a destructive step
-// (and before each of its retries), whether the device was allocated
-// meanwhile. done is "" before the step's first attempt; before a retry
+// (alongside its CHECK: supportedAndClear) and before each of its
+// retries, whether the device was allocated meanwhile. done is "" before the step's first attempt; before a retry
 // it says what already ran, so the reason never claims the device was
 // left untouched.
 func (r *run) placementClear(ctx context.Context, s *Step, done string) error {

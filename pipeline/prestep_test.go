@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scour-project/scour/plugins"
+)
+
+// waitFor waits for ch to close, at most a while: a fake that waits for
+// the other check of a step gives up, rather than hang a test, when the
+// engine runs the checks one after the other.
+func waitFor(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+// The CHECK of a destructive step and its Placement check run side by
+// side: each fake waits for the other to have started, which two checks
+// in series never see (the first gives up and the run is not clean).
+func TestCheckAndPlacementRunTogether(t *testing.T) {
+	checkStarted, placementAsked := make(chan struct{}), make(chan struct{})
+	h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+		h.alloc = func(context.Context, string) (bool, error) {
+			close(placementAsked)
+			if !waitFor(checkStarted) {
+				return false, errors.New("the step's CHECK did not start while Placement was being asked")
+			}
+			return false, nil
+		}
+	})
+	h.e.placementAnswerMaxAge = time.Hour // one answer: the fake closes its channel once
+	h.pr.check["wipe"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		close(checkStarted)
+		if !waitFor(placementAsked) {
+			return nil, plugins.Errorf(plugins.CodeTryAgainLater, "Placement was not asked while the CHECK ran")
+		}
+		return plugins.OK(nil), nil
+	}
+	res := h.clean(t, target(1))
+	if res.Verdict != VerdictClean {
+		t.Fatalf("result %v: the CHECK and the Placement check did not run together", res)
+	}
+	if got := h.pr.Calls(); !slices.Equal(got, []string{"CHECK wipe", "CLEAN wipe"}) {
+		t.Fatalf("calls %v", got)
+	}
+}
+
+// What a destructive step's CHECK and Placement check decide together:
+// Placement's "in use" (or no answer) stops the run whatever the CHECK
+// said, and the step is not recorded; with Placement's all-clear the
+// CHECK's outcome is the step's, as when the two ran one after the other.
+func TestPlacementDecidesBeforeTheCheck(t *testing.T) {
+	skip := func(s *Step) { s.OnUnsupported = OnUnsupportedSkip }
+	unsupported := func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "not this model")
+	}
+	broken := func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		return nil, plugins.Errorf(plugins.CodeTryAgainLater, "CHECK could not read the device")
+	}
+	for _, tc := range []struct {
+		name      string
+		step      Step
+		check     func(context.Context, *plugins.Request) (*plugins.Result, error)
+		alloc     func(context.Context, string) (bool, error)
+		want      Verdict
+		wantCode  int
+		wantSteps string // the run's stored step records
+	}{
+		{name: "in use wins over an unsupported CHECK", step: pluginStep("wipe"), check: unsupported,
+			alloc: func(context.Context, string) (bool, error) { return true, nil }, want: VerdictAborted},
+		{name: "in use wins over an unsupported CHECK that skips", step: pluginStep("wipe", skip), check: unsupported,
+			alloc: func(context.Context, string) (bool, error) { return true, nil }, want: VerdictAborted},
+		{name: "no answer wins over a failed CHECK", step: pluginStep("wipe"), check: broken,
+			alloc: func(context.Context, string) (bool, error) { return false, errBoom }, want: VerdictRetryLater},
+		{name: "clear, CHECK unsupported: the step fails", step: pluginStep("wipe"), check: unsupported,
+			want: VerdictQuarantine, wantCode: plugins.CodeUnsupported, wantSteps: "wipe=failed"},
+		{name: "clear, CHECK unsupported: the step skips", step: pluginStep("wipe", skip), check: unsupported,
+			want: VerdictClean, wantSteps: "wipe=skipped"},
+		{name: "clear, CHECK fails: the step fails with its code", step: pluginStep("wipe"), check: broken,
+			want: VerdictRetryLater, wantCode: plugins.CodeTryAgainLater, wantSteps: "wipe=failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := 0
+			h := newHarness(t, testConfig(tc.step), func(h *harness) {
+				if tc.alloc != nil {
+					h.alloc = tc.alloc
+				}
+				inner := h.alloc
+				h.alloc = func(ctx context.Context, rp string) (bool, error) { asked++; return inner(ctx, rp) }
+			})
+			h.pr.check["wipe"] = tc.check
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.want || res.Code != tc.wantCode {
+				t.Fatalf("result %v code %d, want %s code %d", res, res.Code, tc.want, tc.wantCode)
+			}
+			if got := states(h.cp.Steps(res.RunID)); got != tc.wantSteps {
+				t.Fatalf("stored steps %q, want %q", got, tc.wantSteps)
+			}
+			if asked != 1 {
+				t.Fatalf("Placement asked %d times, want once", asked)
+			}
+			if got := h.pr.Calls(); !slices.Equal(got, []string{"CHECK wipe"}) {
+				t.Fatalf("calls %v: want the CHECK alone", got)
+			}
+			if tc.want == VerdictAborted && (res.Step != "wipe" || !strings.Contains(res.Reason, "without touching the device")) {
+				t.Fatalf("result %v: want aborted at wipe, without touching the device", res)
+			}
+		})
+	}
+}
+
+// A CHECK still running when Placement says the device is in use is
+// cancelled, and has returned (its process killed: plugins/runner) by
+// the time the run ends.
+func TestCheckCancelledWhenPlacementSaysInUse(t *testing.T) {
+	checkStarted := make(chan struct{})
+	var cancelled, returned atomic.Bool
+	h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+		h.alloc = func(context.Context, string) (bool, error) {
+			waitFor(checkStarted)
+			return true, nil
+		}
+	})
+	h.pr.check["wipe"] = func(ctx context.Context, _ *plugins.Request) (*plugins.Result, error) {
+		defer returned.Store(true)
+		close(checkStarted)
+		select {
+		case <-ctx.Done():
+			cancelled.Store(true)
+			time.Sleep(50 * time.Millisecond) // as the runner's kill and reap of the process group take a moment
+			return nil, plugins.Errorf(plugins.CodeTryAgainLater, "cancelled")
+		case <-time.After(10 * time.Second):
+			return plugins.OK(nil), nil
+		}
+	}
+	res := h.clean(t, target(1))
+	if res.Verdict != VerdictAborted || res.Step != "wipe" {
+		t.Fatalf("result %v, want aborted at wipe", res)
+	}
+	if !cancelled.Load() || !returned.Load() {
+		t.Fatalf("CHECK cancelled %v, returned before the run ended %v: want both", cancelled.Load(), returned.Load())
+	}
+	if got := states(h.cp.Steps(res.RunID)); got != "" {
+		t.Fatalf("stored steps %q: the cancelled CHECK's outcome was recorded", got)
+	}
+	if got := h.pr.Calls(); slices.Contains(got, "CLEAN wipe") {
+		t.Fatalf("calls %v: the step ran", got)
+	}
+}
+
+// A CHECK that outlasts Placement's answer by more than
+// placementAnswerMaxAge has Placement asked again before the step: an
+// allocation made while the CHECK ran stops it.
+func TestPlacementAskedAgainAfterASlowCheck(t *testing.T) {
+	asked := 0
+	h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+		h.alloc = func(context.Context, string) (bool, error) { asked++; return asked > 1, nil }
+	})
+	h.e.placementAnswerMaxAge = 0 // any CHECK outlasts the answer
+	res := h.clean(t, target(1))
+	if res.Verdict != VerdictAborted || res.Step != "wipe" || asked != 2 {
+		t.Fatalf("result %v, Placement asked %d times: want aborted at wipe after asking twice", res, asked)
+	}
+	if got := h.pr.Calls(); slices.Contains(got, "CLEAN wipe") {
+		t.Fatalf("calls %v: the step ran on a stale answer", got)
+	}
+	t.Run("a fresh answer is not asked again", func(t *testing.T) {
+		asked := 0
+		h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+			h.alloc = func(context.Context, string) (bool, error) { asked++; return false, nil }
+		})
+		h.e.placementAnswerMaxAge = time.Hour
+		if res := h.clean(t, target(1)); res.Verdict != VerdictClean || asked != 1 {
+			t.Fatalf("result %v, Placement asked %d times: want clean after asking once", res, asked)
+		}
+	})
+}
