@@ -218,8 +218,7 @@ type checkOutcome struct {
 // its process group) and waited for. Otherwise the CHECK's outcome is
 // returned as unsupported's. An answer that aged past
 // placementAnswerMaxAge while the CHECK ran is asked again: the step
-// starts on an answer no older than it would have been with the two
-// checks one after the other.
+// never starts on an answer older than that, whatever its CHECK took.
 func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (string, error) {
 	if !*s.Destructive {
 		return r.unsupported(ctx, s, impl, r.dev)
@@ -289,9 +288,9 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 
 // placementClear asks Placement, immediately before a destructive step
 // (alongside its CHECK: supportedAndClear) and before each of its
-// retries, whether the device was allocated meanwhile. done is "" before the step's first attempt; before a retry
-// it says what already ran, so the reason never claims the device was
-// left untouched.
+// retries, whether the device was allocated meanwhile. done is "" before
+// the step's first attempt; before a retry it says what already ran, so
+// the reason never claims the device was left untouched.
 func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 	at, untouched := "destructive step "+s.Name, ", without touching the device"
 	if done != "" {
