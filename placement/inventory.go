@@ -41,44 +41,55 @@ type rawInventory struct {
 // far below it; past it (RPs re-created again and again) all are dropped.
 const invCacheMax = 4096
 
-type invCache struct {
+type invCache = genCache[*rawInventory]
+
+func (r *rawInventory) generation() int { return r.Generation }
+
+// genCache remembers, per RP, the last record read of it at a generation
+// (its last inventory read, the trait facts of its claim: claimtraits.go).
+type genCache[T interface {
+	comparable
+	generation() int
+}] struct {
 	mu sync.Mutex
-	m  map[string]*rawInventory
+	m  map[string]T
 }
 
-func (ic *invCache) get(uuid string) *rawInventory {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	return ic.m[uuid]
+// get returns what is remembered of uuid (T's zero value: nothing).
+func (gc *genCache[T]) get(uuid string) T {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return gc.m[uuid]
 }
 
 // put remembers r unless a read at a newer generation is remembered: reads
 // of one device may finish out of order.
-func (ic *invCache) put(uuid string, r *rawInventory) {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	if old := ic.m[uuid]; old != nil && old.Generation > r.Generation {
+func (gc *genCache[T]) put(uuid string, r T) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	var none T
+	if old := gc.m[uuid]; old != none && old.generation() > r.generation() {
 		return
 	}
-	if ic.m == nil || len(ic.m) >= invCacheMax {
-		ic.m = map[string]*rawInventory{}
+	if gc.m == nil || len(gc.m) >= invCacheMax {
+		gc.m = map[string]T{}
 	}
-	ic.m[uuid] = r
+	gc.m[uuid] = r
 }
 
-func (ic *invCache) forget(uuid string) {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	delete(ic.m, uuid)
+func (gc *genCache[T]) forget(uuid string) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	delete(gc.m, uuid)
 }
 
 // keepOnly drops what is remembered of RPs not in uuids (a scan's tree).
-func (ic *invCache) keepOnly(uuids map[string]bool) {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	for u := range ic.m {
+func (gc *genCache[T]) keepOnly(uuids map[string]bool) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for u := range gc.m {
 		if !uuids[u] {
-			delete(ic.m, u)
+			delete(gc.m, u)
 		}
 	}
 }
