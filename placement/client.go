@@ -35,6 +35,7 @@ type Client struct {
 	cyborgListErr map[string]string
 	shared        sharedListing // ConfirmShared's listings
 	invs          invCache      // last inventory read of each device (inventory.go)
+	traitsAt      traitCache    // trait facts a claim's listing proved (claimtraits.go)
 	creds         credsHold     // cooldown after a credential refusal (credentials.go)
 	// credFields names the credential settings in use, for a refused
 	// re-authentication's error ("" with a static token).

@@ -66,6 +66,22 @@ type Config struct {
 	// ("database is locked"), and each retried write is one more. Reads
 	// are not bounded here.
 	MaxParallelWrites int `yaml:"max_parallel_writes"`
+	// CheckReuseWindow is how old a release's read of a device may be for
+	// the check before its first destructive step to answer from it
+	// without asking Placement (Gate.HasAllocations; default 1s, 0 never:
+	// always ask). Only a complete read showing the device dirty, once.
+	CheckReuseWindow *time.Duration `yaml:"check_reuse_window"`
+}
+
+// DefaultCheckReuseWindow is placement.check_reuse_window's default.
+const DefaultCheckReuseWindow = time.Second
+
+// checkReuseWindow is CheckReuseWindow with its default applied.
+func (c *Config) checkReuseWindow() time.Duration {
+	if c.CheckReuseWindow == nil {
+		return DefaultCheckReuseWindow
+	}
+	return *c.CheckReuseWindow
 }
 
 // DefaultMaxParallelWrites is placement.max_parallel_writes' default.
@@ -113,6 +129,10 @@ func (c *Config) setDefaults() {
 	if c.MaxParallelWrites == 0 {
 		c.MaxParallelWrites = DefaultMaxParallelWrites
 	}
+	if c.CheckReuseWindow == nil {
+		w := DefaultCheckReuseWindow
+		c.CheckReuseWindow = &w
+	}
 }
 
 var traitRE = regexp.MustCompile(`^[A-Z0-9_]{1,255}$`)
@@ -159,6 +179,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxParallelWrites < 0 {
 		bad("placement.max_parallel_writes: %d is negative; set 1 or more (0: the default, %d)", c.MaxParallelWrites, DefaultMaxParallelWrites)
+	}
+	if c.CheckReuseWindow != nil && *c.CheckReuseWindow < 0 {
+		bad("placement.check_reuse_window: %s is negative; set 0 (never reuse a read: always ask Placement) or a duration such as 1s", *c.CheckReuseWindow)
 	}
 	c.Cyborg.validate(c.OneTimeUseTrait, c.QuarantineTrait, bad)
 	if c.Cyborg.ARQs() && c.Token != "" && c.Cyborg.Endpoint == "" {

@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/scour-project/scour/hardware"
 )
@@ -68,6 +69,10 @@ type Device struct {
 	raw        *rawInventory
 	traits     []string
 	traitsRead bool
+	// readAt is when the read behind ReadDevice began (the client's
+	// clock); zero for every other read, and once a check before a
+	// destructive step used it (Gate.HasAllocations reuses it once).
+	readAt time.Time
 }
 
 // parseAddress takes the PCI address from an RP name: the part after the

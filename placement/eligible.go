@@ -52,18 +52,27 @@ func (c *Client) listEligible(ctx context.Context) (eligible, error) {
 // the filter's moment, so equal generations mean the filter saw that
 // generation's traits.
 func (c *Client) ConfirmShared(ctx context.Context, seen Device) (Device, error) {
+	d, _, err := c.confirmShared(ctx, seen)
+	return d, err
+}
+
+// confirmShared is ConfirmShared, also saying how the device was
+// confirmed: "listing" (the shared listing) or "read" (read on its own).
+func (c *Client) confirmShared(ctx context.Context, seen Device) (Device, string, error) {
 	if err := checkRef(seen.Ref); err != nil {
-		return seen, devErr("read", seen.Ref, err)
+		return seen, "read", devErr("read", seen.Ref, err)
 	}
 	if seen.raw == nil {
-		return c.Device(ctx, seen.Ref)
+		d, err := c.Device(ctx, seen.Ref)
+		return d, "read", err
 	}
 	if e, err := c.shared.next(ctx, c.listEligible); err == nil {
 		if d, ok := c.withEligible(seen, e); ok {
-			return d, nil
+			return d, "listing", nil
 		}
 	}
-	return c.Confirm(ctx, seen)
+	d, err := c.Confirm(ctx, seen)
+	return d, "read", err
 }
 
 // withEligible returns seen with its trait facts known when e listed it

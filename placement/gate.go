@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Gate is this host's Placement gate: the one place that decides what
@@ -153,10 +154,12 @@ func (g *Gate) InstanceDevices(ctx context.Context, instance string) (*InstanceC
 	return ic, nil
 }
 
-// ReadDevice reads inventory and allocations (Client.ReadDevice, 2 calls)
-// and remembers the read; the traits wait for HasAllocations, which
-// confirms this read with one listing shared by the devices checked
-// together (Client.ConfirmShared). ErrNotFound: the device left the tree.
+// ReadDevice reads inventory and allocations (Client.ReadDevice, 1 or 2
+// calls) and remembers the read. Its traits are known when the claim
+// proved them at the read's generation (claimtraits.go): then the first
+// HasAllocations may answer from it; otherwise HasAllocations confirms it
+// with one listing shared by the devices checked together
+// (Client.ConfirmShared). ErrNotFound: the device left the tree.
 func (g *Gate) ReadDevice(ctx context.Context, dev Ref) (Device, error) {
 	d, err := g.c.ReadDevice(ctx, dev)
 	if err != nil {
@@ -204,19 +207,54 @@ func (g *Gate) Unreserve(ctx context.Context, dev Ref, runID string) error {
 // has not moved, by one listing shared with every device checked at the
 // same moment (Client.ConfirmShared), or else read afresh. Either way the
 // answer is Placement's state now.
+//
+// One exception asks Placement nothing: the first check after a release's
+// read of the device (ReadDevice) answers from that read when it is
+// complete (inventory and traits known at its own generation: the traits
+// from the claim, claimtraits.go), shows the device Dirty, and began at
+// most placement.check_reuse_window ago (reusable). Once: the read is
+// marked used, and every later check (before a retry, after a host-slot
+// wait, before a later step) asks Placement. The un-reserve after the
+// clean is one PUT at that read's generation, so anything written to the
+// device since the read (an allocation needs an inventory write first on
+// a fenced device) makes it fail with 409 and re-read and re-verify: what
+// the reuse trades is the window from the release's read to the first
+// step (docs/placement.md).
 func (g *Gate) HasAllocations(ctx context.Context, rp string) (bool, error) {
+	if g.reuse(rp) {
+		g.c.metrics.checks.WithLabelValues("reused").Inc()
+		return false, nil
+	}
 	var d Device
 	var err error
+	how := "read"
 	if seen, ok := g.recall(rp); ok {
-		d, err = g.c.ConfirmShared(ctx, seen)
+		d, how, err = g.c.confirmShared(ctx, seen)
 	} else {
 		d, err = g.c.Device(ctx, Ref{UUID: rp, Name: rp})
 	}
 	if err != nil {
 		return false, err
 	}
+	g.c.metrics.checks.WithLabelValues(how).Inc()
+	d.readAt = time.Time{} // used by a check: never reused
 	g.remember(d)
 	return !d.Dirty(), nil
+}
+
+// reuse reports, and marks used, a remembered read of rp that the check
+// before a destructive step may answer from (Client.reusable).
+func (g *Gate) reuse(rp string) bool {
+	now := g.c.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, ok := g.seen[rp]
+	if !ok || !g.c.reusable(d, now) {
+		return false
+	}
+	d.readAt = time.Time{}
+	g.seen[rp] = d
+	return true
 }
 
 // HasAllocationsRetired is the check before an operator's retirement

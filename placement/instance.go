@@ -25,10 +25,17 @@ type InstanceClaim struct {
 
 // InstanceDevices reads GET /allocations/{instance} and keeps only RPs of
 // this host's tree carrying the OTU trait (identity from this host's
-// Placement tree, never from a notification). 2 calls (+1 the first time
-// to find the compute node, +1 when nothing of this host matched, to make
-// sure the compute node RP was not re-created). Devices carry Ref, resource class and Used
-// only: read a device with Device for its full state.
+// Placement tree, never from a notification). 2 calls: the allocations,
+// and one listing of the tree with the OTU trait and without the
+// quarantine trait, which also proves the traits of the devices it lists
+// at the generation the allocations read gave (claimtraits.go). +1 when
+// an allocation is on a provider that listing did not show (a quarantined
+// OTU device of this host, or another provider): the tree is listed again
+// with the OTU trait alone, as the match always did; +1 the first time to
+// find the compute node; +1 when nothing of this host matched, to make
+// sure the compute node RP was not re-created. Devices carry Ref,
+// resource class and Used only: read a device with Device for its full
+// state.
 func (c *Client) InstanceDevices(ctx context.Context, instance string) (*InstanceClaim, error) {
 	if instance == "" || strings.ContainsAny(instance, "/?#") {
 		return nil, fmt.Errorf("placement: instance %q is not a consumer UUID", instance)
@@ -54,11 +61,27 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 	if len(body.Allocations) == 0 {
 		return claim, nil
 	}
-	listed, err := c.listManaged(ctx, node, "")
+	// Listed after the allocations read returned, with the quarantine
+	// trait forbidden: the devices listed at the generation that read gave
+	// have known traits at it (claimtraits.go).
+	listed, err := c.listManaged(ctx, node, ",!"+c.cfg.QuarantineTrait)
 	if err != nil {
 		return nil, err
 	}
-	if !matchClaim(claim, node, listed.provs, body.Allocations) {
+	c.rememberClaimTraits(listed, body.Allocations)
+	matched := matchClaim(claim, node, listed.provs, body.Allocations)
+	if unlisted(node, listed, body.Allocations) {
+		// An allocation on a provider the filtered listing did not show may
+		// be on a quarantined one-time-use device of this host: list as
+		// before, with the one-time-use trait alone, so such a device is
+		// matched, burned and claimed all the same.
+		if listed, err = c.listManaged(ctx, node, ""); err != nil {
+			return nil, err
+		}
+		claim.Devices, claim.Compute = nil, map[string]int{}
+		matched = matchClaim(claim, node, listed.provs, body.Allocations)
+	}
+	if !matched {
 		// Nothing of this host's tree: check the cached node is current.
 		if node, listed, err = c.relookupNode(ctx, node); err != nil {
 			return nil, err
@@ -72,7 +95,21 @@ func (c *Client) InstanceDevices(ctx context.Context, instance string) (*Instanc
 }
 
 type consumerAlloc struct {
-	Resources map[string]int `json:"resources"`
+	// Generation is the provider's as this read saw it (nil if Placement
+	// did not say).
+	Generation *int           `json:"generation"`
+	Resources  map[string]int `json:"resources"`
+}
+
+// unlisted reports an allocation on a provider other than node that
+// listed does not show.
+func unlisted(node string, listed managed, allocs map[string]consumerAlloc) bool {
+	for rp := range allocs {
+		if _, ok := listed.via[rp]; !ok && rp != node {
+			return true
+		}
+	}
+	return false
 }
 
 // matchClaim fills claim from the allocations on node and on devs and

@@ -150,6 +150,7 @@ func (c *Client) writeReserved(ctx context.Context, uuid string, r *rawInventory
 	}
 	// Whatever the outcome, the remembered record is older than the RP.
 	c.invs.forget(uuid)
+	c.traitsAt.forget(uuid)
 	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/inventories/"+r.Inv.ResourceClass, body, nil, http.StatusOK)
 }
 
@@ -209,5 +210,6 @@ func (c *Client) putTraits(ctx context.Context, uuid string, gen int, traits []s
 		traits = []string{}
 	}
 	body := map[string]any{"resource_provider_generation": gen, "traits": traits}
+	c.traitsAt.forget(uuid) // older than the RP, whatever the outcome
 	return c.do(ctx, http.MethodPut, "resource_providers/"+uuid+"/traits", body, nil, http.StatusOK)
 }

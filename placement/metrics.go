@@ -17,6 +17,7 @@ type metrics struct {
 	scanRequests       prometheus.Gauge
 	scanSeconds        prometheus.Histogram
 	writeWait          prometheus.Histogram
+	checks             *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -55,6 +56,13 @@ func newMetrics() *metrics {
 			Help:    "Time each write to Placement (PUT, POST, DELETE) waited for one of the placement.max_parallel_writes slots before it was sent; its count is the writes sent, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "checks_total",
+			Help: "Checks before a destructive step (Placement shows the device dirty?), by how they were answered: reused (from the release's complete read of the device, less than placement.check_reuse_window old, once; no request), listing (the read confirmed by one listing shared by the devices checked together) or read (the device read on its own).",
+		}, []string{"how"}),
+	}
+	for _, how := range []string{"reused", "listing", "read"} {
+		m.checks.WithLabelValues(how)
 	}
 	for _, reason := range []string{"conflict", "changed", "error"} {
 		m.retries.WithLabelValues(reason) // exported at 0 from the start
@@ -63,5 +71,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds), r.Register(m.writeWait))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds), r.Register(m.writeWait), r.Register(m.checks))
 }

@@ -81,6 +81,7 @@ func (c *Client) Scan(ctx context.Context) (*ScanResult, error) {
 		inTree[p.UUID] = true
 	}
 	c.invs.keepOnly(inTree) // devices gone from the tree
+	c.traitsAt.keepOnly(inTree)
 	quarantined, err := c.listManaged(ctx, node, ","+c.cfg.QuarantineTrait)
 	if err != nil {
 		return nil, err

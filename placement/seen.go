@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 )
 
 // Placement bumps a resource provider's generation on every write of its
@@ -18,17 +19,30 @@ import (
 // 2), Confirm before the first destructive step (1), UnreserveSeen (1);
 // devices checked together share one listing instead of a Confirm each
 // (ConfirmShared, eligible.go): 2 or 3 calls each, plus the listings.
+// When the claim also proved the device's traits at that generation
+// (claimtraits.go), the read is complete and the first check answers
+// from it once within placement.check_reuse_window (Gate.HasAllocations,
+// reusable): 2 calls, the read and the PUT.
 
-// ReadDevice reads one device afresh without its traits: its allocations,
-// and its inventory at the same generation (2 calls, or 1 when the last
-// inventory read is at that generation: readPair). Quarantined is false
-// until Confirm reads the traits.
+// ReadDevice reads one device afresh: its allocations, and its inventory
+// at the same generation (2 calls, or 1 when the last inventory read is at
+// that generation: readPair). Its traits are known when a claim's listing
+// proved them at that same generation (withClaimTraits: the read is then
+// complete, one-time-use and not quarantined); otherwise they are not
+// read, and Quarantined is false until Confirm reads them. The read
+// records when it began (readAt), for Gate.HasAllocations' reuse.
 func (c *Client) ReadDevice(ctx context.Context, dev Ref) (Device, error) {
 	if err := checkRef(dev); err != nil {
 		return Device{Ref: dev}, devErr("read", dev, err)
 	}
+	began := c.now()
 	d, err := c.readDevice(ctx, provider{UUID: dev.UUID, Name: dev.Name}, false)
-	return d, devErr("read", dev, err)
+	if err != nil {
+		return d, devErr("read", dev, err)
+	}
+	c.withClaimTraits(&d)
+	d.readAt = began
+	return d, nil
 }
 
 // Confirm re-reads seen immediately before a destructive step. One call
@@ -105,6 +119,20 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device, j PutJournal) e
 		return c.unreserve(ctx, seen.Ref, ps)
 	}
 	return devErr("unreserve", seen.Ref, err)
+}
+
+// reusable says whether d, a read by ReadDevice that no check used yet,
+// may stand for Placement's answer at now: it is complete and shows the
+// device exactly as UnreserveSeen requires (unreservable: inventory and
+// traits at the read's generation, Dirty), and it began at most
+// placement.check_reuse_window before now (0: never).
+func (c *Client) reusable(d Device, now time.Time) bool {
+	w := c.cfg.checkReuseWindow()
+	if d.readAt.IsZero() || w <= 0 {
+		return false
+	}
+	age := now.Sub(d.readAt)
+	return age >= 0 && age <= w && c.unreservable(d)
 }
 
 func (c *Client) unreservable(d Device) bool {

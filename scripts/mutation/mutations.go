@@ -68,6 +68,14 @@ var mutations = []mutation{
 		"\tcase len(d.Consumers) > 0:\n",
 		"\tcase false && len(d.Consumers) > 0:\n",
 		"handlers", "^TestOperatorCleanRefusal$"},
+	{2, "pre-destructive check reuses a read twice", "placement/gate.go",
+		"\td.readAt = time.Time{}\n\tg.seen[rp] = d\n",
+		"\tg.seen[rp] = d\n",
+		"placement", "^TestCheckReusesReadOnlyOnce$"},
+	{2, "pre-destructive check reuses a read outside the window", "placement/seen.go",
+		"return age >= 0 && age <= w && c.unreservable(d)",
+		"return age >= 0 && c.unreservable(d)",
+		"placement", "^TestCheckReuseOnlyFreshCompleteDirtyReads$"},
 
 	// Rule 3: device identity comes from this host's Placement tree plus
 	// local hardware discovery plus config, never from a notification.
