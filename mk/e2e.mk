@@ -26,10 +26,14 @@ e2e: e2e-env
 ## (real broker and Placement, simulated hardware; docs/operations.md).
 .PHONY: bench-lifecycle
 bench: bench-lifecycle
-# Twice: Placement answering from one uwsgi worker, then from several
-# (BENCH_PLACEMENT_WORKERS), where scour's parallel writes meet in it.
+# Three times: Placement on PostgreSQL answering from one uwsgi worker,
+# then from several (BENCH_PLACEMENT_WORKERS), where scour's parallel
+# writes meet in it, then several on one sqlite file (Placement's packaged
+# default on a small deployment, where concurrent writes get 500 "database
+# is locked"). BENCH_PLACEMENT_MODES (db:workers ...) picks others.
 BENCH_PLACEMENT_WORKERS ?= 4
+BENCH_PLACEMENT_MODES ?= postgresql:1 postgresql:$(BENCH_PLACEMENT_WORKERS) sqlite:$(BENCH_PLACEMENT_WORKERS)
 bench-lifecycle: e2e-env
-	set -e; for w in 1 $(BENCH_PLACEMENT_WORKERS); do \
-		SCOUR_E2E_PLACEMENT_WORKERS=$$w SCOUR_BENCH_LIFECYCLE=1 $(GO) test -count=1 -timeout 15m -run '^TestBenchLifecycle$$' -v ./e2e/ | grep -v '^=== \|^--- \|^PASS\|^ok '; \
+	set -e; for m in $(BENCH_PLACEMENT_MODES); do \
+		SCOUR_E2E_PLACEMENT_DB=$${m%%:*} SCOUR_E2E_PLACEMENT_WORKERS=$${m##*:} SCOUR_BENCH_LIFECYCLE=1 $(GO) test -count=1 -timeout 15m -run '^TestBenchLifecycle$$' -v ./e2e/ | grep -v '^=== \|^--- \|^PASS\|^ok '; \
 	done
