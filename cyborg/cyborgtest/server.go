@@ -120,25 +120,30 @@ func (s *Server) Requests() []Request {
 var resolved = []string{"Bound", "BindFailed", "Deleting"} // constants.ARQ_BIND_STATES_STATUS_MAP
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	tok := r.Header.Get("X-Auth-Token")
 	s.mu.Lock()
 	down := s.down
+	s.mu.Unlock()
+	// Validated before the request is recorded: Requests never shows a
+	// request whose Auth is still being asked of Keystone (a test reading
+	// them while scourd's reconciler sent one saw an empty Auth).
+	var info TokenInfo
+	if !down && tok != "" && s.ks != nil {
+		info = s.ks.validate(r.Context(), tok)
+	}
+	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Version: r.Header.Get("OpenStack-API-Version"), Token: r.Header.Get("X-Auth-Token")})
-	idx := len(s.requests) - 1
+		Version: r.Header.Get("OpenStack-API-Version"), Token: tok, Auth: info})
 	arqs := slices.Clone(s.arqs)
 	s.mu.Unlock()
 	if down {
 		panic(http.ErrAbortHandler) // the connection closes unanswered
 	}
-	if r.Header.Get("X-Auth-Token") == "" {
+	if tok == "" {
 		fault(w, http.StatusUnauthorized, "The request you have made requires authentication.")
 		return
 	}
 	if s.ks != nil {
-		info := s.ks.validate(r.Context(), r.Header.Get("X-Auth-Token"))
-		s.mu.Lock()
-		s.requests[idx].Auth = info
-		s.mu.Unlock()
 		switch {
 		case info.Err != "" && info.Status == http.StatusUnauthorized:
 			fault(w, http.StatusUnauthorized, "The request you have made requires authentication.")
