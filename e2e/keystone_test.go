@@ -27,17 +27,19 @@ type keystoneCloud struct {
 	Service string // the service project's id
 }
 
-// newKeystoneCloud joins the shared Keystone and its Placement, or with
-// dedicated starts both for t alone (with tokens that expire after exp).
+// newKeystoneCloud joins the shared Keystone and its Placement (warmed by
+// TestMain for the tests it names), or with dedicated starts both for t
+// alone, at the same time (with tokens that expire after exp).
 func newKeystoneCloud(t *testing.T, dedicated bool, exp time.Duration) *keystoneCloud {
 	t.Helper()
-	var ko, po []harness.Option
+	var k *harness.Keystone
+	var p *harness.Placement
 	if dedicated {
-		ko = append(ko, harness.Dedicated(), harness.TokenExpiration(exp))
-		po = append(po, harness.Dedicated())
+		k, p = harness.StartDedicatedKeystonePlacement(t, exp, harness.DocumentedPlacementPolicy(t))
+	} else {
+		k = harness.StartKeystone(t)
+		p = harness.StartPlacement(t, harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t)))
 	}
-	k := harness.StartKeystone(t, ko...)
-	p := harness.StartPlacement(t, append(po, harness.BehindKeystone(k, harness.DocumentedPlacementPolicy(t)))...)
 	c := &keystoneCloud{Cloud: &Cloud{Bus: harness.StartRabbitMQ(t).VHost(t), P: p}, K: k,
 		Service: k.Project(t, harness.ServiceProject, harness.DefaultDomainID)}
 	c.Region = p.RegisterInCatalog(t, harness.UniqueName("region"), "internal", "public")

@@ -20,22 +20,45 @@ import (
 var bins string
 
 func TestMain(m *testing.M) {
-	// Built into the repository's cache folder (git-ignored), so nothing
-	// is left behind in /tmp and reruns reuse Go's build cache.
+	warm := []harness.Service{harness.RabbitMQService, harness.PlacementService}
+	// The Keystone tests share one Keystone, one Placement behind it and
+	// one Glance behind it (docs/e2e.md): started in the background while
+	// scourd is built and the serial tests run, they are ready when the
+	// Keystone tests get their turn instead of each waiting for them in a
+	// parallel slot.
+	if harness.RunSelects(keystoneSharedTests...) {
+		warm = append(warm, harness.KeystoneService, harness.KeystonePlacementService)
+	}
+	if harness.RunSelects(keystoneGlanceTests...) {
+		warm = append(warm, harness.KeystoneGlanceService)
+	}
+	harness.MainAfter(m, buildBins, warm...)
+}
+
+// buildBins builds scourd and scourctl into the repository's cache folder
+// (git-ignored), so nothing is left behind in /tmp and reruns reuse Go's
+// build cache.
+func buildBins() error {
 	dir, err := filepath.Abs("../.cache/e2e-bin")
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
+		return fmt.Errorf("e2e: %w", err)
 	}
 	bins = dir
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "../cmd/scourd", "../cmd/scourctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building scourd and scourctl:", err)
-		os.Exit(1)
+		return fmt.Errorf("e2e: building scourd and scourctl: %w", err)
 	}
-	harness.Main(m, harness.RabbitMQService, harness.PlacementService)
+	return nil
 }
+
+// The tests on the shared Keystone and the Placement behind it, and of
+// those the ones on the Glance behind it: what TestMain warms for them.
+var (
+	keystoneGlanceTests = []string{"TestKeystoneFPGAGoldenImageFromGlance", "TestKeystoneGlanceReaderRefusedDownload"}
+	keystoneSharedTests = append([]string{"TestKeystoneCyborgAcceleratorLifecycle", "TestKeystoneLeastPrivilege",
+		"TestKeystoneScourctl"}, keystoneGlanceTests...)
+)

@@ -41,6 +41,31 @@ func newGlance() (*service, error) {
 	return &service{kind: "glance", image: img, port: "9292/tcp", ready: glanceReady, desc: "sqlite, file store, no auth"}, nil
 }
 
+// newKeystoneGlance is a Glance whose keystonemiddleware validates tokens
+// with the Keystone containers reach at keystoneURL, secure RBAC on and
+// policy (a policy.yaml body, "" for none) over it. Like Placement it
+// becomes ready without its service user (an anonymous request is
+// refused without asking Keystone); StartGlance creates that user.
+func newKeystoneGlance(keystoneURL, policy string) func() (*service, error) {
+	return func() (*service, error) {
+		s, err := newGlance()
+		if err != nil {
+			return nil, err
+		}
+		s.env = map[string]string{"GLANCE_AUTH": "keystone", "KEYSTONE_AUTH_URL": keystoneURL,
+			"GLANCE_SERVICE_PASSWORD": GlanceServicePassword, "GLANCE_SECURE_RBAC": "true", "GLANCE_POLICY": policy}
+		s.desc = "sqlite, file store, behind Keystone (secure RBAC)"
+		return s, nil
+	}
+}
+
+// keystoneGlanceKind names the shared Glance behind the Keystone at
+// keystoneURL with policy.
+func keystoneGlanceKind(keystoneURL, policy string) string {
+	sum := sha256.Sum256([]byte(keystoneURL + "\n" + policy))
+	return "glance-keystone-" + hex.EncodeToString(sum[:4])
+}
+
 // glanceReady: the image API answers. Behind Keystone an anonymous
 // request is 401 from keystonemiddleware once the app is loaded.
 func glanceReady(ctx context.Context, hostPort int) error {
@@ -77,18 +102,7 @@ func StartGlance(t testing.TB, opts ...Option) *Glance {
 		if !o.dedicated && k.isDedicated() {
 			t.Fatalf("e2e harness: a shared Glance behind a dedicated Keystone would outlive it: pass harness.Dedicated() to StartGlance too")
 		}
-		newSvc := func() (*service, error) {
-			s, err := newGlance()
-			if err != nil {
-				return nil, err
-			}
-			s.env = map[string]string{"GLANCE_AUTH": "keystone", "KEYSTONE_AUTH_URL": k.ContainerURL(),
-				"GLANCE_SERVICE_PASSWORD": GlanceServicePassword, "GLANCE_SECURE_RBAC": "true", "GLANCE_POLICY": o.policy}
-			s.desc = "sqlite, file store, behind Keystone (secure RBAC)"
-			return s, nil
-		}
-		sum := sha256.Sum256([]byte(k.inside + "\n" + o.policy))
-		g.svc = acquire(t, newSvc, "glance-keystone-"+hex.EncodeToString(sum[:4]), o.dedicated)
+		g.svc = acquire(t, newKeystoneGlance(k.ContainerURL(), o.policy), keystoneGlanceKind(k.ContainerURL(), o.policy), o.dedicated)
 		g.keystone = k
 	} else {
 		g.svc = acquire(t, newGlance, "glance", o.dedicated)

@@ -78,7 +78,7 @@ func newKeystone(expiration time.Duration) func() (*service, error) {
 				// The catalog's identity endpoint is where Placement's
 				// keystonemiddleware validates tokens: the host as
 				// containers reach it.
-				"KEYSTONE_PUBLIC_URL": fmt.Sprintf("http://host.containers.internal:%d", s.hostPort),
+				"KEYSTONE_PUBLIC_URL": keystoneContainerURL(s.hostPort),
 			}
 		}
 		return s, nil
@@ -86,6 +86,12 @@ func newKeystone(expiration time.Duration) func() (*service, error) {
 }
 
 var keystoneReady = httpReady("/v3")
+
+// keystoneContainerURL is the Keystone published on hostPort as other
+// containers reach it: through the host.
+func keystoneContainerURL(hostPort int) string {
+	return fmt.Sprintf("http://host.containers.internal:%d", hostPort)
+}
 
 // StartKeystone returns the package's shared Keystone (started on first
 // use; needs harness.Main) or, with Dedicated(), one of the test's own,
@@ -102,10 +108,16 @@ func StartKeystone(t testing.TB, opts ...Option) *Keystone {
 	if !o.dedicated && exp != DefaultTokenExpiration {
 		t.Fatalf("e2e harness: TokenExpiration(%s) needs a dedicated Keystone (harness.Dedicated())", exp)
 	}
-	k := &Keystone{client: &http.Client{Timeout: 30 * time.Second}}
-	k.svc = acquire(t, newKeystone(exp), "keystone", o.dedicated)
+	return keystoneOn(t, acquire(t, newKeystone(exp), "keystone", o.dedicated))
+}
+
+// keystoneOn is the test's Keystone on svc (ready): its fault proxy, the
+// service project and the roles the tests use.
+func keystoneOn(t testing.TB, svc *service) *Keystone {
+	t.Helper()
+	k := &Keystone{client: &http.Client{Timeout: 30 * time.Second}, svc: svc}
 	k.backend = fmt.Sprintf("http://localhost:%d", k.svc.hostPort)
-	k.inside = fmt.Sprintf("http://host.containers.internal:%d", k.svc.hostPort)
+	k.inside = keystoneContainerURL(k.svc.hostPort)
 	proxy, err := newFaultProxy(k.backend)
 	if err != nil {
 		t.Fatalf("e2e harness: proxy to %s: %v", k.backend, err)
@@ -537,9 +549,17 @@ func coalesce(vals ...string) string {
 // Placement so that the documentation is what is proven.
 func DocumentedPlacementPolicy(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "operations.md"))
+	sec, err := documentedPlacementPolicy()
 	if err != nil {
 		t.Fatalf("e2e harness: %v", err)
+	}
+	return sec
+}
+
+func documentedPlacementPolicy() (string, error) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "operations.md"))
+	if err != nil {
+		return "", err
 	}
 	_, sec, ok := strings.Cut(string(b), "## Keystone role and Placement policy")
 	if ok {
@@ -549,7 +569,7 @@ func DocumentedPlacementPolicy(t testing.TB) string {
 		sec, _, ok = strings.Cut(sec, "```")
 	}
 	if !ok || !strings.Contains(sec, "placement:") {
-		t.Fatalf("e2e harness: docs/operations.md has no ```yaml policy block under \"Keystone role and Placement policy\"")
+		return "", fmt.Errorf("docs/operations.md has no ```yaml policy block under \"Keystone role and Placement policy\"")
 	}
-	return sec
+	return sec, nil
 }

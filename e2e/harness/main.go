@@ -2,8 +2,11 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +35,14 @@ const (
 	RabbitMQService  Service = "rabbitmq"
 	PlacementService Service = "placement"
 	KeystoneService  Service = "keystone"
+	// KeystonePlacementService is Placement behind the shared Keystone with
+	// DocumentedPlacementPolicy: what StartPlacement(t,
+	// BehindKeystone(StartKeystone(t), DocumentedPlacementPolicy(t)))
+	// returns. Warming it starts the shared Keystone first.
+	KeystonePlacementService Service = "keystone-placement"
+	// KeystoneGlanceService is Glance behind the shared Keystone with no
+	// policy file: StartGlance(t, BehindKeystone(StartKeystone(t), "")).
+	KeystoneGlanceService Service = "keystone-glance"
 )
 
 // Main runs the package's tests and then removes the containers they
@@ -40,11 +51,27 @@ const (
 // start on first use. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { harness.Main(m, harness.RabbitMQService, harness.PlacementService) }
-func Main(m *testing.M, warm ...Service) {
+func Main(m *testing.M, warm ...Service) { MainAfter(m, nil, warm...) }
+
+// MainAfter is Main with setup (building binaries, say) run while the
+// services in warm start; when setup fails no test runs, the containers
+// are removed and the package fails with setup's error.
+func MainAfter(m *testing.M, setup func() error, warm ...Service) {
 	mainActive.Store(true)
-	// flag.Parse has not run yet (m.Run does it); -short is checked then.
-	for _, s := range warm {
-		go warmUp(s)
+	if !flag.Parsed() {
+		flag.Parse() // m.Run would; -short decides whether to warm anything
+	}
+	if !testing.Short() {
+		for _, s := range warm {
+			go warmUp(s)
+		}
+	}
+	if setup != nil {
+		if err := setup(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			teardown()
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	teardown()
@@ -78,7 +105,56 @@ func warmUp(s Service) {
 		KeystoneService: newKeystone(DefaultTokenExpiration)}[s]
 	if newSvc != nil {
 		sharedEntryFor(string(s)).start(newSvc)
+		return
 	}
+	if s != KeystonePlacementService && s != KeystoneGlanceService {
+		return
+	}
+	// Behind the shared Keystone: its port is in their configuration, so
+	// it starts first (or is being started by another warm-up: the same
+	// once). Their service users are not needed to become ready;
+	// StartPlacement and StartGlance create them before any test uses them.
+	k := sharedEntryFor(string(KeystoneService))
+	k.start(newKeystone(DefaultTokenExpiration))
+	if k.err != nil {
+		return // the first test using it reports it
+	}
+	keystoneURL := keystoneContainerURL(k.svc.hostPort)
+	if s == KeystoneGlanceService {
+		sharedEntryFor(keystoneGlanceKind(keystoneURL, "")).start(newKeystoneGlance(keystoneURL, ""))
+		return
+	}
+	policy, err := documentedPlacementPolicy()
+	if err != nil {
+		return // DocumentedPlacementPolicy fails the first test using it
+	}
+	sharedEntryFor(keystonePlacementKind(policy)).start(newKeystonePlacement(keystoneURL, policy))
+}
+
+// RunSelects reports whether this run's -run pattern can select one of the
+// top-level tests names (every test, without -run): a TestMain warms a
+// service only when a test that uses it will run. It parses the flags
+// when TestMain has not.
+func RunSelects(names ...string) bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return true
+	}
+	// The part before the first slash selects top-level tests.
+	top, _, _ := strings.Cut(f.Value.String(), "/")
+	re, err := regexp.Compile(top)
+	if err != nil {
+		return true // go test reports the bad pattern
+	}
+	for _, n := range names {
+		if re.MatchString(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // Option changes how StartRabbitMQ and StartPlacement get their service.

@@ -66,6 +66,36 @@ func newPlacement() (*service, error) {
 
 var placementReady = httpReady("/")
 
+// newKeystonePlacement is a Placement whose keystonemiddleware validates
+// tokens with the Keystone containers reach at keystoneURL, policy (a
+// policy.yaml body, "" for none) over its defaults. It needs no Keystone
+// user to become ready (version discovery is anonymous): the service
+// user is created by StartPlacement before any request needs it.
+func newKeystonePlacement(keystoneURL, policy string) func() (*service, error) {
+	return func() (*service, error) {
+		s, err := newPlacement()
+		if err != nil {
+			return nil, err
+		}
+		s.env["PLACEMENT_AUTH"] = "keystone"
+		s.env["KEYSTONE_AUTH_URL"] = keystoneURL
+		s.env["PLACEMENT_SERVICE_PASSWORD"] = PlacementServicePassword
+		s.env["PLACEMENT_POLICY"] = policy
+		s.desc += ", behind Keystone"
+		if policy != "" {
+			s.desc += " with a policy file"
+		}
+		return s, nil
+	}
+}
+
+// keystonePlacementKind names the shared Placement behind the shared
+// Keystone with policy (one per policy).
+func keystonePlacementKind(policy string) string {
+	sum := sha256.Sum256([]byte(policy))
+	return "placement-keystone-" + hex.EncodeToString(sum[:4])
+}
+
 // httpReady is a readiness check: GET path on the host port answers 200.
 func httpReady(path string) func(ctx context.Context, hostPort int) error {
 	return func(ctx context.Context, hostPort int) error {
@@ -90,56 +120,111 @@ func httpReady(path string) func(ctx context.Context, hostPort int) error {
 func StartPlacement(t testing.TB, opts ...Option) *Placement {
 	t.Helper()
 	skipShort(t)
-	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}}
 	o := collect(opts)
-	if u := os.Getenv(EnvPlacementURL); u != "" {
-		if o.keystone != nil {
-			t.Skipf("e2e harness: a Placement behind Keystone needs container mode; %s points at an external Placement", EnvPlacementURL)
-		}
-		if o.dedicated {
-			t.Skipf("e2e harness: a dedicated Placement needs container mode; %s points at an external Placement", EnvPlacementURL)
-		}
-		p.backend = strings.TrimSuffix(u, "/")
-		if tok := os.Getenv(EnvPlacementToken); tok != "" {
-			p.token = tok
-		}
-	} else if k := o.keystone; k != nil {
+	u := os.Getenv(EnvPlacementURL)
+	switch k := o.keystone; {
+	case u == "" && k != nil:
 		k.ServiceUser(t, "placement", PlacementServicePassword)
 		if !o.dedicated && k.isDedicated() {
 			t.Fatalf("e2e harness: a shared Placement behind a dedicated Keystone would outlive it: pass harness.Dedicated() to StartPlacement too")
 		}
-		newSvc := func() (*service, error) {
-			s, err := newPlacement()
-			if err != nil {
-				return nil, err
-			}
-			s.env["PLACEMENT_AUTH"] = "keystone"
-			s.env["KEYSTONE_AUTH_URL"] = k.ContainerURL()
-			s.env["PLACEMENT_SERVICE_PASSWORD"] = PlacementServicePassword
-			s.env["PLACEMENT_POLICY"] = o.policy
-			s.desc += ", behind Keystone"
-			if o.policy != "" {
-				s.desc += " with a policy file"
-			}
-			return s, nil
-		}
-		sum := sha256.Sum256([]byte(o.policy))
-		p.svc = acquire(t, newSvc, "placement-keystone-"+hex.EncodeToString(sum[:4]), o.dedicated)
-		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
-		p.mode, _ = placementMode()
-		p.keystone = k
-	} else {
-		p.svc = acquire(t, newPlacement, "placement", o.dedicated)
-		p.backend = fmt.Sprintf("http://localhost:%d", p.svc.hostPort)
-		p.mode, _ = placementMode() // newPlacement checked it
+		return placementOn(t, acquire(t, newKeystonePlacement(k.ContainerURL(), o.policy), keystonePlacementKind(o.policy), o.dedicated), k)
+	case u == "":
+		return placementOn(t, acquire(t, newPlacement, "placement", o.dedicated), nil)
+	case k != nil:
+		t.Skipf("e2e harness: a Placement behind Keystone needs container mode; %s points at an external Placement", EnvPlacementURL)
+	case o.dedicated:
+		t.Skipf("e2e harness: a dedicated Placement needs container mode; %s points at an external Placement", EnvPlacementURL)
 	}
+	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}, backend: strings.TrimSuffix(u, "/")}
+	if tok := os.Getenv(EnvPlacementToken); tok != "" {
+		p.token = tok
+	}
+	p.withProxy(t)
+	return p
+}
+
+// placementOn is the test's Placement on svc (ready), behind k when k is
+// not nil.
+func placementOn(t testing.TB, svc *service, k *Keystone) *Placement {
+	t.Helper()
+	p := &Placement{token: "admin", client: &http.Client{Timeout: 30 * time.Second}, svc: svc, keystone: k,
+		backend: fmt.Sprintf("http://localhost:%d", svc.hostPort)}
+	p.mode, _ = placementMode() // newPlacement checked it
+	p.withProxy(t)
+	return p
+}
+
+// withProxy puts a fault proxy of t's own in front of p's backend.
+func (p *Placement) withProxy(t testing.TB) {
+	t.Helper()
 	proxy, err := newFaultProxy(p.backend)
 	if err != nil {
 		t.Fatalf("e2e harness: proxy to %s: %v", p.backend, err)
 	}
 	t.Cleanup(proxy.close)
 	p.proxy = proxy
-	return p
+}
+
+// StartDedicatedKeystonePlacement is StartKeystone(t, Dedicated(),
+// TokenExpiration(exp)) and then StartPlacement(t, Dedicated(),
+// BehindKeystone(k, policy)) in about the time of the slower of the two
+// starts instead of their sum: the Placement container starts as soon as
+// Keystone's port is known (it needs Keystone only to validate tokens,
+// and its service user exists before this returns). Both are removed
+// when t ends.
+func StartDedicatedKeystonePlacement(t testing.TB, exp time.Duration, policy string) (*Keystone, *Placement) {
+	t.Helper()
+	skipShort(t)
+	if os.Getenv(EnvPlacementURL) != "" {
+		t.Skipf("e2e harness: a Placement behind Keystone needs container mode; %s points at an external Placement", EnvPlacementURL)
+	}
+	if err := engineEnv(); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	t0 := time.Now()
+	ks, err := newKeystone(exp)()
+	if err == nil {
+		err = runContainer(t.Context(), ks)
+	}
+	if ks != nil && ks.c != nil {
+		t.Cleanup(func() { _ = ks.terminate(context.Background()) })
+	}
+	if err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	ps, err := newKeystonePlacement(keystoneContainerURL(ks.hostPort), policy)()
+	if err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- startService(t.Context(), ps) }()
+	var psErr error
+	psDone := false
+	waitPlacement := func() error { // on the test's goroutine only
+		if !psDone {
+			psErr, psDone = <-started, true
+		}
+		return psErr
+	}
+	// The test's context ends before its cleanups run: a start still in
+	// progress gives up, and then its container is removed.
+	t.Cleanup(func() {
+		_ = waitPlacement()
+		_ = ps.terminate(context.Background())
+	})
+	if err := ks.waitReady(t.Context()); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	ks.started = time.Since(t0)
+	t.Logf("e2e harness: dedicated keystone%s ready on localhost:%d in %s", ks.describe(), ks.hostPort, ks.started.Round(time.Millisecond))
+	k := keystoneOn(t, ks)
+	k.ServiceUser(t, "placement", PlacementServicePassword)
+	if err := waitPlacement(); err != nil {
+		t.Fatalf("e2e harness: %v", err)
+	}
+	t.Logf("e2e harness: dedicated placement%s ready on localhost:%d in %s (started with Keystone)", ps.describe(), ps.hostPort, ps.started.Round(time.Millisecond))
+	return k, placementOn(t, ps, k)
 }
 
 // URL is the Placement endpoint for the system under test (the proxy).

@@ -39,6 +39,19 @@ type service struct {
 
 func startService(ctx context.Context, s *service) error {
 	t0 := time.Now()
+	if err := runContainer(ctx, s); err != nil {
+		return err
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	s.started = time.Since(t0)
+	return nil
+}
+
+// runContainer creates and starts s's container on a free host port
+// (s.hostPort), without waiting for it to be ready.
+func runContainer(ctx context.Context, s *service) error {
 	var lastErr error
 	for range 3 { // a free port can be taken between freePort and bind
 		hp, err := freePort()
@@ -77,10 +90,6 @@ func startService(ctx context.Context, s *service) error {
 		return fmt.Errorf("starting %s from image %s: %w (build the images with `make e2e-images`, or set %s/%s to existing images)",
 			s.kind, s.image, lastErr, EnvRabbitMQImage, EnvPlacementImage)
 	}
-	if err := s.waitReady(ctx); err != nil {
-		return err
-	}
-	s.started = time.Since(t0)
 	return nil
 }
 
