@@ -239,6 +239,9 @@ func (h *Host) Start(t *testing.T) {
 	}
 	cmd := exec.Command(filepath.Join(bins, "scourd"), "--config", h.config)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	// Benchmarks only: settings for every scourd the run starts, as
+	// environment overrides (SCOUR_BENCH_SCOURD_ENV="SCOUR_PLACEMENT_MAX_PARALLEL_WRITES=1 ...").
+	cmd.Env = append(cmd.Env, strings.Fields(os.Getenv("SCOUR_BENCH_SCOURD_ENV"))...)
 	if dir := os.Getenv("SCOUR_BENCH_CPU_PROFILE_DIR"); dir != "" {
 		// A CPU profile per scourd run (docs/operations.md, "Where the time goes").
 		cmd.Env = append(cmd.Env, "SCOUR_CPU_PROFILE="+filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", h.Name, time.Now().UnixNano())))

@@ -22,8 +22,14 @@ type Client struct {
 	log     *slog.Logger
 	calls   atomic.Uint64
 	metrics *metrics
-	// writes holds one token per write in flight (MaxParallelWrites).
+	// writes holds one token per write in flight (MaxParallelWrites);
+	// serial is one more token every write takes while a Placement that
+	// answered a write with 5xx is written one request at a time
+	// (writeSlot).
 	writes chan struct{}
+	serial chan struct{}
+	// serialUntil (unix nanoseconds) ends that one-at-a-time period.
+	serialUntil atomic.Int64
 
 	mu       sync.Mutex
 	nodeUUID string          // compute node RP, looked up once
@@ -90,8 +96,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("placement config: %w", err)
 	}
 	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, getenv: o.getenv, now: time.Now,
-		writes: make(chan struct{}, cfg.MaxParallelWrites)}
+		writes: make(chan struct{}, cfg.MaxParallelWrites), serial: make(chan struct{}, 1)}
 	c.metrics = newMetrics()
+	c.metrics.writeConcurrency.Set(float64(cfg.MaxParallelWrites))
 	if o.reg != nil {
 		if err := c.metrics.register(o.reg); err != nil {
 			return nil, fmt.Errorf("placement metrics: %w", err)

@@ -57,7 +57,33 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 	_, err := c.sc.Request(ctx, method, c.sc.Endpoint+path, ro) // gophercloud closes the body
 	err = c.credentialsRefused(classify(method, path, err))
 	c.metrics.requests.WithLabelValues(method, outcome(err)).Inc()
+	if method != http.MethodGet {
+		c.noteWriteAnswer(method, path, err)
+	}
 	return err
+}
+
+// serialWritesFor is how long the writes of a Placement that answered a
+// write with 500 or 503 go one at a time: a Placement on sqlite (its
+// "database is locked"), or with a busy database, fails concurrent
+// writers; parallel writes from this host would only cost it more
+// failures and retries.
+const serialWritesFor = 10 * time.Minute
+
+// noteWriteAnswer starts (or extends) a one-at-a-time period after a
+// write answered 500 or 503 while this client allows several writes.
+func (c *Client) noteWriteAnswer(method, path string, err error) {
+	var api *APIError
+	if cap(c.writes) < 2 || !errors.As(err, &api) ||
+		(api.Status != http.StatusInternalServerError && api.Status != http.StatusServiceUnavailable) {
+		return
+	}
+	until := c.now().Add(serialWritesFor)
+	if c.serialUntil.Swap(until.UnixNano()) < c.now().UnixNano() {
+		c.log.Warn("Placement answered a write with a server error while this host had several writes in flight; writing one at a time for a while (a Placement on sqlite, or with a busy database, fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent)",
+			"method", method, "path", "/"+path, "status", api.Status, "for", serialWritesFor, "max_parallel_writes", cap(c.writes))
+	}
+	c.metrics.writeConcurrency.Set(1)
 }
 
 // writeSlot waits for one of the client's MaxParallelWrites write slots
@@ -67,6 +93,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 // one more write. A write waits here, not in a retry's backoff, and holds
 // its slot only while its request is in flight. The wait is observed in
 // scour_placement_write_wait_seconds.
+//
+// After Placement answered a write with 500 or 503, writes go one at a
+// time for serialWritesFor (noteWriteAnswer): each also takes the serial
+// token.
 func (c *Client) writeSlot(ctx context.Context) (func(), error) {
 	start := time.Now()
 	select {
@@ -74,8 +104,20 @@ func (c *Client) writeSlot(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	release := func() { <-c.writes }
+	if c.serialUntil.Load() > c.now().UnixNano() {
+		select {
+		case c.serial <- struct{}{}:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+		release = func() { <-c.serial; <-c.writes }
+	} else if cap(c.writes) > 1 {
+		c.metrics.writeConcurrency.Set(float64(cap(c.writes)))
+	}
 	c.metrics.writeWait.Observe(time.Since(start).Seconds())
-	return func() { <-c.writes }, nil
+	return release, nil
 }
 
 func outcome(err error) string {

@@ -17,6 +17,7 @@ type metrics struct {
 	scanRequests       prometheus.Gauge
 	scanSeconds        prometheus.Histogram
 	writeWait          prometheus.Histogram
+	writeConcurrency   prometheus.Gauge
 	checks             *prometheus.CounterVec
 }
 
@@ -56,6 +57,10 @@ func newMetrics() *metrics {
 			Help:    "Time each write to Placement (PUT, POST, DELETE) waited for one of the placement.max_parallel_writes slots before it was sent; its count is the writes sent, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
+		writeConcurrency: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "scour", Subsystem: "placement", Name: "write_concurrency",
+			Help: "Writes to Placement this host allows in flight at once: placement.max_parallel_writes, or 1 for 10 minutes after Placement answered a write with 500 or 503.",
+		}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "checks_total",
 			Help: "Checks before a destructive step (Placement shows the device dirty?), by how they were answered: reused (from the release's complete read of the device, less than placement.check_reuse_window old, once; no request), listing (the read confirmed by one listing shared by the devices checked together) or read (the device read on its own).",
@@ -71,5 +76,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds), r.Register(m.writeWait), r.Register(m.checks))
+	return errors.Join(r.Register(m.requests), r.Register(m.retries), r.Register(m.skipped), r.Register(m.traitsRecreated), r.Register(m.cyborgListFailures), r.Register(m.scanRequests), r.Register(m.scanSeconds), r.Register(m.writeWait), r.Register(m.writeConcurrency), r.Register(m.checks))
 }

@@ -105,3 +105,87 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	t.Fatalf("metric %s not registered", name)
 	return 0
 }
+
+// A Placement that fails concurrent writers (sqlite's "database is
+// locked", here for any two writes at once) answers scour's first
+// overlapping writes with 500; from then on this host writes one at a
+// time, so its own parallelism costs at most the writes already in
+// flight, not a 500 for every pair of writes.
+func TestWritesGoOneAtATimeAfterAServerError(t *testing.T) {
+	t.Parallel()
+	var inFlight, locked atomic.Int32
+	f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/inventories/"):
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			time.Sleep(10 * time.Millisecond) // the write holds the database
+			if n > 1 || inFlight.Load() > 1 {
+				locked.Add(1)
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, `{"errors": [{"status": 500, "detail": "(sqlite3.OperationalError) database is locked"}]}`)
+				return
+			}
+			io.WriteString(w, `{"resource_provider_generation": 8}`)
+		case strings.HasSuffix(r.URL.Path, "/inventories"):
+			io.WriteString(w, dirtyInventory)
+		case strings.HasSuffix(r.URL.Path, "/allocations"):
+			io.WriteString(w, `{"resource_provider_generation": 7, "allocations": {}}`)
+		case strings.HasSuffix(r.URL.Path, "/traits"):
+			io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}}
+	srv := startFake(t, f)
+	cfg := unitConfig(srv.URL)
+	cfg.MaxParallelWrites = 4
+	reg := prometheus.NewRegistry()
+	c, err := New(context.Background(), cfg, WithRegisterer(reg), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const devices = 16
+	var wg sync.WaitGroup
+	errs := make([]error, devices)
+	for i := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := Ref{UUID: fmt.Sprintf("0b5a3b53-3e43-4a6a-9b36-1df0c0c5b9%02x", i), Name: fmt.Sprintf("cn_1_0000:%02X:00.0", 0x81+i)}
+			dev.Address, _ = parseAddress(dev.Name)
+			errs[i] = c.Unreserve(context.Background(), dev, nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("device %d: %v", i, err)
+		}
+	}
+	// The writes in flight when the first 500 came (at most 4) fail, and
+	// so may the first one-at-a-time writes that overlap them; after that
+	// every write is alone. Without the one-at-a-time period this run got
+	// 48.
+	if n := locked.Load(); n == 0 || n > 2*4 {
+		t.Errorf("Placement answered %d PUTs with 500 database is locked, want 1 to 8 (only writes overlapping the first failures)", n)
+	}
+	if got := gaugeValue(t, reg, "scour_placement_write_concurrency"); got != 1 {
+		t.Errorf("scour_placement_write_concurrency = %v, want 1 after a server error", got)
+	}
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
