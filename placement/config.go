@@ -68,13 +68,20 @@ type Config struct {
 	MaxParallelWrites int `yaml:"max_parallel_writes"`
 	// CheckReuseWindow is how old a release's read of a device may be for
 	// the check before its first destructive step to answer from it
-	// without asking Placement (Gate.HasAllocations; default 1s, 0 never:
+	// without asking Placement (Gate.HasAllocations; default 0: never,
 	// always ask). Only a complete read showing the device dirty, once.
+	// Opt-in: it trades the check's own look at Placement between the
+	// release's read and the first destructive step (rule 2) for one
+	// request per released device.
 	CheckReuseWindow *time.Duration `yaml:"check_reuse_window"`
 }
 
-// DefaultCheckReuseWindow is placement.check_reuse_window's default.
-const DefaultCheckReuseWindow = time.Second
+// DefaultCheckReuseWindow is placement.check_reuse_window's default: 0,
+// every check before a destructive step asks Placement after it is asked
+// for. A competing cleaner (Nova's sample listener reacting to the same
+// delete.end) may un-reserve a device inside any window; only the check
+// made after the request sees that before the wipe.
+const DefaultCheckReuseWindow time.Duration = 0
 
 // checkReuseWindow is CheckReuseWindow with its default applied.
 func (c *Config) checkReuseWindow() time.Duration {

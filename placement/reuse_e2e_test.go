@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -28,7 +29,8 @@ func claimedInstance(t *testing.T, n int) (*seedHost, []Ref, *Gate, string) {
 	for _, d := range devs {
 		h.setReserved(d, "CUSTOM_PCI_144D_A80A", 1) // Nova burns it
 	}
-	c := newE2EClient(t, env, h.Node)
+	// The reuse is opt-in (default 0): these tests turn it on.
+	c := newE2EClient(t, env, h.Node, func(cfg *Config) { w := time.Second; cfg.CheckReuseWindow = &w })
 	if _, err := c.nodeRP(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -140,12 +140,20 @@ func (f *fakeClock) advance(d time.Duration) {
 	f.t = f.t.Add(d)
 }
 
+// testWindow is the reuse window these tests turn on (the reuse is
+// opt-in: DefaultCheckReuseWindow is 0).
+const testWindow = time.Second
+
 // newClaimGate returns a gate over h with the given reuse window (nil:
-// the default) and a fake clock.
+// testWindow) and a fake clock.
 func newClaimGate(t *testing.T, h *claimHost, window *time.Duration) (*Gate, *fakeClock) {
 	t.Helper()
 	f := &fakePlacement{handle: h.handle}
 	cfg := unitConfig(startFake(t, f).URL)
+	if window == nil {
+		w := testWindow
+		window = &w
+	}
 	cfg.CheckReuseWindow = window
 	c, err := New(context.Background(), cfg)
 	if err != nil {
@@ -272,7 +280,7 @@ func TestCheckReusesReadOnlyOnce(t *testing.T) {
 func TestCheckReuseOnlyFreshCompleteDirtyReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	zero := time.Duration(0)
+	zero, defaultWindow := time.Duration(0), time.Duration(DefaultCheckReuseWindow)
 	for _, tc := range []struct {
 		name   string
 		window *time.Duration
@@ -283,10 +291,11 @@ func TestCheckReuseOnlyFreshCompleteDirtyReads(t *testing.T) {
 		inUse   bool
 		noClaim bool
 	}{
-		{name: "default window, at once", reuse: true},
-		{name: "at the window's end", wait: DefaultCheckReuseWindow, reuse: true},
-		{name: "past the window", wait: DefaultCheckReuseWindow + time.Nanosecond},
+		{name: "1s window, at once", reuse: true},
+		{name: "at the window's end", wait: testWindow, reuse: true},
+		{name: "past the window", wait: testWindow + time.Nanosecond},
 		{name: "window 0", window: &zero},
+		{name: "the default window: never", window: &defaultWindow},
 		{name: "no claim: traits unknown", noClaim: true},
 		{name: "still allocated", mod: func(h *claimHost) { h.devs["d0"].held = true }, inUse: true},
 		{name: "generation moved since the claim (traits unknown)", mod: func(h *claimHost) { h.devs["d0"].gen++ }},
