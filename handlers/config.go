@@ -19,7 +19,8 @@ type Config struct {
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
 	ReconcileJitter   float64       `yaml:"reconcile_jitter"`
 	// ScanRetry is the wait before the first retry of a failed scan
-	// (Placement or the claims store unreachable), doubled after each
+	// (any error: Placement or the claims store unreachable, a burn, a
+	// quarantine or a Cyborg read that failed), doubled after each
 	// further failure and never longer than ReconcileInterval, jittered
 	// like it (default 10s). A device a failed scan would have found is
 	// found that much sooner than at the next interval.

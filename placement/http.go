@@ -80,7 +80,7 @@ func (c *Client) noteWriteAnswer(method, path string, err error) {
 	}
 	until := c.now().Add(serialWritesFor)
 	if c.serialUntil.Swap(until.UnixNano()) < c.now().UnixNano() {
-		c.log.Warn("Placement answered a write with a server error while this host had several writes in flight; writing one at a time for a while (a Placement on sqlite, or with a busy database, fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent)",
+		c.log.Warn("Placement answered a write with a server error while this host allows several writes at once; writing one at a time for a while (a Placement on sqlite, or with a busy database, fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent; a Placement restarting gives the same answer)",
 			"method", method, "path", "/"+path, "status", api.Status, "for", serialWritesFor, "max_parallel_writes", cap(c.writes))
 	}
 	c.metrics.writeConcurrency.Set(1)

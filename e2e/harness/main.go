@@ -61,19 +61,25 @@ func MainAfter(m *testing.M, setup func() error, warm ...Service) {
 	if !flag.Parsed() {
 		flag.Parse() // m.Run would; -short decides whether to warm anything
 	}
+	// Teardown waits for the warm-ups: a container one of them is still
+	// starting would otherwise be missed and left behind.
+	var warming sync.WaitGroup
 	if !testing.Short() {
 		for _, s := range warm {
-			go warmUp(s)
+			warming.Add(1)
+			go func() { defer warming.Done(); warmUp(s) }()
 		}
 	}
 	if setup != nil {
 		if err := setup(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			warming.Wait()
 			teardown()
 			os.Exit(1)
 		}
 	}
 	code := m.Run()
+	warming.Wait()
 	teardown()
 	os.Exit(code)
 }
