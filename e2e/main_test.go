@@ -7,13 +7,10 @@
 package e2e
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/scour-project/scour/e2e/harness"
@@ -23,16 +20,6 @@ import (
 var bins string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	// These tests spend most of their time waiting (for scourd's next
-	// scan, a notification, a container): go test's default of one test
-	// per CPU left the 2 CPUs of CI mostly idle. Twice as many, unless
-	// -parallel says otherwise.
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
-	}
 	warm := []harness.Service{harness.RabbitMQService, harness.PlacementService}
 	// The Keystone tests share one Keystone, one Placement behind it and
 	// one Glance behind it (docs/e2e.md): started in the background while
