@@ -61,23 +61,7 @@ func TestWritesBoundedPerHost(t *testing.T) {
 			}
 			before := histogramCount(t, reg, "scour_placement_write_wait_seconds") // New's trait check
 			const devices = 8
-			var wg sync.WaitGroup
-			errs := make([]error, devices)
-			for i := range devices {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					dev := Ref{UUID: fmt.Sprintf("0b5a3b53-3e43-4a6a-9b36-1df0c0c5b9%02x", i), Name: fmt.Sprintf("cn_1_0000:%02X:00.0", 0x81+i)}
-					dev.Address, _ = parseAddress(dev.Name)
-					errs[i] = c.Unreserve(context.Background(), dev, nil)
-				}()
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("device %d: %v", i, err)
-				}
-			}
+			unreserveAtOnce(t, c, devices)
 			if m := most.Load(); int(m) > limit {
 				t.Errorf("%d un-reserve PUTs in flight at once, want at most placement.max_parallel_writes = %d", m, limit)
 			}
@@ -145,24 +129,7 @@ func TestWritesGoOneAtATimeAfterAServerError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const devices = 16
-	var wg sync.WaitGroup
-	errs := make([]error, devices)
-	for i := range devices {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dev := Ref{UUID: fmt.Sprintf("0b5a3b53-3e43-4a6a-9b36-1df0c0c5b9%02x", i), Name: fmt.Sprintf("cn_1_0000:%02X:00.0", 0x81+i)}
-			dev.Address, _ = parseAddress(dev.Name)
-			errs[i] = c.Unreserve(context.Background(), dev, nil)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("device %d: %v", i, err)
-		}
-	}
+	unreserveAtOnce(t, c, 16)
 	// The writes in flight when the first 500 came (at most 4) fail, and
 	// so may the first one-at-a-time writes that overlap them; after that
 	// every write is alone. Without the one-at-a-time period this run got
@@ -188,4 +155,27 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
+}
+
+// unreserveAtOnce un-reserves n devices of the fake at once, as n
+// cleanings ending together do, and fails t for each that failed.
+func unreserveAtOnce(t *testing.T, c *Client, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := Ref{UUID: fmt.Sprintf("0b5a3b53-3e43-4a6a-9b36-1df0c0c5b9%02x", i), Name: fmt.Sprintf("cn_1_0000:%02X:00.0", 0x81+i)}
+			dev.Address, _ = parseAddress(dev.Name)
+			errs[i] = c.Unreserve(context.Background(), dev, nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("device %d: %v", i, err)
+		}
+	}
 }

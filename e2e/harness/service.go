@@ -167,16 +167,30 @@ func (s *service) pause(ctx context.Context, freeze bool) error {
 		return fmt.Errorf("pausing %s: %w", s.kind, err)
 	}
 	defer cli.Close()
-	if freeze {
-		_, err = cli.ContainerPause(ctx, s.c.GetContainerID(), client.ContainerPauseOptions{})
-	} else {
-		_, err = cli.ContainerUnpause(ctx, s.c.GetContainerID(), client.ContainerUnpauseOptions{})
+	// runc fails a freeze (and leaves the container running) when a
+	// process does not stop in time, as one in a disk wait on a loaded
+	// machine: try again a few times before failing the test.
+	for attempt := 1; ; attempt++ {
+		if freeze {
+			_, err = cli.ContainerPause(ctx, s.c.GetContainerID(), client.ContainerPauseOptions{})
+		} else {
+			_, err = cli.ContainerUnpause(ctx, s.c.GetContainerID(), client.ContainerUnpauseOptions{})
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == pauseAttempts || ctx.Err() != nil {
+			return fmt.Errorf("pausing %s (freeze=%v, %d attempt(s)): %w", s.kind, freeze, attempt, err)
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("pausing %s (freeze=%v): %w", s.kind, freeze, err)
-	}
-	return nil
 }
+
+// pauseAttempts bounds the tries of a container pause or unpause.
+const pauseAttempts = 5
 
 func (s *service) start(ctx context.Context) error {
 	if err := s.c.Start(ctx); err != nil {
