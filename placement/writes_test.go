@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A Placement on sqlite answers a write made while another is in flight
@@ -36,19 +37,13 @@ func TestWritesBoundedPerHost(t *testing.T) {
 					if int(n) > limit {
 						locked.Add(1)
 						w.WriteHeader(http.StatusInternalServerError)
-						io.WriteString(w, `{"errors": [{"status": 500, "detail": "(sqlite3.OperationalError) database is locked"}]}`)
+						io.WriteString(w, databaseLocked)
 						return
 					}
 					time.Sleep(10 * time.Millisecond) // the write holds the database
 					io.WriteString(w, `{"resource_provider_generation": 8}`)
-				case strings.HasSuffix(r.URL.Path, "/inventories"):
-					io.WriteString(w, dirtyInventory)
-				case strings.HasSuffix(r.URL.Path, "/allocations"):
-					io.WriteString(w, `{"resource_provider_generation": 7, "allocations": {}}`)
-				case strings.HasSuffix(r.URL.Path, "/traits"):
-					io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
 				default:
-					http.NotFound(w, r)
+					serveDirtyDevice(w, r)
 				}
 			}}
 			srv := startFake(t, f)
@@ -107,18 +102,12 @@ func TestWritesGoOneAtATimeAfterAServerError(t *testing.T) {
 			if n > 1 || inFlight.Load() > 1 {
 				locked.Add(1)
 				w.WriteHeader(http.StatusInternalServerError)
-				io.WriteString(w, `{"errors": [{"status": 500, "detail": "(sqlite3.OperationalError) database is locked"}]}`)
+				io.WriteString(w, databaseLocked)
 				return
 			}
 			io.WriteString(w, `{"resource_provider_generation": 8}`)
-		case strings.HasSuffix(r.URL.Path, "/inventories"):
-			io.WriteString(w, dirtyInventory)
-		case strings.HasSuffix(r.URL.Path, "/allocations"):
-			io.WriteString(w, `{"resource_provider_generation": 7, "allocations": {}}`)
-		case strings.HasSuffix(r.URL.Path, "/traits"):
-			io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
 		default:
-			http.NotFound(w, r)
+			serveDirtyDevice(w, r)
 		}
 	}}
 	srv := startFake(t, f)
@@ -137,24 +126,9 @@ func TestWritesGoOneAtATimeAfterAServerError(t *testing.T) {
 	if n := locked.Load(); n == 0 || n > 2*4 {
 		t.Errorf("Placement answered %d PUTs with 500 database is locked, want 1 to 8 (only writes overlapping the first failures)", n)
 	}
-	if got := gaugeValue(t, reg, "scour_placement_write_concurrency"); got != 1 {
+	if got := testutil.ToFloat64(c.metrics.writeConcurrency); got != 1 {
 		t.Errorf("scour_placement_write_concurrency = %v, want 1 after a server error", got)
 	}
-}
-
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
 }
 
 // unreserveAtOnce un-reserves n devices of the fake at once, as n
@@ -177,5 +151,24 @@ func unreserveAtOnce(t *testing.T, c *Client, n int) {
 		if err != nil {
 			t.Errorf("device %d: %v", i, err)
 		}
+	}
+}
+
+// databaseLocked is what a Placement on sqlite answers a write that met
+// another (HTTP 500).
+const databaseLocked = `{"errors": [{"status": 500, "detail": "(sqlite3.OperationalError) database is locked"}]}`
+
+// serveDirtyDevice answers the write-pacing fakes' reads: every device is
+// fully reserved, unallocated and one-time-use at generation 7.
+func serveDirtyDevice(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/inventories"):
+		io.WriteString(w, dirtyInventory)
+	case strings.HasSuffix(r.URL.Path, "/allocations"):
+		io.WriteString(w, `{"resource_provider_generation": 7, "allocations": {}}`)
+	case strings.HasSuffix(r.URL.Path, "/traits"):
+		io.WriteString(w, `{"resource_provider_generation": 7, "traits": ["HW_PCI_ONE_TIME_USE"]}`)
+	default:
+		http.NotFound(w, r)
 	}
 }
