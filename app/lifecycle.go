@@ -90,6 +90,7 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 		return fail(fmt.Errorf("placement: %w", err))
 	}
 	gate := placement.NewGate(pc, func(runID string) placement.PutJournal { return store.PutJournal(runID) })
+	var _ pipeline.DatedChecker = gate // the pipeline dates a reused read's answer by the read
 	be, err := hwbackend.Open(cfg.Hardware, log)
 	if err != nil {
 		return fail(fmt.Errorf("hardware: %w", err))

@@ -38,6 +38,17 @@ type RetiredChecker interface {
 	HasAllocationsRetired(ctx context.Context, rpUUID string) (bool, error)
 }
 
+// DatedChecker is an optional AllocationChecker capability:
+// HasAllocationsAsOf answers as HasAllocations does and says how old the
+// answer is: when the Placement request it came from began. An answer
+// taken from an earlier read (placement.Gate's reuse of a release's read)
+// is as old as that read. The engine measures from it how old the answer
+// is when the destructive step starts (placementAnswerMaxAge); for a
+// checker without it, from just before HasAllocations was called.
+type DatedChecker interface {
+	HasAllocationsAsOf(ctx context.Context, rpUUID string) (inUse bool, asOf time.Time, err error)
+}
+
 // AllocationCheckerFunc adapts a function to AllocationChecker.
 type AllocationCheckerFunc func(ctx context.Context, rpUUID string) (bool, error)
 
@@ -100,8 +111,10 @@ type Engine struct {
 	progressEvery time.Duration
 	profSlots     map[string]chan struct{}
 	// placementAnswerMaxAge is how old Placement's all-clear may be when
-	// a destructive step starts after a CHECK that ran alongside it
-	// (run.supportedAndClear); an older one is asked again.
+	// a destructive step starts: after a CHECK that ran alongside it
+	// (run.supportedAndClear), or after the bind of a step that runs on
+	// another driver (run.step). The age counts from when the answer's
+	// request began (DatedChecker); an older answer is asked again.
 	placementAnswerMaxAge time.Duration
 	// sleep waits between a step's tries (tests record the waits).
 	sleep func(ctx context.Context, d time.Duration) bool
@@ -112,7 +125,9 @@ type Engine struct {
 
 // maxPlacementAnswerAge: a CHECK takes tens to hundreds of
 // milliseconds; one that outlasts Placement's answer by more (a slow
-// plugin, a loaded host) has Placement asked again before the step.
+// plugin, a loaded host, a slow driver bind) has Placement asked again
+// before the step. It bounds every all-clear a step starts on, a fresh
+// one and one the checker took from an earlier read alike.
 const maxPlacementAnswerAge = time.Second
 
 // progressCheckpointEvery spaces a step's progress checkpoints: each is a

@@ -124,6 +124,21 @@ type harness struct {
 	cp    *MemCheckpoints
 	reg   *prometheus.Registry
 	alloc func(ctx context.Context, rp string) (bool, error)
+	// dated, when set, is the checker instead of alloc, saying how old
+	// each answer is (DatedChecker).
+	dated func(ctx context.Context, rp string) (bool, time.Time, error)
+}
+
+// datedChecker is the harness's DatedChecker.
+type datedChecker struct{ h *harness }
+
+func (d datedChecker) HasAllocations(ctx context.Context, rp string) (bool, error) {
+	in, _, err := d.h.dated(ctx, rp)
+	return in, err
+}
+
+func (d datedChecker) HasAllocationsAsOf(ctx context.Context, rp string) (bool, time.Time, error) {
+	return d.h.dated(ctx, rp)
 }
 
 func newHarness(t testing.TB, cfg Config, mods ...func(*harness)) *harness {
@@ -138,8 +153,12 @@ func newHarness(t testing.TB, cfg Config, mods ...func(*harness)) *harness {
 	for _, m := range mods {
 		m(h)
 	}
+	var alloc AllocationChecker = AllocationCheckerFunc(func(ctx context.Context, rp string) (bool, error) { return h.alloc(ctx, rp) })
+	if h.dated != nil {
+		alloc = datedChecker{h}
+	}
 	e, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: h.be, Checkpoints: h.cp, Plugins: h.pr, Registerer: h.reg,
-		Allocations: AllocationCheckerFunc(func(ctx context.Context, rp string) (bool, error) { return h.alloc(ctx, rp) })})
+		Allocations: alloc})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -185,3 +185,76 @@ func TestPlacementAskedAgainAfterASlowCheck(t *testing.T) {
 		}
 	})
 }
+
+// An all-clear is as old as the request it came from: a checker that
+// answers from an earlier read (placement.Gate reusing a release's read)
+// says when that read began, and one placementAnswerMaxAge old or more
+// is asked again before the step, however quick the CHECK was.
+func TestOldAnswerAskedAgainBeforeTheStep(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		age   time.Duration
+		asked int
+		want  Verdict
+	}{
+		{name: "an answer from a read 2s old", age: 2 * time.Second, asked: 2, want: VerdictAborted},
+		{name: "an answer from a read just begun", asked: 1, want: VerdictClean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := 0
+			h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+				h.dated = func(context.Context, string) (bool, time.Time, error) {
+					asked++
+					if asked == 1 {
+						return false, time.Now().Add(-tc.age), nil
+					}
+					return true, time.Now(), nil // allocated since that read
+				}
+			})
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.want || asked != tc.asked {
+				t.Fatalf("result %v, Placement asked %d times: want %s after asking %d times", res, asked, tc.want, tc.asked)
+			}
+			if ran := slices.Contains(h.pr.Calls(), "CLEAN wipe"); ran != (tc.want == VerdictClean) {
+				t.Fatalf("calls %v: step ran %v, want %v", h.pr.Calls(), ran, tc.want == VerdictClean)
+			}
+		})
+	}
+}
+
+// A destructive step that runs on another driver is cleared by Placement
+// before the bind (taking the device from its driver is as disruptive as
+// the step), and asked again after the bind when that answer has aged
+// past placementAnswerMaxAge meanwhile: an allocation made while the
+// device was being bound stops the step, and the device goes home.
+func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		maxAge time.Duration
+		asked  int
+		want   Verdict
+	}{
+		{name: "the bind outlasted the answer", maxAge: 0, asked: 2, want: VerdictAborted},
+		{name: "a fresh answer", maxAge: time.Hour, asked: 1, want: VerdictClean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := &driverSim{driver: "vfio-pci"}
+			asked := 0
+			h := newHarness(t, testConfig(pluginStep("fmt", func(s *Step) { s.Driver = "nvme" })), func(h *harness) {
+				h.alloc = func(context.Context, string) (bool, error) { asked++; return asked > 1, nil }
+			})
+			sim.install(h)
+			h.e.placementAnswerMaxAge = tc.maxAge
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.want || asked != tc.asked {
+				t.Fatalf("result %v, Placement asked %d times: want %s after asking %d times", res, asked, tc.want, tc.asked)
+			}
+			if ran := slices.Contains(h.pr.Calls(), "CLEAN fmt"); ran != (tc.want == VerdictClean) {
+				t.Fatalf("calls %v: step ran %v, want %v", h.pr.Calls(), ran, tc.want == VerdictClean)
+			}
+			if sim.driver != "vfio-pci" {
+				t.Fatalf("device left on %s, want it back on vfio-pci", sim.driver)
+			}
+		})
+	}
+}

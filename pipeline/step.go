@@ -34,11 +34,13 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	// only once bound (an NVMe on vfio-pci has no controller to ask):
 	// its requirements and CHECK are evaluated after the bind, below.
 	rebinds := s.Driver != "" && r.dev.Driver != s.Driver
+	var cleared time.Time // when the all-clear a rebinding step starts on was asked
 	if rebinds {
 		// Taking a device from its driver is as disruptive to an
 		// instance using it as a destructive step: Placement is asked
 		// first.
-		if err := r.placementClear(ctx, s, ""); err != nil {
+		var err error
+		if cleared, err = r.placementClear(ctx, s, ""); err != nil {
 			return rec, err
 		}
 	} else {
@@ -71,6 +73,14 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, err
 			} else if why != "" {
 				return nil, &notSupported{why}
+			}
+			// The bind and the CHECK on the new driver took their time:
+			// a destructive step never starts on an all-clear older
+			// than placementAnswerMaxAge.
+			if *s.Destructive && time.Since(cleared) >= r.e.placementAnswerMaxAge {
+				if _, err := r.placementClear(ctx, s, ""); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if !*s.InDevice {
@@ -216,8 +226,9 @@ type checkOutcome struct {
 // decides first: "in use", or no answer, is the errStop, whatever the
 // CHECK said, and a CHECK still running is cancelled (the runner kills
 // its process group) and waited for. Otherwise the CHECK's outcome is
-// returned as unsupported's. An answer that aged past
-// placementAnswerMaxAge while the CHECK ran is asked again: the step
+// returned as unsupported's. An answer that is placementAnswerMaxAge old
+// once the CHECK is done (counted from when its request began, or from
+// the read it was taken from: DatedChecker) is asked again: the step
 // never starts on an answer older than that, whatever its CHECK took.
 func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (string, error) {
 	if !*s.Destructive {
@@ -230,8 +241,7 @@ func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (st
 		why, err := r.unsupported(cctx, s, impl, r.dev)
 		checked <- checkOutcome{why, err}
 	}()
-	stop := r.placementClear(ctx, s, "")
-	answered := time.Now()
+	answered, stop := r.placementClear(ctx, s, "")
 	if stop != nil {
 		cancel()
 		<-checked // no CHECK process outlives the step's refusal
@@ -242,7 +252,8 @@ func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (st
 		return c.why, c.err
 	}
 	if time.Since(answered) >= r.e.placementAnswerMaxAge {
-		return "", r.placementClear(ctx, s, "")
+		_, err := r.placementClear(ctx, s, "")
+		return "", err
 	}
 	return "", nil
 }
@@ -290,19 +301,29 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 // (alongside its CHECK: supportedAndClear) and before each of its
 // retries, whether the device was allocated meanwhile. done is "" before
 // the step's first attempt; before a retry it says what already ran, so
-// the reason never claims the device was left untouched.
-func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
+// the reason never claims the device was left untouched. It returns how
+// old the all-clear is: when its request began (DatedChecker), or when
+// it was asked for.
+func (r *run) placementClear(ctx context.Context, s *Step, done string) (time.Time, error) {
 	at, untouched := "destructive step "+s.Name, ", without touching the device"
 	if done != "" {
 		at, untouched = fmt.Sprintf("the retry of destructive step %s", s.Name), fmt.Sprintf(", after %s: the device may be partly erased", done)
 	}
-	check := r.e.alloc.HasAllocations
+	asOf := time.Now()
+	check := func(ctx context.Context, rp string) (bool, error) {
+		if dc, ok := r.e.alloc.(DatedChecker); ok {
+			has, when, err := dc.HasAllocationsAsOf(ctx, rp)
+			asOf = when
+			return has, err
+		}
+		return r.e.alloc.HasAllocations(ctx, rp)
+	}
 	if rc, ok := r.e.alloc.(RetiredChecker); ok && r.retiring != retireNone {
 		check = rc.HasAllocationsRetired
 	}
 	has, err := check(ctx, r.t.RPUUID)
 	if err != nil {
-		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
+		return asOf, errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
 	}
 	if has {
 		// The checker (placement.Gate.HasAllocations, or
@@ -311,9 +332,9 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 		// quarantine trait set or lost: the message must not claim more
 		// than it knows.
 		r.log.Error("Placement no longer shows the device dirty: aborting before the step (again)", "step", s.Name, "done", done)
-		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
+		return asOf, errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
 	}
-	return nil
+	return asOf, nil
 }
 
 // hostSlot waits for a host-bound slot for s (a host-bound step before it
@@ -327,7 +348,7 @@ func (r *run) hostSlot(ctx context.Context, s *Step) (release func(), err error)
 		return nil, err
 	}
 	if waited && *s.Destructive {
-		if err := r.placementClear(ctx, s, ""); err != nil {
+		if _, err := r.placementClear(ctx, s, ""); err != nil {
 			release()
 			return nil, err
 		}
@@ -369,7 +390,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 	for {
 		if rec.Attempts > 0 && *s.Destructive {
 			done := fmt.Sprintf("%d attempt(s) that failed (last: %s)", rec.Attempts, plugins.AsError(last).Msg)
-			if err := r.placementClear(ctx, s, done); err != nil {
+			if _, err := r.placementClear(ctx, s, done); err != nil {
 				return nil, err
 			}
 		}

@@ -68,20 +68,21 @@ type Config struct {
 	MaxParallelWrites int `yaml:"max_parallel_writes"`
 	// CheckReuseWindow is how old a release's read of a device may be for
 	// the check before its first destructive step to answer from it
-	// without asking Placement (Gate.HasAllocations; default 0: never,
-	// always ask). Only a complete read showing the device dirty, once.
-	// Opt-in: it trades the check's own look at Placement between the
-	// release's read and the first destructive step (rule 2) for one
-	// request per released device.
+	// without asking Placement (Gate.HasAllocations; default 1s; 0:
+	// never, always ask). Only a complete read showing the device dirty,
+	// once. The answer is dated by the read: the pipeline starts the step
+	// only while it is less than a second old, the bound every check
+	// before a destructive step has, and asks again otherwise.
 	CheckReuseWindow *time.Duration `yaml:"check_reuse_window"`
 }
 
-// DefaultCheckReuseWindow is placement.check_reuse_window's default: 0,
-// every check before a destructive step asks Placement after it is asked
-// for. A competing cleaner (Nova's sample listener reacting to the same
-// delete.end) may un-reserve a device inside any window; only the check
-// made after the request sees that before the wipe.
-const DefaultCheckReuseWindow time.Duration = 0
+// DefaultCheckReuseWindow is placement.check_reuse_window's default. The
+// pipeline never starts a destructive step on an all-clear a second old
+// or more (a fresh answer that aged while the step's CHECK ran, or a
+// reused read), so within a second a reused read is as fresh as any
+// answer the step could start on; a longer window only makes reads that
+// are then asked again.
+const DefaultCheckReuseWindow = time.Second
 
 // checkReuseWindow is CheckReuseWindow with its default applied.
 func (c *Config) checkReuseWindow() time.Duration {

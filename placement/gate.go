@@ -214,17 +214,41 @@ func (g *Gate) Unreserve(ctx context.Context, dev Ref, runID string) error {
 // from the claim, claimtraits.go), shows the device Dirty, and began at
 // most placement.check_reuse_window ago (reusable). Once: the read is
 // marked used, and every later check (before a retry, after a host-slot
-// wait, before a later step) asks Placement. The un-reserve after the
-// clean is one PUT at that read's generation, so anything written to the
-// device since the read (an allocation needs an inventory write first on
-// a fenced device) makes it fail with 409 and re-read and re-verify: what
-// the reuse trades is the window from the release's read to the first
-// step (docs/placement.md).
+// wait, before a later step) asks Placement. The answer is dated by the
+// read (HasAllocationsAsOf), and the pipeline starts no step on an answer
+// a second old or more, fresh or reused. The un-reserve after the clean
+// is one PUT at that read's generation, so anything written to the device
+// since the read (an allocation needs an inventory write first on a
+// fenced device) makes it fail with 409 and re-read and re-verify
+// (docs/placement.md).
+//
+// HasAllocations itself never reuses a read: its caller is not told how
+// old the answer is. Only HasAllocationsAsOf does.
 func (g *Gate) HasAllocations(ctx context.Context, rp string) (bool, error) {
-	if g.reuse(rp) {
-		g.c.metrics.checks.WithLabelValues("reused").Inc()
-		return false, nil
+	in, _, err := g.check(ctx, rp, false)
+	return in, err
+}
+
+// HasAllocationsAsOf is HasAllocations, also saying how old its answer
+// is (pipeline.DatedChecker): when the request it came from began, or,
+// for an answer reused from the release's read, when that read began.
+// The pipeline never starts a destructive step on an answer a second old
+// or more: it asks again (pipeline's placementAnswerMaxAge), so a reused
+// read stands for Placement's answer exactly as long as a fresh one would.
+func (g *Gate) HasAllocationsAsOf(ctx context.Context, rp string) (bool, time.Time, error) {
+	return g.check(ctx, rp, true)
+}
+
+// check is HasAllocationsAsOf, reusing the release's read only when
+// mayReuse.
+func (g *Gate) check(ctx context.Context, rp string, mayReuse bool) (bool, time.Time, error) {
+	if mayReuse {
+		if readAt, ok := g.reuse(rp); ok {
+			g.c.metrics.checks.WithLabelValues("reused").Inc()
+			return false, readAt, nil
+		}
 	}
+	asked := g.c.now()
 	var d Device
 	var err error
 	how := "read"
@@ -234,27 +258,29 @@ func (g *Gate) HasAllocations(ctx context.Context, rp string) (bool, error) {
 		d, err = g.c.Device(ctx, Ref{UUID: rp, Name: rp})
 	}
 	if err != nil {
-		return false, err
+		return false, asked, err
 	}
 	g.c.metrics.checks.WithLabelValues(how).Inc()
 	d.readAt = time.Time{} // used by a check: never reused
 	g.remember(d)
-	return !d.Dirty(), nil
+	return !d.Dirty(), asked, nil
 }
 
 // reuse reports, and marks used, a remembered read of rp that the check
-// before a destructive step may answer from (Client.reusable).
-func (g *Gate) reuse(rp string) bool {
+// before a destructive step may answer from (Client.reusable), with when
+// that read began.
+func (g *Gate) reuse(rp string) (time.Time, bool) {
 	now := g.c.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d, ok := g.seen[rp]
 	if !ok || !g.c.reusable(d, now) {
-		return false
+		return time.Time{}, false
 	}
+	readAt := d.readAt
 	d.readAt = time.Time{}
 	g.seen[rp] = d
-	return true
+	return readAt, true
 }
 
 // HasAllocationsRetired is the check before an operator's retirement

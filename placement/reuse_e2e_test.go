@@ -29,7 +29,7 @@ func claimedInstance(t *testing.T, n int) (*seedHost, []Ref, *Gate, string) {
 	for _, d := range devs {
 		h.setReserved(d, "CUSTOM_PCI_144D_A80A", 1) // Nova burns it
 	}
-	// The reuse is opt-in (default 0): these tests turn it on.
+	// The reuse is on by default (1s); these tests set it explicitly.
 	c := newE2EClient(t, env, h.Node, func(cfg *Config) { w := time.Second; cfg.CheckReuseWindow = &w })
 	if _, err := c.nodeRP(context.Background()); err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestE2EClaimedDevicesReturnInTwoCallsEach(t *testing.T) {
 		if err != nil || !d.traitsRead || !d.Dirty() {
 			t.Fatalf("release read of %s: %v, traits known %v, state %s; want a complete dirty read", dev.Name, err, d.traitsRead, d.State)
 		}
-		if in, err := g.HasAllocations(ctx, dev.UUID); in || err != nil {
+		if in, err := checkAsOf(ctx, g, dev.UUID); in || err != nil {
 			t.Fatalf("check of %s = %v, %v; want dirty", dev.Name, in, err)
 		}
 		if err := g.Unreserve(ctx, dev, ""); err != nil {
@@ -132,7 +132,7 @@ func TestE2EReleaseAfterClaimFallsBackAndRefuses(t *testing.T) {
 			t.Errorf("release read of %s knows its traits after its generation moved", dev.Name)
 		}
 		before := g.c.Calls()
-		if in, err := g.HasAllocations(ctx, dev.UUID); !in || err != nil {
+		if in, err := checkAsOf(ctx, g, dev.UUID); !in || err != nil {
 			t.Errorf("check of %s = %v, %v; want refused", dev.Name, in, err)
 		}
 		if g.c.Calls() == before {
@@ -150,7 +150,7 @@ func TestE2EReleaseAfterClaimFallsBackAndRefuses(t *testing.T) {
 	if err != nil || !d.traitsRead {
 		t.Fatalf("release read of %s: %v, traits known %v", late.Name, err, d.traitsRead)
 	}
-	if in, err := g.HasAllocations(ctx, late.UUID); in || err != nil {
+	if in, err := checkAsOf(ctx, g, late.UUID); in || err != nil {
 		t.Fatalf("check of %s = %v, %v; want dirty from the read", late.Name, in, err)
 	}
 	h.reallocate(newUUID(), late) // ... while the device is being cleaned

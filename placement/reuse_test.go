@@ -140,8 +140,8 @@ func (f *fakeClock) advance(d time.Duration) {
 	f.t = f.t.Add(d)
 }
 
-// testWindow is the reuse window these tests turn on (the reuse is
-// opt-in: DefaultCheckReuseWindow is 0).
+// testWindow is the reuse window these tests set (the default's value,
+// set explicitly so a change of the default shows in the test of it).
 const testWindow = time.Second
 
 // newClaimGate returns a gate over h with the given reuse window (nil:
@@ -170,6 +170,13 @@ func (h *claimHost) requests() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.reqs
+}
+
+// checkAsOf is the pipeline's check before a destructive step: the dated
+// one, which alone may reuse the release's read.
+func checkAsOf(ctx context.Context, g *Gate, rp string) (bool, error) {
+	in, _, err := g.HasAllocationsAsOf(ctx, rp)
+	return in, err
 }
 
 func checks(g *Gate, how string) float64 {
@@ -202,6 +209,18 @@ func claimedOne(t *testing.T) (*claimHost, *Gate, Ref) {
 	return h, g, Ref{UUID: "d0", Name: h.dev("d0").name}
 }
 
+// releasedAndRead is claimedOne after inst-1's delete and the release's
+// read of d0.
+func releasedAndRead(t *testing.T) (*claimHost, *Gate) {
+	t.Helper()
+	h, g, ref := claimedOne(t)
+	h.release()
+	if _, err := g.ReadDevice(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	return h, g
+}
+
 // The release of a device claimed at create.end: the claim's listing
 // (quarantine trait forbidden) proved its traits at the generation its
 // allocations read gave, so the release's read (1 request: the
@@ -231,7 +250,7 @@ func TestReleaseReusesCompleteReadOnce(t *testing.T) {
 		if !d.traitsRead || d.Quarantined || !d.Dirty() {
 			t.Fatalf("release read of %s: traits known %v, quarantined %v, dirty %v; want a complete dirty read", ref.UUID, d.traitsRead, d.Quarantined, d.Dirty())
 		}
-		if in, err := g.HasAllocations(ctx, ref.UUID); in || err != nil {
+		if in, err := checkAsOf(ctx, g, ref.UUID); in || err != nil {
 			t.Fatalf("check of %s = %v, %v; want dirty", ref.UUID, in, err)
 		}
 		if err := g.Unreserve(ctx, ref, "run-"+ref.UUID); err != nil {
@@ -251,13 +270,9 @@ func TestReleaseReusesCompleteReadOnce(t *testing.T) {
 func TestCheckReusesReadOnlyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	h, g, ref := claimedOne(t)
-	h.release()
-	if _, err := g.ReadDevice(ctx, ref); err != nil {
-		t.Fatal(err)
-	}
+	h, g := releasedAndRead(t)
 	before := h.requests()
-	if in, err := g.HasAllocations(ctx, "d0"); in || err != nil || h.requests() != before {
+	if in, err := checkAsOf(ctx, g, "d0"); in || err != nil || h.requests() != before {
 		t.Fatalf("first check = %v, %v with %d requests; want dirty from the read, none", in, err, h.requests()-before)
 	}
 	// Someone allocates the device meanwhile (after lifting its fence:
@@ -266,7 +281,7 @@ func TestCheckReusesReadOnlyOnce(t *testing.T) {
 	h.mu.Lock()
 	dev.held, dev.gen = true, dev.gen+2
 	h.mu.Unlock()
-	if in, err := g.HasAllocations(ctx, "d0"); !in || err != nil || h.requests() == before {
+	if in, err := checkAsOf(ctx, g, "d0"); !in || err != nil || h.requests() == before {
 		t.Errorf("second check = %v, %v with %d requests; want Placement asked and the allocation seen", in, err, h.requests()-before)
 	}
 	if checks(g, "reused") != 1 {
@@ -295,7 +310,8 @@ func TestCheckReuseOnlyFreshCompleteDirtyReads(t *testing.T) {
 		{name: "at the window's end", wait: testWindow, reuse: true},
 		{name: "past the window", wait: testWindow + time.Nanosecond},
 		{name: "window 0", window: &zero},
-		{name: "the default window: never", window: &defaultWindow},
+		{name: "the default window", window: &defaultWindow, reuse: true},
+		{name: "past the default window", window: &defaultWindow, wait: DefaultCheckReuseWindow + time.Nanosecond},
 		{name: "no claim: traits unknown", noClaim: true},
 		{name: "still allocated", mod: func(h *claimHost) { h.devs["d0"].held = true }, inUse: true},
 		{name: "generation moved since the claim (traits unknown)", mod: func(h *claimHost) { h.devs["d0"].gen++ }},
@@ -319,7 +335,7 @@ func TestCheckReuseOnlyFreshCompleteDirtyReads(t *testing.T) {
 			}
 			clk.advance(tc.wait)
 			before := h.requests()
-			in, err := g.HasAllocations(ctx, "d0")
+			in, err := checkAsOf(ctx, g, "d0")
 			if err != nil || in != tc.inUse {
 				t.Fatalf("check = %v, %v; want in use %v", in, err, tc.inUse)
 			}
@@ -385,10 +401,53 @@ func TestClaimMatchesQuarantinedAllocatedDevice(t *testing.T) {
 	if err != nil || d.traitsRead {
 		t.Fatalf("release read of the quarantined device: %v, traits known %v", err, d.traitsRead)
 	}
-	if in, err := g.HasAllocations(ctx, "d1"); !in || err != nil {
+	if in, err := checkAsOf(ctx, g, "d1"); !in || err != nil {
 		t.Errorf("check of the quarantined device = %v, %v; want refused", in, err)
 	}
 	if checks(g, "reused") != 0 {
 		t.Error("the quarantined device's check reused a read")
+	}
+}
+
+// A check answered from the release's read is dated by that read
+// (HasAllocationsAsOf): the pipeline measures from it how old the answer
+// is when the destructive step starts, and asks again past a second. A
+// check that asks Placement is dated when it asked.
+func TestReusedAnswerIsAsOldAsItsRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newClaimHost(1)
+	g, clk := newClaimGate(t, h, nil)
+	claim(t, g, h, 1)
+	h.release()
+	readAt := clk.now()
+	if _, err := g.ReadDevice(ctx, Ref{UUID: "d0", Name: h.dev("d0").name}); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(300 * time.Millisecond)
+	in, asOf, err := g.HasAllocationsAsOf(ctx, "d0")
+	if in || err != nil || checks(g, "reused") != 1 {
+		t.Fatalf("first check = %v, %v (reused %v); want dirty, from the read", in, err, checks(g, "reused"))
+	}
+	if !asOf.Equal(readAt) {
+		t.Errorf("reused answer dated %s, want the read's start %s", asOf.Sub(readAt), readAt)
+	}
+	clk.advance(300 * time.Millisecond)
+	askedAt := clk.now()
+	if _, asOf, err = g.HasAllocationsAsOf(ctx, "d0"); err != nil || !asOf.Equal(askedAt) {
+		t.Errorf("second check dated %v (%v), want when it asked Placement", asOf.Sub(readAt), err)
+	}
+}
+
+// HasAllocations, whose caller is not told how old its answer is (the
+// look at an NVMe's capabilities on nvme before a run binds it), never
+// reuses the release's read: it asks Placement.
+func TestUndatedCheckNeverReuses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h, g := releasedAndRead(t)
+	before := h.requests()
+	if in, err := g.HasAllocations(ctx, "d0"); in || err != nil || h.requests() == before || checks(g, "reused") != 0 {
+		t.Fatalf("undated check = %v, %v with %d requests (reused %v); want dirty, asked of Placement", in, err, h.requests()-before, checks(g, "reused"))
 	}
 }
