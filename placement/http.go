@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,20 +72,40 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, ok 
 const serialWritesFor = 10 * time.Minute
 
 // noteWriteAnswer starts (or extends) a one-at-a-time period after a
-// write answered 500 or 503 while this client allows several writes.
+// write answered 500 or 503 while this client allows several writes. A
+// 500 "database is locked" says Placement runs on sqlite, which fails
+// every pair of concurrent writers and will not stop doing so: the period
+// then lasts until scourd restarts, so a host pays for its parallelism
+// once per start, not once every serialWritesFor.
 func (c *Client) noteWriteAnswer(method, path string, err error) {
 	var api *APIError
 	if cap(c.writes) < 2 || !errors.As(err, &api) ||
 		(api.Status != http.StatusInternalServerError && api.Status != http.StatusServiceUnavailable) {
 		return
 	}
-	until := c.now().Add(serialWritesFor)
-	if c.serialUntil.Swap(until.UnixNano()) < c.now().UnixNano() {
-		c.log.Warn("Placement answered a write with a server error while this host allows several writes at once; writing one at a time for a while (a Placement on sqlite, or with a busy database, fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent; a Placement restarting gives the same answer)",
+	now := c.now().UnixNano()
+	until, sqlite := now+int64(serialWritesFor), strings.Contains(api.Detail, sqliteLocked)
+	if sqlite {
+		until = math.MaxInt64
+	}
+	old := c.serialUntil.Load()
+	for old < until && !c.serialUntil.CompareAndSwap(old, until) {
+		old = c.serialUntil.Load()
+	}
+	switch {
+	case sqlite && old != math.MaxInt64:
+		c.log.Warn("Placement answered a write with 500 \"database is locked\": it runs on sqlite, which fails concurrent writers; this host writes to it one at a time until scourd restarts (set placement.max_parallel_writes: 1 to spare Placement even the first failure)",
+			"method", method, "path", "/"+path, "status", api.Status, "max_parallel_writes", cap(c.writes))
+	case !sqlite && old < now:
+		c.log.Warn("Placement answered a write with a server error while this host allows several writes at once; writing one at a time for a while (a Placement with a busy database fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent; a Placement restarting gives the same answer)",
 			"method", method, "path", "/"+path, "status", api.Status, "for", serialWritesFor, "max_parallel_writes", cap(c.writes))
 	}
 	c.metrics.writeConcurrency.Set(1)
 }
+
+// sqliteLocked is in Placement's 500 answer to a write that met another
+// on a sqlite database (sqlite3.OperationalError).
+const sqliteLocked = "database is locked"
 
 // writeSlot waits for one of the client's MaxParallelWrites write slots
 // and returns its release. Placement serializes writes in its database

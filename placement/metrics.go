@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 		}),
 		writeConcurrency: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "write_concurrency",
-			Help: "Writes to Placement this host allows in flight at once: placement.max_parallel_writes, or 1 for 10 minutes after Placement answered a write with 500 or 503.",
+			Help: "Writes to Placement this host allows in flight at once: placement.max_parallel_writes, or 1 for 10 minutes after Placement answered a write with 500 or 503 (until scourd restarts after sqlite's 500 database is locked).",
 		}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "checks_total",

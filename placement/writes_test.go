@@ -172,3 +172,58 @@ func serveDirtyDevice(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	}
 }
+
+// A 500 "database is locked" says Placement runs on sqlite, which fails
+// concurrent writers for good: this host then writes one at a time until
+// scourd restarts. Any other 500 or 503 makes it do so for
+// serialWritesFor only.
+func TestSqliteLockedWritesStayOneAtATime(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		serial bool // an hour later
+	}{
+		{name: "sqlite's database is locked", status: http.StatusInternalServerError, body: databaseLocked, serial: true},
+		{name: "another 500", status: http.StatusInternalServerError, body: `{"errors": [{"status": 500, "detail": "boom"}]}`},
+		{name: "a 503", status: http.StatusServiceUnavailable, body: `{"errors": [{"status": 503, "detail": "Service Unavailable"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var failed atomic.Bool
+			f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodPut && failed.CompareAndSwap(false, true):
+					w.WriteHeader(tc.status)
+					io.WriteString(w, tc.body)
+				case r.Method == http.MethodPut:
+					io.WriteString(w, `{"resource_provider_generation": 8}`)
+				default:
+					serveDirtyDevice(w, r)
+				}
+			}}
+			cfg := unitConfig(startFake(t, f).URL)
+			cfg.MaxParallelWrites = 2
+			c, err := New(context.Background(), cfg, WithRegisterer(prometheus.NewRegistry()), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := &fakeClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+			c.now = clk.now
+			unreserveAtOnce(t, c, 1)
+			if got := testutil.ToFloat64(c.metrics.writeConcurrency); got != 1 || !failed.Load() {
+				t.Fatalf("after the server error: scour_placement_write_concurrency = %v (failed %v), want 1", got, failed.Load())
+			}
+			clk.advance(time.Hour)
+			unreserveAtOnce(t, c, 1)
+			want := 2.0
+			if tc.serial {
+				want = 1
+			}
+			if got := testutil.ToFloat64(c.metrics.writeConcurrency); got != want {
+				t.Errorf("an hour later: scour_placement_write_concurrency = %v, want %v", got, want)
+			}
+		})
+	}
+}
