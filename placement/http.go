@@ -84,7 +84,8 @@ func (c *Client) noteWriteAnswer(method, path string, err error) {
 		return
 	}
 	now := c.now().UnixNano()
-	until, sqlite := now+int64(serialWritesFor), strings.Contains(api.Detail, sqliteLocked)
+	until := now + int64(serialWritesFor)
+	sqlite := api.Status == http.StatusInternalServerError && strings.Contains(api.Detail, sqliteLocked)
 	if sqlite {
 		until = math.MaxInt64
 	}
@@ -134,6 +135,7 @@ func (c *Client) writeSlot(ctx context.Context) (func(), error) {
 			return nil, ctx.Err()
 		}
 		release = func() { <-c.serial; <-c.writes }
+		c.metrics.writeConcurrency.Set(1) // a write that read the period before noteWriteAnswer set it must not show 2
 	} else if cap(c.writes) > 1 {
 		c.metrics.writeConcurrency.Set(float64(cap(c.writes)))
 	}
