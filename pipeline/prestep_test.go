@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -223,10 +224,11 @@ func TestOldAnswerAskedAgainBeforeTheStep(t *testing.T) {
 }
 
 // A destructive step that runs on another driver is cleared by Placement
-// before the bind (taking the device from its driver is as disruptive as
-// the step), and asked again after the bind when that answer has aged
-// past placementAnswerMaxAge meanwhile: an allocation made while the
-// device was being bound stops the step, and the device goes home.
+// before the unbind (taking the device from its driver is as disruptive
+// as the step), and asked again before its first attempt when that
+// answer aged past placementAnswerMaxAge during the bind: an allocation
+// made while the device was being bound stops the step, and the device
+// goes home.
 func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -234,7 +236,7 @@ func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 		asked  int
 		want   Verdict
 	}{
-		{name: "the bind outlasted the answer", maxAge: 0, asked: 2, want: VerdictAborted},
+		{name: "the bind outlasted the answer", maxAge: 50 * time.Millisecond, asked: 2, want: VerdictAborted},
 		{name: "a fresh answer", maxAge: time.Hour, asked: 1, want: VerdictClean},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,6 +246,13 @@ func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 				h.alloc = func(context.Context, string) (bool, error) { asked++; return asked > 1, nil }
 			})
 			sim.install(h)
+			bind := h.be.BindDriverF
+			h.be.BindDriverF = func(ctx context.Context, a hardware.Address, drv string) (string, error) {
+				if drv == "nvme" {
+					time.Sleep(150 * time.Millisecond) // a slow driver probe
+				}
+				return bind(ctx, a, drv)
+			}
 			h.e.placementAnswerMaxAge = tc.maxAge
 			res := h.clean(t, target(1))
 			if res.Verdict != tc.want || asked != tc.asked {
@@ -251,6 +260,56 @@ func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 			}
 			if ran := slices.Contains(h.pr.Calls(), "CLEAN fmt"); ran != (tc.want == VerdictClean) {
 				t.Fatalf("calls %v: step ran %v, want %v", h.pr.Calls(), ran, tc.want == VerdictClean)
+			}
+			if sim.driver != "vfio-pci" {
+				t.Fatalf("device left on %s, want it back on vfio-pci", sim.driver)
+			}
+		})
+	}
+}
+
+// The unbind of a step that runs on another driver, destructive or not,
+// starts only on an all-clear younger than placementAnswerMaxAge:
+// Placement is asked again while the answer is older (here every answer
+// but the last comes from a read 2 s old), and after maxClearAsks such
+// answers the run stops with retry-later, the device never unbound.
+func TestUnbindAskedAgainOnAnOldAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fresh int // the answer that is fresh (0: none)
+		asked int
+		want  Verdict
+	}{
+		{name: "the second answer is fresh", fresh: 2, asked: 2, want: VerdictClean},
+		{name: "every answer is old", asked: 1 + maxClearAsks, want: VerdictRetryLater},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := &driverSim{driver: "vfio-pci"}
+			asked, binds := 0, 0
+			nondestructive := func(s *Step) { f := false; s.Destructive = &f; s.Driver = "nvme" }
+			h := newHarness(t, testConfig(pluginStep("wear", nondestructive)), func(h *harness) {
+				h.dated = func(context.Context, string) (bool, time.Time, error) {
+					asked++
+					if asked == tc.fresh {
+						return false, time.Now(), nil
+					}
+					return false, time.Now().Add(-2 * time.Second), nil
+				}
+			})
+			sim.install(h)
+			bind := h.be.BindDriverF
+			h.be.BindDriverF = func(ctx context.Context, a hardware.Address, drv string) (string, error) {
+				if drv == "nvme" {
+					binds++
+				}
+				return bind(ctx, a, drv)
+			}
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.want || asked != tc.asked {
+				t.Fatalf("result %v, Placement asked %d times: want %s after asking %d times", res, asked, tc.want, tc.asked)
+			}
+			if unbound := binds > 0; unbound != (tc.want == VerdictClean) {
+				t.Fatalf("device bound to nvme %d times, want it bound only on a fresh answer", binds)
 			}
 			if sim.driver != "vfio-pci" {
 				t.Fatalf("device left on %s, want it back on vfio-pci", sim.driver)

@@ -41,6 +41,11 @@ type run struct {
 	kept    bool
 	// retiring marks an operator's retirement run (Engine.Retire).
 	retiring retireMode
+	// cleared is how old Placement's last all-clear for the device is:
+	// when the request it came from began (placementClear). A driver
+	// unbind or a destructive attempt starts only while it is younger
+	// than placementAnswerMaxAge (clearNow).
+	cleared time.Time
 }
 
 // errStop ends a run with a verdict before a step touched the device

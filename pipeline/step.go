@@ -34,13 +34,12 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 	// only once bound (an NVMe on vfio-pci has no controller to ask):
 	// its requirements and CHECK are evaluated after the bind, below.
 	rebinds := s.Driver != "" && r.dev.Driver != s.Driver
-	var cleared time.Time // when the all-clear a rebinding step starts on was asked
 	if rebinds {
 		// Taking a device from its driver is as disruptive to an
 		// instance using it as a destructive step: Placement is asked
-		// first.
-		var err error
-		if cleared, err = r.placementClear(ctx, s, ""); err != nil {
+		// first (and again just before the unbind when that answer aged
+		// meanwhile: onDriver).
+		if err := r.placementClear(ctx, s, ""); err != nil {
 			return rec, err
 		}
 	} else {
@@ -73,14 +72,6 @@ func (r *run) step(ctx context.Context, i int, s *Step) (StepRecord, error) {
 				return nil, err
 			} else if why != "" {
 				return nil, &notSupported{why}
-			}
-			// The bind and the CHECK on the new driver took their time:
-			// a destructive step never starts on an all-clear older
-			// than placementAnswerMaxAge.
-			if *s.Destructive && time.Since(cleared) >= r.e.placementAnswerMaxAge {
-				if _, err := r.placementClear(ctx, s, ""); err != nil {
-					return nil, err
-				}
 			}
 		}
 		if !*s.InDevice {
@@ -226,10 +217,10 @@ type checkOutcome struct {
 // decides first: "in use", or no answer, is the errStop, whatever the
 // CHECK said, and a CHECK still running is cancelled (the runner kills
 // its process group) and waited for. Otherwise the CHECK's outcome is
-// returned as unsupported's. An answer that is placementAnswerMaxAge old
-// once the CHECK is done (counted from when its request began, or from
-// the read it was taken from: DatedChecker) is asked again: the step
-// never starts on an answer older than that, whatever its CHECK took.
+// returned as unsupported's. An answer that aged past
+// placementAnswerMaxAge while the CHECK ran is asked again immediately
+// before the step's first attempt (attempts, clearNow): the step never
+// starts on an answer older than that, whatever its CHECK took.
 func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (string, error) {
 	if !*s.Destructive {
 		return r.unsupported(ctx, s, impl, r.dev)
@@ -241,21 +232,14 @@ func (r *run) supportedAndClear(ctx context.Context, s *Step, impl stepImpl) (st
 		why, err := r.unsupported(cctx, s, impl, r.dev)
 		checked <- checkOutcome{why, err}
 	}()
-	answered, stop := r.placementClear(ctx, s, "")
+	stop := r.placementClear(ctx, s, "")
 	if stop != nil {
 		cancel()
 		<-checked // no CHECK process outlives the step's refusal
 		return "", stop
 	}
 	c := <-checked
-	if c.why != "" || c.err != nil {
-		return c.why, c.err
-	}
-	if time.Since(answered) >= r.e.placementAnswerMaxAge {
-		_, err := r.placementClear(ctx, s, "")
-		return "", err
-	}
-	return "", nil
+	return c.why, c.err
 }
 
 // learnIdentity keeps the serial, model and firmware a step's driver
@@ -301,10 +285,11 @@ func (r *run) learnIdentity(ctx context.Context, dev *hardware.Device) error {
 // (alongside its CHECK: supportedAndClear) and before each of its
 // retries, whether the device was allocated meanwhile. done is "" before
 // the step's first attempt; before a retry it says what already ran, so
-// the reason never claims the device was left untouched. It returns how
-// old the all-clear is: when its request began (DatedChecker), or when
-// it was asked for.
-func (r *run) placementClear(ctx context.Context, s *Step, done string) (time.Time, error) {
+// the reason never claims the device was left untouched. An all-clear
+// is recorded with how old it is (r.cleared): when its request began
+// (DatedChecker: for an answer reused from an earlier read, when that
+// read began), or when it was asked for.
+func (r *run) placementClear(ctx context.Context, s *Step, done string) error {
 	at, untouched := "destructive step "+s.Name, ", without touching the device"
 	if done != "" {
 		at, untouched = fmt.Sprintf("the retry of destructive step %s", s.Name), fmt.Sprintf(", after %s: the device may be partly erased", done)
@@ -323,7 +308,7 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) (time.Ti
 	}
 	has, err := check(ctx, r.t.RPUUID)
 	if err != nil {
-		return asOf, errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
+		return errStop{VerdictRetryLater, fmt.Sprintf("cannot ask Placement whether %s (rp %s) is allocated before %s: %v%s", r.t.Address, r.t.RPUUID, at, err, untouched)}
 	}
 	if has {
 		// The checker (placement.Gate.HasAllocations, or
@@ -332,9 +317,35 @@ func (r *run) placementClear(ctx context.Context, s *Step, done string) (time.Ti
 		// quarantine trait set or lost: the message must not claim more
 		// than it knows.
 		r.log.Error("Placement no longer shows the device dirty: aborting before the step (again)", "step", s.Name, "done", done)
-		return asOf, errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
+		return errStop{VerdictAborted, fmt.Sprintf("Placement no longer shows the device dirty (allocated, in use, un-reserved or quarantined meanwhile): %s (rp %s) aborted at the allocation check before %s%s", r.t.Address, r.t.RPUUID, at, untouched)}
 	}
-	return asOf, nil
+	r.cleared = asOf
+	return nil
+}
+
+// maxClearAsks bounds clearNow's questions: a Placement whose answers
+// each take placementAnswerMaxAge or more is too slow to start a step on.
+const maxClearAsks = 3
+
+// clearNow makes sure the all-clear a driver unbind or a destructive
+// attempt is about to start on (r.cleared) is younger than
+// placementAnswerMaxAge, asking Placement again (placementClear) while it
+// is not: a CHECK, a driver bind, a checkpoint or a slow answer aged it.
+// An answer reused from the release's read is dated by that read, so it
+// is never older at the step's start than a fresh one may be. After
+// maxClearAsks answers each too old by the time they came, the run stops
+// with retry-later, the device untouched by this step.
+func (r *run) clearNow(ctx context.Context, s *Step, done string) error {
+	for asked := 0; time.Since(r.cleared) >= r.e.placementAnswerMaxAge; asked++ {
+		if asked == maxClearAsks {
+			return errStop{VerdictRetryLater, fmt.Sprintf("Placement's all-clear for %s (rp %s) was %s old or more by the time it came, %d times in a row: too slow an answer to start step %s on; it stays reserved and is retried later (check Placement's latency)",
+				r.t.Address, r.t.RPUUID, r.e.placementAnswerMaxAge, maxClearAsks, s.Name)}
+		}
+		if err := r.placementClear(ctx, s, done); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hostSlot waits for a host-bound slot for s (a host-bound step before it
@@ -348,7 +359,7 @@ func (r *run) hostSlot(ctx context.Context, s *Step) (release func(), err error)
 		return nil, err
 	}
 	if waited && *s.Destructive {
-		if _, err := r.placementClear(ctx, s, ""); err != nil {
+		if err := r.placementClear(ctx, s, ""); err != nil {
 			release()
 			return nil, err
 		}
@@ -388,9 +399,17 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 	waits := s.Retry.waits()
 	var last error
 	for {
-		if rec.Attempts > 0 && *s.Destructive {
-			done := fmt.Sprintf("%d attempt(s) that failed (last: %s)", rec.Attempts, plugins.AsError(last).Msg)
-			if _, err := r.placementClear(ctx, s, done); err != nil {
+		if *s.Destructive {
+			done := ""
+			if rec.Attempts > 0 {
+				done = fmt.Sprintf("%d attempt(s) that failed (last: %s)", rec.Attempts, plugins.AsError(last).Msg)
+				if err := r.placementClear(ctx, s, done); err != nil {
+					return nil, err
+				}
+			}
+			// The first attempt's all-clear came before the CHECK, a
+			// bind, a checkpoint: it must still be young.
+			if err := r.clearNow(ctx, s, done); err != nil {
 				return nil, err
 			}
 		}
@@ -550,6 +569,12 @@ func (r *run) homeDriverCheck(ctx context.Context) string {
 }
 
 func (r *run) onDriver(ctx context.Context, s *Step, f func(*hardware.Device) (*plugins.Result, error)) (*plugins.Result, error) {
+	// Taking the device from its driver starts on a young all-clear, as
+	// a destructive attempt does (step asked Placement before recording
+	// the step's start).
+	if err := r.clearNow(ctx, s, ""); err != nil {
+		return nil, err
+	}
 	if _, err := r.e.be.BindDriver(ctx, r.t.Address, s.Driver); err != nil {
 		return nil, fmt.Errorf("binding %s to %s for step %s: %w", r.t.Address, s.Driver, s.Name, err)
 	}

@@ -13,7 +13,7 @@ import "slices"
 // of the device that returns the same generation knows its traits without
 // reading them (Client.ReadDevice): the release's read is then complete,
 // and the check before the first destructive step may answer from it
-// (Gate.HasAllocations). A fact is only ever used at its own generation;
+// (Gate.HasAllocationsAsOf). A fact is only ever used at its own generation;
 // scour's own writes of the device forget it anyway.
 
 // traitFacts is what a claim's listing proved of one device's traits at

@@ -68,7 +68,7 @@ type Config struct {
 	MaxParallelWrites int `yaml:"max_parallel_writes"`
 	// CheckReuseWindow is how old a release's read of a device may be for
 	// the check before its first destructive step to answer from it
-	// without asking Placement (Gate.HasAllocations; default 1s; 0:
+	// without asking Placement (Gate.HasAllocationsAsOf; default 1s; 0:
 	// never, always ask). Only a complete read showing the device dirty,
 	// once. The answer is dated by the read: the pipeline starts the step
 	// only while it is less than a second old, the bound every check

@@ -63,7 +63,7 @@ func newMetrics() *metrics {
 		}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "checks_total",
-			Help: "Checks before a destructive step (Placement shows the device dirty?), by how they were answered: reused (from the release's complete read of the device, less than placement.check_reuse_window old, once; no request), listing (the read confirmed by one listing shared by the devices checked together) or read (the device read on its own).",
+			Help: "Checks before a destructive step (Placement shows the device dirty?), by how they were answered: reused (from the release's complete read of the device, at most placement.check_reuse_window old, once; no request), listing (the read confirmed by one listing shared by the devices checked together) or read (the device read on its own).",
 		}, []string{"how"}),
 	}
 	for _, how := range []string{"reused", "listing", "read"} {

@@ -21,7 +21,7 @@ import (
 // (ConfirmShared, eligible.go): 2 or 3 calls each, plus the listings.
 // When the claim also proved the device's traits at that generation
 // (claimtraits.go), the read is complete and the first check answers
-// from it once within placement.check_reuse_window (Gate.HasAllocations,
+// from it once within placement.check_reuse_window (Gate.HasAllocationsAsOf,
 // reusable): 2 calls, the read and the PUT.
 
 // ReadDevice reads one device afresh: its allocations, and its inventory
@@ -30,7 +30,7 @@ import (
 // proved them at that same generation (withClaimTraits: the read is then
 // complete, one-time-use and not quarantined); otherwise they are not
 // read, and Quarantined is false until Confirm reads them. The read
-// records when it began (readAt), for Gate.HasAllocations' reuse.
+// records when it began (readAt), for Gate.HasAllocationsAsOf' reuse.
 func (c *Client) ReadDevice(ctx context.Context, dev Ref) (Device, error) {
 	if err := checkRef(dev); err != nil {
 		return Device{Ref: dev}, devErr("read", dev, err)
