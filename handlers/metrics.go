@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "broadcasts_total", Help: "Instance-scoped broadcast commands (revert, evacuate, a delete without a host) this host received, by kind and whether it holds a live claim of the instance (live: acted on it; none: dropped without reading Placement)."},
 			[]string{"kind", "claim"}),
 		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "tombstones_read_total", Help: "Deleted-instance tombstones found before recording a claim, by result (stood: Placement agreed the instance holds nothing here, no claim recorded; contradicted: Placement shows it holding devices here, so the tombstone was stale or written from a forged or misrouted delete.end; its devices were burned and claimed)."},
+			Name: "tombstones_read_total", Help: "Deleted-instance tombstones read when a claim is recorded or rebuilt (before its write and again after it: a stale one counts at each read), by result (stood: Placement agreed the instance holds nothing here, no claim recorded; contradicted: Placement shows it holding devices here, so the tombstone was stale or written from a forged or misrouted delete.end; its devices were burned and claimed)."},
 			[]string{"result"}),
 	}
 	for _, k := range command.Kinds {

@@ -24,6 +24,8 @@ type claimHost struct {
 	devs map[string]*claimDev
 	puts int
 	reqs int
+	// served, when set, runs as each request is answered (under mu).
+	served func(r *http.Request)
 }
 
 type claimDev struct {
@@ -68,6 +70,9 @@ func (h *claimHost) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.reqs++
+	if h.served != nil {
+		h.served(r)
+	}
 	switch {
 	case r.URL.Path == "/allocations/inst-1":
 		allocs := []string{`"node-1": {"generation": 40, "resources": {"VCPU": 2}}`}
@@ -421,16 +426,22 @@ func TestReusedAnswerIsAsOldAsItsRead(t *testing.T) {
 	claim(t, g, h, 1)
 	h.release()
 	readAt := clk.now()
+	h.mu.Lock()
+	h.served = func(*http.Request) { clk.advance(200 * time.Millisecond) } // the read takes its time
+	h.mu.Unlock()
 	if _, err := g.ReadDevice(ctx, Ref{UUID: "d0", Name: h.dev("d0").name}); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(300 * time.Millisecond)
+	h.mu.Lock()
+	h.served = nil
+	h.mu.Unlock()
+	clk.advance(100 * time.Millisecond)
 	in, asOf, err := g.HasAllocationsAsOf(ctx, "d0")
 	if in || err != nil || checks(g, "reused") != 1 {
 		t.Fatalf("first check = %v, %v (reused %v); want dirty, from the read", in, err, checks(g, "reused"))
 	}
 	if !asOf.Equal(readAt) {
-		t.Errorf("reused answer dated %s, want the read's start %s", asOf.Sub(readAt), readAt)
+		t.Errorf("reused answer dated %s after the read's start, want the read's start (not its end)", asOf.Sub(readAt))
 	}
 	clk.advance(300 * time.Millisecond)
 	askedAt := clk.now()

@@ -192,12 +192,18 @@ func TestSqliteLockedWritesStayOneAtATime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var failed atomic.Bool
+			var inFlight, most atomic.Int32
 			f := &fakePlacement{handle: func(w http.ResponseWriter, r *http.Request) {
 				switch {
 				case r.Method == http.MethodPut && failed.CompareAndSwap(false, true):
 					w.WriteHeader(tc.status)
 					io.WriteString(w, tc.body)
 				case r.Method == http.MethodPut:
+					n := inFlight.Add(1)
+					defer inFlight.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					time.Sleep(10 * time.Millisecond) // the write holds the database
 					io.WriteString(w, `{"resource_provider_generation": 8}`)
 				default:
 					serveDirtyDevice(w, r)
@@ -216,10 +222,14 @@ func TestSqliteLockedWritesStayOneAtATime(t *testing.T) {
 				t.Fatalf("after the server error: scour_placement_write_concurrency = %v (failed %v), want 1", got, failed.Load())
 			}
 			clk.advance(time.Hour)
-			unreserveAtOnce(t, c, 1)
+			most.Store(0)
+			unreserveAtOnce(t, c, 4)
 			want := 2.0
 			if tc.serial {
 				want = 1
+				if m := most.Load(); m != 1 {
+					t.Errorf("an hour later: %d un-reserve PUTs in flight at once, want 1", m)
+				}
 			}
 			if got := testutil.ToFloat64(c.metrics.writeConcurrency); got != want {
 				t.Errorf("an hour later: scour_placement_write_concurrency = %v, want %v", got, want)
