@@ -42,7 +42,7 @@ func (c *Config) lookProfile(t Target, dev *hardware.Device) string {
 // no look. It returns the device as re-discovered on its own driver, or
 // why it did not look.
 func (e *Engine) lookOnNVMe(ctx context.Context, t Target, dev *hardware.Device, profile string) (*hardware.Device, string, error) {
-	has, err := e.alloc.HasAllocations(ctx, t.RPUUID)
+	has, err := e.youngAllClear(ctx, t.RPUUID)
 	switch {
 	case err != nil:
 		return nil, fmt.Sprintf("not bound to nvme to read what profile %s requires: Placement could not be asked: %v", profile, err), nil
@@ -70,4 +70,25 @@ func (e *Engine) lookOnNVMe(ctx context.Context, t Target, dev *hardware.Device,
 		return nil, "", fmt.Errorf("discovering %s again after reading its capabilities on nvme: %w", t.Address, err)
 	}
 	return d, "", nil
+}
+
+// youngAllClear asks Placement whether rp is in use, as a run's clearNow
+// does outside a run: an all-clear counts only when it came less than
+// placementAnswerMaxAge after it was asked for (a slow answer, Placement's
+// retries), else Placement is asked again, at most maxClearAsks times
+// more. HasAllocations never answers from an earlier read.
+func (e *Engine) youngAllClear(ctx context.Context, rp string) (bool, error) {
+	for asked := 0; ; asked++ {
+		at := time.Now()
+		has, err := e.alloc.HasAllocations(ctx, rp)
+		if err != nil || has {
+			return has, err
+		}
+		if time.Since(at) < e.placementAnswerMaxAge {
+			return false, nil
+		}
+		if asked == maxClearAsks {
+			return false, fmt.Errorf("each of its %d all-clears came %s or more after it was asked for: too slow to unbind a device on", maxClearAsks+1, e.placementAnswerMaxAge)
+		}
+	}
 }

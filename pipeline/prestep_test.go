@@ -164,7 +164,9 @@ func TestCheckCancelledWhenPlacementSaysInUse(t *testing.T) {
 // allocation made while the CHECK ran stops it.
 func TestPlacementAskedAgainAfterASlowCheck(t *testing.T) {
 	asked := 0
-	h := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+	// In-device: no host slot (whose own check would come first), so the
+	// attempt's is the one asked.
+	h := newHarness(t, testConfig(pluginStep("wipe", inDevice)), func(h *harness) {
 		h.alloc = func(context.Context, string) (bool, error) { asked++; return asked > 1, nil }
 	})
 	h.e.placementAnswerMaxAge = 0 // any CHECK outlasts the answer
@@ -241,14 +243,15 @@ func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := &driverSim{driver: "vfio-pci"}
-			asked := 0
-			h := newHarness(t, testConfig(pluginStep("fmt", func(s *Step) { s.Driver = "nvme" })), func(h *harness) {
+			asked, binds := 0, 0
+			h := newHarness(t, testConfig(pluginStep("fmt", inDevice, func(s *Step) { s.Driver = "nvme" })), func(h *harness) {
 				h.alloc = func(context.Context, string) (bool, error) { asked++; return asked > 1, nil }
 			})
 			sim.install(h)
 			bind := h.be.BindDriverF
 			h.be.BindDriverF = func(ctx context.Context, a hardware.Address, drv string) (string, error) {
 				if drv == "nvme" {
+					binds++
 					time.Sleep(150 * time.Millisecond) // a slow driver probe
 				}
 				return bind(ctx, a, drv)
@@ -263,6 +266,9 @@ func TestRebindingStepAskedAgainAfterTheBind(t *testing.T) {
 			}
 			if sim.driver != "vfio-pci" {
 				t.Fatalf("device left on %s, want it back on vfio-pci", sim.driver)
+			}
+			if binds != 1 {
+				t.Fatalf("device bound to nvme %d times, want once (the second answer came after the bind)", binds)
 			}
 		})
 	}
@@ -317,3 +323,6 @@ func TestUnbindAskedAgainOnAnOldAnswer(t *testing.T) {
 		})
 	}
 }
+
+// inDevice makes a step in-device: it takes no host-bound slot.
+func inDevice(s *Step) { t := true; s.InDevice = &t }

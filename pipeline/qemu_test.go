@@ -52,12 +52,17 @@ type countingAllocations struct {
 	mu        sync.Mutex
 	calls     int
 	allocated bool
+	// slow, when set, is how long answer number call (from 1) takes.
+	slow func(call int) time.Duration
 }
 
 func (c *countingAllocations) HasAllocations(context.Context, string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
+	if c.slow != nil {
+		time.Sleep(c.slow(c.calls))
+	}
 	return c.allocated, nil
 }
 
@@ -280,12 +285,10 @@ func TestShippedPipelineOnQEMUDrives(t *testing.T) {
 	}
 }
 
-// TestProfileRequirementsReadOnNVMe: a profile that requires an NVMe
-// capability matches a vfio-bound drive that has it: the engine binds the
-// drive to nvme for a moment (after asking Placement) to read it, where
-// before the drive was never cleaned (no-profile). An allocated drive is
-// not touched.
-func TestProfileRequirementsReadOnNVMe(t *testing.T) {
+// sanitizableConfig is one profile that requires block sanitize, which a
+// vfio-bound drive shows only once looked at on nvme.
+func sanitizableConfig(t *testing.T) Config {
+	t.Helper()
 	cfg, err := ParseConfig([]byte(`
 profiles:
   - name: sanitizable
@@ -298,6 +301,60 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// The look at a vfio-bound drive's capabilities binds it to nvme only on
+// an all-clear that came less than placementAnswerMaxAge after it was
+// asked for: a slow answer is asked again, and after maxClearAsks more
+// slow ones the drive is not bound at all.
+func TestLookAskedAgainOnASlowAnswer(t *testing.T) {
+	cfg := sanitizableConfig(t)
+	for _, tc := range []struct {
+		name   string
+		slow   int // answers that take 60 ms (the bound is 20 ms)
+		looked bool
+	}{
+		{name: "the first answer is slow", slow: 1, looked: true},
+		{name: "every answer is slow", slow: 1 + maxClearAsks, looked: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good := qemuNVMe("0000:81:00.0", "S1", 1)
+			good.SANICAP = 0b010
+			e, s, alloc := simEngine(t, cfg, good)
+			e.placementAnswerMaxAge = 20 * time.Millisecond
+			alloc.slow = func(call int) time.Duration {
+				if call <= tc.slow {
+					return 60 * time.Millisecond
+				}
+				return 0
+			}
+			ctx := context.Background()
+			res, err := e.Clean(ctx, simTarget("0000:81:00.0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := s.Discover(ctx, "0000:81:00.0")
+			if looked := d.Serial != ""; looked != tc.looked {
+				t.Fatalf("drive bound to nvme to look: %v, want %v (%s: %s)", looked, tc.looked, res.Verdict, res.Reason)
+			}
+			if !tc.looked && (res.Verdict != VerdictNoProfile || !strings.Contains(res.Reason, "too slow")) {
+				t.Fatalf("every answer slow: %s (%s), want no-profile naming the slow answers", res.Verdict, res.Reason)
+			}
+			if alloc.calls < 1+min(tc.slow, maxClearAsks) {
+				t.Fatalf("Placement asked %d times, want at least %d", alloc.calls, 1+min(tc.slow, maxClearAsks))
+			}
+		})
+	}
+}
+
+// TestProfileRequirementsReadOnNVMe: a profile that requires an NVMe
+// capability matches a vfio-bound drive that has it: the engine binds the
+// drive to nvme for a moment (after asking Placement) to read it, where
+// before the drive was never cleaned (no-profile). An allocated drive is
+// not touched.
+func TestProfileRequirementsReadOnNVMe(t *testing.T) {
+	cfg := sanitizableConfig(t)
 	good := qemuNVMe("0000:81:00.0", "S1", 1)
 	good.SANICAP = 0b010
 	e, s, alloc := simEngine(t, cfg, good, qemuNVMe("0000:82:00.0", "S2", 1))

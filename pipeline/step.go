@@ -333,13 +333,17 @@ const maxClearAsks = 3
 // is not: a CHECK, a driver bind, a checkpoint or a slow answer aged it.
 // An answer reused from the release's read is dated by that read, so it
 // is never older at the step's start than a fresh one may be. After
-// maxClearAsks answers each too old by the time they came, the run stops
-// with retry-later, the device untouched by this step.
+// maxClearAsks more answers each too old by the time they came, the run
+// stops with retry-later.
 func (r *run) clearNow(ctx context.Context, s *Step, done string) error {
 	for asked := 0; time.Since(r.cleared) >= r.e.placementAnswerMaxAge; asked++ {
 		if asked == maxClearAsks {
-			return errStop{VerdictRetryLater, fmt.Sprintf("Placement's all-clear for %s (rp %s) was %s old or more by the time it came, %d times in a row: too slow an answer to start step %s on; it stays reserved and is retried later (check Placement's latency)",
-				r.t.Address, r.t.RPUUID, r.e.placementAnswerMaxAge, maxClearAsks, s.Name)}
+			after := ""
+			if done != "" {
+				after = fmt.Sprintf(" (after %s: the device may be partly erased)", done)
+			}
+			return errStop{VerdictRetryLater, fmt.Sprintf("Placement's all-clear for %s (rp %s) was %s old or more by the time it came, %d times in a row: too slow an answer to start step %s on%s; it stays reserved and is retried later (check Placement's latency)",
+				r.t.Address, r.t.RPUUID, r.e.placementAnswerMaxAge, maxClearAsks+1, s.Name, after)}
 		}
 		if err := r.placementClear(ctx, s, done); err != nil {
 			return err
@@ -358,8 +362,14 @@ func (r *run) hostSlot(ctx context.Context, s *Step) (release func(), err error)
 	if err != nil {
 		return nil, err
 	}
-	if waited && *s.Destructive {
-		if err := r.placementClear(ctx, s, ""); err != nil {
+	if *s.Destructive {
+		if waited {
+			r.cleared = time.Time{} // as old as the wait: ask again
+		}
+		// nvme-erase's overwrite fallback takes its slot inside the
+		// attempt, after probing the drive: the all-clear must still be
+		// young when the overwrite starts.
+		if err := r.clearNow(ctx, s, ""); err != nil {
 			release()
 			return nil, err
 		}

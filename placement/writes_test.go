@@ -188,6 +188,7 @@ func TestSqliteLockedWritesStayOneAtATime(t *testing.T) {
 		{name: "sqlite's database is locked", status: http.StatusInternalServerError, body: databaseLocked, serial: true},
 		{name: "another 500", status: http.StatusInternalServerError, body: `{"errors": [{"status": 500, "detail": "boom"}]}`},
 		{name: "a 503", status: http.StatusServiceUnavailable, body: `{"errors": [{"status": 503, "detail": "Service Unavailable"}]}`},
+		{name: "a 503 naming a lock", status: http.StatusServiceUnavailable, body: `{"errors": [{"status": 503, "detail": "database is locked"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
