@@ -19,8 +19,9 @@ type Real struct {
 	log      *slog.Logger
 	cfg      Config
 	declared Declared
-	logged   sync.Map // absent-capability log lines already written
-	memo     NVMeMemo // identity of NVMe devices last seen on nvme
+	logged   sync.Map  // absent-capability log lines already written
+	memo     NVMeMemo  // identity of NVMe devices last seen on nvme
+	nvmeList sharedRun // nvmeController's `nvme list`, shared by concurrent callers
 	// nvmeReady bounds the wait after a bind to nvme (waitNVMeReady).
 	nvmeReady time.Duration
 	versions  sync.Map // binaryKey of a tool -> its version line (ToolVersions)
@@ -211,10 +212,14 @@ func (r *Real) subsystemOf(dev *Device) {
 
 // nvmeController finds the controller and namespaces of an nvme-bound
 // device: `nvme list -v -o json` first, sysfs when nvme-cli is missing or
-// fails (model/serial/firmware then come from sysfs too).
+// fails (model/serial/firmware then come from sysfs too). Concurrent
+// callers share one `nvme list` that began after each of them asked
+// (sharedRun): each run opens every controller of the host.
 func (r *Real) nvmeController(ctx context.Context, dev *Device, p *PCIDevice) {
 	n := dev.NVMe
-	out, err := r.tool(ctx, r.cfg.Tools.NVMe, "list", "-v", "-o", "json")
+	out, err := r.nvmeList.next(ctx, func(ctx context.Context) ([]byte, error) {
+		return r.tool(ctx, r.cfg.Tools.NVMe, "list", "-v", "-o", "json")
+	})
 	if err == nil {
 		var ctrls []NVMeListController
 		if ctrls, err = ParseNVMeList(out); err == nil {
