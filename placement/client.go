@@ -97,8 +97,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: o.log.With("component", "placement", "node", cfg.Node), traitsOK: map[string]bool{}, getenv: o.getenv, now: time.Now,
 		writes: make(chan struct{}, cfg.MaxParallelWrites), serial: make(chan struct{}, 1)}
-	c.metrics = newMetrics()
-	c.metrics.writeConcurrency.Set(float64(cfg.MaxParallelWrites))
+	c.metrics = newMetrics(c.writeConcurrency)
 	if o.reg != nil {
 		if err := c.metrics.register(o.reg); err != nil {
 			return nil, fmt.Errorf("placement metrics: %w", err)

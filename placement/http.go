@@ -101,7 +101,16 @@ func (c *Client) noteWriteAnswer(method, path string, err error) {
 		c.log.Warn("Placement answered a write with a server error while this host allows several writes at once; writing one at a time for a while (a Placement with a busy database fails concurrent writers; placement.max_parallel_writes: 1 makes it permanent; a Placement restarting gives the same answer)",
 			"method", method, "path", "/"+path, "status", api.Status, "for", serialWritesFor, "max_parallel_writes", cap(c.writes))
 	}
-	c.metrics.writeConcurrency.Set(1)
+}
+
+// writeConcurrency is the writes this client allows in flight now
+// (scour_placement_write_concurrency, read when scraped): 1 during a
+// one-at-a-time period, else placement.max_parallel_writes.
+func (c *Client) writeConcurrency() float64 {
+	if c.serialUntil.Load() > c.now().UnixNano() {
+		return 1
+	}
+	return float64(cap(c.writes))
 }
 
 // sqliteLocked is in Placement's 500 answer to a write that met another
@@ -135,9 +144,6 @@ func (c *Client) writeSlot(ctx context.Context) (func(), error) {
 			return nil, ctx.Err()
 		}
 		release = func() { <-c.serial; <-c.writes }
-		c.metrics.writeConcurrency.Set(1) // a write that read the period before noteWriteAnswer set it must not show 2
-	} else if cap(c.writes) > 1 {
-		c.metrics.writeConcurrency.Set(float64(cap(c.writes)))
 	}
 	c.metrics.writeWait.Observe(time.Since(start).Seconds())
 	return release, nil

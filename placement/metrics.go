@@ -17,11 +17,13 @@ type metrics struct {
 	scanRequests       prometheus.Gauge
 	scanSeconds        prometheus.Histogram
 	writeWait          prometheus.Histogram
-	writeConcurrency   prometheus.Gauge
+	writeConcurrency   prometheus.GaugeFunc
 	checks             *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+// newMetrics makes the client's metrics; writeConcurrency says, when
+// scraped, how many writes the client allows in flight now.
+func newMetrics(writeConcurrency func() float64) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "requests_total",
@@ -57,10 +59,10 @@ func newMetrics() *metrics {
 			Help:    "Time each write to Placement (PUT, POST, DELETE) waited for one of the placement.max_parallel_writes slots before it was sent; its count is the writes sent, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
-		writeConcurrency: prometheus.NewGauge(prometheus.GaugeOpts{
+		writeConcurrency: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "write_concurrency",
 			Help: "Writes to Placement this host allows in flight at once: placement.max_parallel_writes, or 1 for 10 minutes after Placement answered a write with 500 or 503 (until scourd restarts after sqlite's 500 database is locked).",
-		}),
+		}, writeConcurrency),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scour", Subsystem: "placement", Name: "checks_total",
 			Help: "Checks before a destructive step (Placement shows the device dirty?), by how they were answered: reused (from the release's complete read of the device, at most placement.check_reuse_window old, once; no request), listing (the read confirmed by one listing shared by the devices checked together) or read (the device read on its own).",
