@@ -111,10 +111,10 @@ type Engine struct {
 	progressEvery time.Duration
 	profSlots     map[string]chan struct{}
 	// placementAnswerMaxAge is how old Placement's all-clear may be when
-	// a destructive step starts: after a CHECK that ran alongside it
-	// (run.supportedAndClear), or after the bind of a step that runs on
-	// another driver (run.step). The age counts from when the answer's
-	// request began (DatedChecker); an older answer is asked again.
+	// a destructive attempt or a driver unbind starts (run.clearNow; the
+	// capability look's youngAllClear). The age counts from when the
+	// answer's request began (DatedChecker); an older answer is asked
+	// again.
 	placementAnswerMaxAge time.Duration
 	// sleep waits between a step's tries (tests record the waits).
 	sleep func(ctx context.Context, d time.Duration) bool
