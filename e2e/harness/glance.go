@@ -42,29 +42,44 @@ func newGlance() (*service, error) {
 }
 
 // newKeystoneGlance is a Glance whose keystonemiddleware validates tokens
-// with the Keystone containers reach at keystoneURL, secure RBAC on and
-// policy (a policy.yaml body, "" for none) over it. Like Placement it
-// becomes ready without its service user (an anonymous request is
+// with the Keystone containers reach at keystoneURL, secure RBAC on (or,
+// secureRBAC false, Glance 25's default policy: the deprecated rules OR-ed
+// in) and policy (a policy.yaml body, "" for none) over it. Like Placement
+// it becomes ready without its service user (an anonymous request is
 // refused without asking Keystone); StartGlance creates that user.
-func newKeystoneGlance(keystoneURL, policy string) func() (*service, error) {
+func newKeystoneGlance(keystoneURL, policy string, secureRBAC bool) func() (*service, error) {
 	return func() (*service, error) {
 		s, err := newGlance()
 		if err != nil {
 			return nil, err
 		}
 		s.env = map[string]string{"GLANCE_AUTH": "keystone", "KEYSTONE_AUTH_URL": keystoneURL,
-			"GLANCE_SERVICE_PASSWORD": GlanceServicePassword, "GLANCE_SECURE_RBAC": "true", "GLANCE_POLICY": policy}
+			"GLANCE_SERVICE_PASSWORD": GlanceServicePassword, "GLANCE_SECURE_RBAC": fmt.Sprint(secureRBAC), "GLANCE_POLICY": policy}
 		s.desc = "sqlite, file store, behind Keystone (secure RBAC)"
+		if !secureRBAC {
+			s.desc = "sqlite, file store, behind Keystone (secure RBAC off: Glance 25's default, deprecated rules OR-ed in)"
+		}
 		return s, nil
 	}
 }
 
 // keystoneGlanceKind names the shared Glance behind the Keystone at
-// keystoneURL with policy.
-func keystoneGlanceKind(keystoneURL, policy string) string {
+// keystoneURL with policy, one per secure RBAC mode: a test never gets a
+// Glance of the other mode.
+func keystoneGlanceKind(keystoneURL, policy string, secureRBAC bool) string {
 	sum := sha256.Sum256([]byte(keystoneURL + "\n" + policy))
+	if !secureRBAC {
+		return "glance-keystone-legacy-" + hex.EncodeToString(sum[:4])
+	}
 	return "glance-keystone-" + hex.EncodeToString(sum[:4])
 }
+
+// SecureRBAC(false) makes StartGlance's Glance BehindKeystone run with
+// secure RBAC off ([DEFAULT] enforce_secure_rbac and [oslo_policy]
+// enforce_new_defaults false: Glance 25's default, which many clouds still
+// run, the deprecated rules such as rule:default OR-ed into every image
+// rule). Without it (or with SecureRBAC(true)) secure RBAC is on.
+func SecureRBAC(on bool) Option { return func(o *options) { o.legacyRBAC = !on } }
 
 // glanceReady: the image API answers. Behind Keystone an anonymous
 // request is 401 from keystonemiddleware once the app is loaded.
@@ -88,8 +103,9 @@ func glanceReady(ctx context.Context, hostPort int) error {
 // fault-injecting proxy of this test's own. With BehindKeystone(k,
 // policy) its keystonemiddleware validates every token with k (uncached),
 // Glance's secure RBAC defaults are on (reader reads, download_image needs
-// member) and policy (a policy.yaml body, "" for none) applies over them;
-// such Glances are shared per Keystone and policy unless Dedicated(). The
+// member; with SecureRBAC(false) off) and policy (a policy.yaml body, ""
+// for none) applies over them; such Glances are shared per Keystone,
+// policy and secure RBAC mode unless Dedicated(). The
 // catalog gets no image endpoint: a test registers its own
 // (RegisterInCatalog).
 func StartGlance(t testing.TB, opts ...Option) *Glance {
@@ -102,9 +118,13 @@ func StartGlance(t testing.TB, opts ...Option) *Glance {
 		if !o.dedicated && k.isDedicated() {
 			t.Fatalf("e2e harness: a shared Glance behind a dedicated Keystone would outlive it: pass harness.Dedicated() to StartGlance too")
 		}
-		g.svc = acquire(t, newKeystoneGlance(k.ContainerURL(), o.policy), keystoneGlanceKind(k.ContainerURL(), o.policy), o.dedicated)
+		secure := !o.legacyRBAC
+		g.svc = acquire(t, newKeystoneGlance(k.ContainerURL(), o.policy, secure), keystoneGlanceKind(k.ContainerURL(), o.policy, secure), o.dedicated)
 		g.keystone = k
 	} else {
+		if o.legacyRBAC {
+			t.Fatalf("e2e harness: SecureRBAC(false) needs BehindKeystone: the unauthenticated Glance has no policy to relax")
+		}
 		g.svc = acquire(t, newGlance, "glance", o.dedicated)
 	}
 	g.backend = fmt.Sprintf("http://localhost:%d", g.svc.hostPort)

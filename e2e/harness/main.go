@@ -43,6 +43,9 @@ const (
 	// KeystoneGlanceService is Glance behind the shared Keystone with no
 	// policy file: StartGlance(t, BehindKeystone(StartKeystone(t), "")).
 	KeystoneGlanceService Service = "keystone-glance"
+	// KeystoneLegacyGlanceService is the same with secure RBAC off:
+	// StartGlance(t, BehindKeystone(StartKeystone(t), ""), SecureRBAC(false)).
+	KeystoneLegacyGlanceService Service = "keystone-glance-legacy"
 )
 
 // Main runs the package's tests and then removes the containers they
@@ -113,7 +116,7 @@ func warmUp(s Service) {
 		sharedEntryFor(string(s)).start(newSvc)
 		return
 	}
-	if s != KeystonePlacementService && s != KeystoneGlanceService {
+	if s != KeystonePlacementService && s != KeystoneGlanceService && s != KeystoneLegacyGlanceService {
 		return
 	}
 	// Behind the shared Keystone: its port is in their configuration, so
@@ -126,8 +129,9 @@ func warmUp(s Service) {
 		return // the first test using it reports it
 	}
 	keystoneURL := keystoneContainerURL(k.svc.hostPort)
-	if s == KeystoneGlanceService {
-		sharedEntryFor(keystoneGlanceKind(keystoneURL, "")).start(newKeystoneGlance(keystoneURL, ""))
+	if s == KeystoneGlanceService || s == KeystoneLegacyGlanceService {
+		secure := s == KeystoneGlanceService
+		sharedEntryFor(keystoneGlanceKind(keystoneURL, "", secure)).start(newKeystoneGlance(keystoneURL, "", secure))
 		return
 	}
 	policy, err := documentedPlacementPolicy()
@@ -171,6 +175,7 @@ type options struct {
 	tokenExpiration time.Duration // StartKeystone
 	keystone        *Keystone     // StartPlacement: BehindKeystone
 	policy          string
+	legacyRBAC      bool // StartGlance: SecureRBAC(false)
 }
 
 // Dedicated gives the test a container of its own, removed when the test
