@@ -19,7 +19,18 @@ import (
 // golden images (images.glance.owners).
 func (c *keystoneCloud) glanceBehindKeystone(t *testing.T) (g *harness.Glance, operator string) {
 	t.Helper()
-	g = harness.StartGlance(t, harness.BehindKeystone(c.K, ""))
+	return c.glanceIn(t, harness.StartGlance(t, harness.BehindKeystone(c.K, "")))
+}
+
+// legacyGlanceBehindKeystone is glanceBehindKeystone with Glance's secure
+// RBAC off (Glance 25's default policy), its own shared container.
+func (c *keystoneCloud) legacyGlanceBehindKeystone(t *testing.T) (g *harness.Glance, operator string) {
+	t.Helper()
+	return c.glanceIn(t, harness.StartGlance(t, harness.BehindKeystone(c.K, ""), harness.SecureRBAC(false)))
+}
+
+func (c *keystoneCloud) glanceIn(t *testing.T, g *harness.Glance) (*harness.Glance, string) {
+	t.Helper()
 	g.RegisterInCatalog(t, c.Region, "internal", "public")
 	return g, c.K.Project(t, harness.UniqueName("golden"), harness.DefaultDomainID)
 }
@@ -84,6 +95,61 @@ func TestKeystoneFPGAGoldenImageFromGlance(t *testing.T) {
 	// token expired).
 	if n := len(c.K.Issued()); n != 1 && time.Since(start) < harness.DefaultTokenExpiration-10*time.Second {
 		t.Errorf("scourd logged in to Keystone %d times, want once: Glance is reached on Placement's session", n)
+	}
+}
+
+// The golden-image lifecycle of TestKeystoneFPGAGoldenImageFromGlance
+// against Glance with secure RBAC off (Glance 25's default, which many
+// clouds still run: the deprecated rules, rule:default, OR-ed into every
+// image rule), once per role scour's user holds on its project besides
+// scour (Placement's): member, reader only, and none. Each run programs
+// the operator's golden image, fetched from the catalog's Glance through
+// Keystone, and returns the card on its first run; the record names the
+// Glance image. Were scour to refuse (or Glance to refuse scour) under
+// that policy, the card would stay reserved (WaitAvailable fails) or the
+// record would show a failed run first.
+func TestKeystoneLegacyGlanceGoldenImage(t *testing.T) {
+	t.Parallel()
+	for _, role := range []string{"member", "reader", ""} {
+		sub := "scour+" + role
+		if role == "" {
+			sub = "scour-only"
+		}
+		t.Run(sub, func(t *testing.T) {
+			t.Parallel()
+			c := newKeystoneCloud(t, false, 0)
+			g, operator := c.legacyGlanceBehindKeystone(t)
+			roles := []string{"scour"}
+			if role != "" {
+				roles = append(roles, role)
+			}
+			name, _ := c.user(t, roles...)
+			model := harness.UniqueName("n3000")
+			golden := "0xgolden-" + model
+			imgID := c.uploadSharedGolden(t, g, operator, model, golden)
+			h := c.AddHost(t, []SimDevice{{Address: fpgaAddr, Kind: "fpga"}}, WithReconcileInterval(2*time.Second),
+				withCloud(c.cloudsYAML(t, name), name), withCatalogGlance(g, model, operator))
+			s := hostSim(t, h)
+
+			inst, _ := tenantLoadsBitstream(t, c.Cloud, h, s)
+			c.Delete(t, h, inst, harness.Versioned)
+			c.WaitAvailable(t, h, fpgaAddr, 2*time.Minute)
+			if got := regions(t, s); got[0] != golden || got[1] != golden {
+				t.Fatalf("card returned holding %v, want the golden %s in every region", got, golden)
+			}
+			recs := h.Records(t, fpgaAddr)
+			for _, raw := range recs {
+				rec := parseRecord(t, raw)
+				t.Logf("record %s: %s: %q", rec.RunID, rec.Result.State, rec.Result.Summary)
+			}
+			rec := parseRecord(t, recs[0])
+			if len(recs) != 1 || rec.Result.State != "returned" || len(rec.Images) == 0 || rec.Images[0].ID != imgID || rec.Images[0].Source != "glance" {
+				t.Fatalf("%d records, newest %s, images %+v; want one run, returned with Glance image %s", len(recs), rec.Result.State, rec.Images, imgID)
+			}
+			if total, _ := g.Requests(); total == 0 {
+				t.Fatal("no request reached the catalog's Glance endpoint (the test's proxy)")
+			}
+		})
 	}
 }
 

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if harness.RunSelects(keystoneGlanceTests...) {
 		warm = append(warm, harness.KeystoneGlanceService)
 	}
+	if harness.RunSelects(keystoneLegacyGlanceTests...) {
+		warm = append(warm, harness.KeystoneLegacyGlanceService)
+	}
 	harness.MainAfter(m, buildBins, warm...)
 }
 
@@ -56,9 +59,11 @@ func buildBins() error {
 }
 
 // The tests on the shared Keystone and the Placement behind it, and of
-// those the ones on the Glance behind it: what TestMain warms for them.
+// those the ones on the Glance behind it (secure RBAC) and on the one with
+// secure RBAC off: what TestMain warms for them.
 var (
-	keystoneGlanceTests = []string{"TestKeystoneFPGAGoldenImageFromGlance", "TestKeystoneGlanceReaderRefusedDownload"}
-	keystoneSharedTests = append([]string{"TestKeystoneCyborgAcceleratorLifecycle", "TestKeystoneLeastPrivilege",
-		"TestKeystoneScourctl"}, keystoneGlanceTests...)
+	keystoneGlanceTests       = []string{"TestKeystoneFPGAGoldenImageFromGlance", "TestKeystoneGlanceReaderRefusedDownload"}
+	keystoneLegacyGlanceTests = []string{"TestKeystoneLegacyGlanceGoldenImage"}
+	keystoneSharedTests       = append(append([]string{"TestKeystoneCyborgAcceleratorLifecycle", "TestKeystoneLeastPrivilege",
+		"TestKeystoneScourctl"}, keystoneGlanceTests...), keystoneLegacyGlanceTests...)
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// TestMain warms the shared Keystone, its Placement and its Glance only
-// for the tests it names: a test on them missing from those lists would
+// TestMain warms the shared Keystone, its Placement and its Glances (secure
+// RBAC on and off) only for the tests it names: a test on them missing from those lists would
 // still pass (it starts them itself, in a parallel slot), so this keeps
 // the lists true. No containers.
 func TestWarmListsNameTheKeystoneTests(t *testing.T) {
@@ -20,7 +20,7 @@ func TestWarmListsNameTheKeystoneTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	var shared, glance []string
+	var shared, glance, legacy []string
 	for _, f := range files {
 		af, err := parser.ParseFile(fset, f, nil, 0)
 		if err != nil {
@@ -44,21 +44,25 @@ func TestWarmListsNameTheKeystoneTests(t *testing.T) {
 						}
 					}
 				case *ast.SelectorExpr:
-					if f.Sel.Name == "glanceBehindKeystone" {
+					switch f.Sel.Name {
+					case "glanceBehindKeystone":
 						glance = append(glance, fn.Name.Name)
+					case "legacyGlanceBehindKeystone":
+						legacy = append(legacy, fn.Name.Name)
 					}
 				}
 				return true
 			})
 		}
 	}
-	if len(shared) == 0 || len(glance) == 0 {
-		t.Fatalf("found no test on the shared Keystone (%v) or its Glance (%v): has newKeystoneCloud or glanceBehindKeystone changed?", shared, glance)
+	if len(shared) == 0 || len(glance) == 0 || len(legacy) == 0 {
+		t.Fatalf("found no test on the shared Keystone (%v), its Glance (%v) or its Glance without secure RBAC (%v): has newKeystoneCloud, glanceBehindKeystone or legacyGlanceBehindKeystone changed?", shared, glance, legacy)
 	}
 	for _, c := range []struct {
 		list, found []string
 		name        string
-	}{{keystoneSharedTests, shared, "keystoneSharedTests"}, {keystoneGlanceTests, glance, "keystoneGlanceTests"}} {
+	}{{keystoneSharedTests, shared, "keystoneSharedTests"}, {keystoneGlanceTests, glance, "keystoneGlanceTests"},
+		{keystoneLegacyGlanceTests, legacy, "keystoneLegacyGlanceTests"}} {
 		slices.Sort(c.found)
 		c.found = slices.Compact(c.found)
 		got := slices.Sorted(slices.Values(c.list))
