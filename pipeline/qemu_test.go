@@ -312,7 +312,7 @@ func TestLookAskedAgainOnASlowAnswer(t *testing.T) {
 	cfg := sanitizableConfig(t)
 	for _, tc := range []struct {
 		name   string
-		slow   int // answers that take 60 ms (the bound is 20 ms)
+		slow   int // answers that take 600 ms (the bound is 200 ms)
 		looked bool
 	}{
 		{name: "the first answer is slow", slow: 1, looked: true},
@@ -322,10 +322,10 @@ func TestLookAskedAgainOnASlowAnswer(t *testing.T) {
 			good := qemuNVMe("0000:81:00.0", "S1", 1)
 			good.SANICAP = 0b010
 			e, s, alloc := simEngine(t, cfg, good)
-			e.placementAnswerMaxAge = 20 * time.Millisecond
+			e.placementAnswerMaxAge = 200 * time.Millisecond
 			alloc.slow = func(call int) time.Duration {
 				if call <= tc.slow {
-					return 60 * time.Millisecond
+					return 600 * time.Millisecond
 				}
 				return 0
 			}
