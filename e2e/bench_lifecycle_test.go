@@ -50,7 +50,7 @@ func TestBenchLifecycle(t *testing.T) {
 		sc := &scenarios[i]
 		sc.scourStamps = filepath.Join(stamps, fmt.Sprintf("scourd-%d", i))
 		sc.baseStamps = filepath.Join(stamps, fmt.Sprintf("sample-%d", i))
-		sc.scour = c.AddHost(t, benchDevices(sc.tree), WithReconcileInterval(time.Hour), withBenchPipeline(plugin, sc.seconds, sc.scourStamps))
+		sc.scour = c.AddHost(t, benchDevices(sc.tree), WithReconcileInterval(time.Hour), withBenchPipeline(plugin, sc.seconds, sc.scourStamps, c.P.BackendURL()))
 		sc.baseNode = c.P.SeedComputeNode(t, harness.UniqueName("smp"), benchSeed(sc.tree)...)
 		base.seconds[sc.baseNode.Name] = strconv.Itoa(sc.seconds)
 		base.stamps[sc.baseNode.Name] = sc.baseStamps
@@ -146,10 +146,14 @@ var benchPausePlugin = strings.Replace(pausePlugin, "if [ \"$SCOUR_COMMAND\" = C
 // withBenchPipeline makes the NVMe pipeline one destructive plugin step
 // that sleeps seconds (0: a no-op process) and stamps its start in stamps. A sleep loads no host
 // resource, so the step says in_device, as a plugin that issues a device
-// command and waits would; run limits are scourd's defaults.
-func withBenchPipeline(plugin string, seconds int, stamps string) HostOption {
+// command and waits would; run limits are scourd's defaults. scourd talks
+// to Placement itself (placement), as the baseline does, not through the
+// harness's fault proxy: the proxy runs in the harness's process and took
+// CPU from scourd's rounds only.
+func withBenchPipeline(plugin string, seconds int, stamps, placement string) HostOption {
 	return func(cfg map[string]any) {
 		cfg["log"].(map[string]any)["level"] = "info" // production's level
+		cfg["placement"].(map[string]any)["endpoint"] = placement
 		pl := cfg["pipelines"].(map[string]any)
 		delete(pl, "max_concurrent")
 		pl["plugin_dirs"] = []string{filepath.Dir(plugin)}
