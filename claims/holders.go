@@ -33,6 +33,9 @@ type Tenant struct {
 	Project  string // UnknownTenant when no claim of the instance names it
 	// Since is when the tenant was first known to hold the device.
 	Since time.Time
+	// DeviceRP is the provider under which the tenant was known: another
+	// than the one asked about when the device's provider was re-created.
+	DeviceRP string
 }
 
 // PreviousTenant names the last consumer known to hold the device: the
@@ -43,16 +46,41 @@ type Tenant struct {
 // since went unseen (no claim, no scan caught it; e.g. a tenant that came
 // and went while scourd was down, behind a stale return). A record then
 // says "unknown" rather than name a tenant whose data it did not erase.
+//
+// The device is every provider seen at its address on the host (aliases:
+// its provider may have been re-created): the last clean is the newest of
+// theirs, the tenant the newest known since under any of them, and
+// DeviceRP says under which.
 func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
-	cleaned, err := s.lastClean(ctx, s.r, host, rpUUID)
-	if err != nil {
-		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
-	}
-	t, ok, err := s.previousTenant(ctx, s.r, host, rpUUID, cleaned)
+	t, ok, err := s.previousTenantOfDevice(ctx, host, rpUUID)
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
 	}
 	return t, ok, nil
+}
+
+func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
+	rps, err := s.aliases(ctx, s.r, host, rpUUID)
+	if err != nil {
+		return Tenant{}, false, err
+	}
+	cleaned, err := s.lastCleanOf(ctx, s.r, host, rps)
+	if err != nil {
+		return Tenant{}, false, err
+	}
+	var last Tenant
+	found := false
+	for _, rp := range rps {
+		t, ok, err := s.previousTenant(ctx, s.r, host, rp, cleaned)
+		if err != nil {
+			return Tenant{}, false, err
+		}
+		if ok && (!found || t.Since.After(last.Since)) {
+			last, found = t, true
+			last.DeviceRP = rp
+		}
+	}
+	return last, found, nil
 }
 
 // lastCleanQuery selects, for a host and device (two parameters), when

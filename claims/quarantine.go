@@ -106,8 +106,12 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reaso
 // trait whatever Placement shows now. The reconciler holds Placement to
 // it at every scan.
 func (s *Store) OpenQuarantines(ctx context.Context, host string) ([]Quarantine, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT host, device_rp, address, run_id, reason, quarantined_at, wipe
-		FROM quarantines WHERE host = ? AND released_at IS NULL ORDER BY device_rp`), host)
+	// A quarantine that names no address takes the one the scans saw its
+	// provider at, so that it can follow a re-created provider.
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT q.host, q.device_rp, COALESCE(NULLIF(q.address, ''), a.address, ''),
+		q.run_id, q.reason, q.quarantined_at, q.wipe
+		FROM quarantines q LEFT JOIN device_addresses a ON a.host = q.host AND a.device_rp = q.device_rp
+		WHERE q.host = ? AND q.released_at IS NULL ORDER BY q.device_rp`), host)
 	if err != nil {
 		return nil, fmt.Errorf("claims: open quarantines on host %s: %w", host, err)
 	}

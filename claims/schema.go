@@ -340,6 +340,29 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX deleted_instances_age ON deleted_instances (host, deleted_at)`,
 	}},
+	// v1 of device_addresses: the PCI address at which the scans saw
+	// each device provider of the host's tree (from its name). What the
+	// store knows of a device (its last tenant, its last clean, its open
+	// quarantine) follows the device by (host, address) when Nova
+	// re-creates its provider with a new UUID (lifecycle.md, "A re-created
+	// provider"). Filled from the runs and quarantines that name one.
+	{table: "device_addresses", version: 1, stmts: []string{
+		`CREATE TABLE device_addresses (
+			host TEXT NOT NULL,
+			device_rp TEXT NOT NULL,
+			address TEXT NOT NULL,
+			seen_at TEXT NOT NULL,
+			PRIMARY KEY (host, device_rp)
+		)`,
+		`CREATE INDEX device_addresses_address ON device_addresses (host, address)`,
+		`INSERT INTO device_addresses (host, device_rp, address, seen_at)
+			SELECT host, device_rp, MAX(address), MAX(started_at) FROM cleaning_runs
+			WHERE address <> '' GROUP BY host, device_rp`,
+		`INSERT INTO device_addresses (host, device_rp, address, seen_at)
+			SELECT host, device_rp, MAX(address), MAX(quarantined_at) FROM quarantines q
+			WHERE address <> '' AND NOT EXISTS (SELECT 1 FROM device_addresses a WHERE a.host = q.host AND a.device_rp = q.device_rp)
+			GROUP BY host, device_rp`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed
