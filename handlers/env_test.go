@@ -69,7 +69,9 @@ func newEnv(t *testing.T, n int, cfg func(*handlers.Config)) *env {
 		e.w.AddDevice(rp(i), hardware.Address(fmt.Sprintf("0000:%02x:00.0", 0x80+i)))
 	}
 	e.p = &handlerstest.Placement{W: e.w}
-	e.cl = &handlerstest.Cleaner{W: e.w}
+	// A clean verdict is stored, as the pipeline's store does: the
+	// device's tenant is no previous tenant any more (refence).
+	e.cl = &handlerstest.Cleaner{W: e.w, OnClean: e.c.Cleaned}
 	e.c.Now = e.clock.Now
 	e.build(cfg)
 	return e

@@ -21,6 +21,8 @@ type metrics struct {
 	unreserves    *prometheus.CounterVec // result
 	claimsSwept   prometheus.Counter
 	requarantined prometheus.Counter
+	recreated     *prometheus.CounterVec // knowledge
+	orphaned      prometheus.Gauge
 	stuck         prometheus.Gauge
 	broadcasts    *prometheus.CounterVec // kind, claim (live: acted on; none: nothing read)
 	tombstones    *prometheus.CounterVec // result
@@ -49,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "burns_total", Help: "Burns (reserved=total) of devices Nova left unburned, by result."},
 			[]string{"result"}),
 		refences: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "refences_total", Help: "Cyborg devices found un-fenced while holding a tenant's data and fenced again, by result."},
+			Name: "refences_total", Help: "Devices found un-fenced while holding a tenant's data (Cyborg's device enable, an inventory rewrite, a re-created provider) and fenced again, by result."},
 			[]string{"result"}),
 		arqs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "cyborg_arqs_total", Help: "Cyborg accelerator requests read at bind, by result (agree: recorded; mismatch: disagrees with this host's Placement tree or hardware, nothing touched; error: Cyborg not read, retried at the next scan)."},
@@ -66,6 +68,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "claims_swept_total", Help: "Open claims released as orphans (no allocation, older than claim_expiry_time)."}),
 		requarantined: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "quarantines_restored_total", Help: "Quarantines the store holds that a scan found missing in Placement (the trait or reserved=total lost: Nova replacing the device provider's traits, a failed write, an operator) and set again."}),
+		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "providers_recreated_total", Help: "Devices whose provider a scan found re-created with a new UUID at the same PCI address while the store held, under the old one, a quarantine (moved to the new provider and set again) or a tenant not cleaned since (fenced again), by knowledge (quarantine, tenant)."},
+			[]string{"knowledge"}),
+		orphaned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "quarantines_orphaned", Help: "Open quarantines of the store whose provider is not in this host's Placement tree and no provider is at their address, at the last scan."}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "stuck_runs", Help: "Cleaning runs in flight for longer than stuck_after."}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
@@ -92,12 +99,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.arqs.WithLabelValues(r)
 	}
 	m.scans.WithLabelValues("error")
+	for _, k := range []string{knowledgeQuarantine, knowledgeTenant} {
+		m.recreated.WithLabelValues(k)
+	}
 	for _, r := range []string{"stood", "contradicted"} {
 		m.tombstones.WithLabelValues(r)
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.commands, m.scans, m.devices, m.burns, m.refences, m.arqs, m.cleansStarted,
-		m.cleansDone, m.unreserves, m.claimsSwept, m.requarantined, m.stuck, m.broadcasts, m.tombstones} {
+		m.cleansDone, m.unreserves, m.claimsSwept, m.requarantined, m.recreated, m.orphaned, m.stuck, m.broadcasts, m.tombstones} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

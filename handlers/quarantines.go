@@ -53,8 +53,10 @@ func lostQuarantines(devs []Device, open map[string]OpenQuarantine) []Device {
 // out of the pool meanwhile. The store is read again first: the
 // scan read it before Placement (to keep its read-to-queue window short),
 // and an operator's release in between (store first, then the trait)
-// must not be undone. A failure is retried at the next scan.
-func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
+// must not be undone; it is read as the scan's tree keys it (a
+// re-created provider's quarantine is its own, moved or not: devs). A
+// failure is retried at the next scan.
+func (r *Reconciler) requarantine(ctx context.Context, devs, lost []Device) error {
 	if len(lost) == 0 {
 		return nil
 	}
@@ -62,6 +64,7 @@ func (r *Reconciler) requarantine(ctx context.Context, lost []Device) error {
 	if err != nil {
 		return err
 	}
+	open, _, _ = followQuarantines(devs, open)
 	var errs []error
 	set := 0
 	for _, d := range lost {

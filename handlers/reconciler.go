@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"github.com/scour-project/scour/hardware"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -54,6 +55,10 @@ type Reconciler struct {
 	// would otherwise undo the release's newer read).
 	reads   uint64
 	holders map[string]string // RP UUID → consumer last written with SawHolder
+	// addresses: RP UUID → address last written with SawAddress;
+	// orphans: the open quarantines the last scan found orphaned.
+	addresses map[string]hardware.Address
+	orphans   map[string]bool
 }
 
 type queued struct {
@@ -77,7 +82,8 @@ func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler
 	return &Reconciler{cfg: cfg, p: d.Placement, c: d.Claims, hw: d.Hardware, cl: d.Cleaner, arq: newARQs(cfg, d, m), m: m,
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
 		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), kick: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
-		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{}}
+		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{},
+		addresses: map[string]hardware.Address{}}
 }
 
 // Trigger asks for a scan soon. It never blocks; triggers that arrive

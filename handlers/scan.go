@@ -36,6 +36,11 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 		return fmt.Errorf("scan host %s devices in Placement: %w (retried at the next scan; check Placement is reachable)", r.cfg.Host, err)
 	}
 	r.m.scans.WithLabelValues("ok").Inc()
+	r.sawAddresses(ctx, devs)
+	open, moves, orphans := followQuarantines(devs, open)
+	if qerr == nil {
+		r.reportOrphans(orphans, open)
+	}
 	lost := lostQuarantines(devs, open)
 	now := r.now()
 	counts := map[string]int{}
@@ -56,7 +61,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 			counts[gaugeAbsent]++
 		}
 	}
-	errs := []error{qerr, r.requarantine(ctx, lost)}
+	errs := []error{qerr, r.reattach(ctx, moves), r.requarantine(ctx, devs, lost)}
 	errs = append(errs, r.rebuildClaims(ctx, r.sawHolders(ctx, devs)))
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))

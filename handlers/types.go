@@ -98,9 +98,9 @@ type Placement interface {
 	// placement.ErrStaleReturn) when an earlier PUT of the run may have landed and
 	// the device changed since.
 	Unreserve(ctx context.Context, d Device, runID string) error
-	// Refence sets reserved=total again on an unallocated Cyborg device
-	// whose fence someone lifted (Cyborg's device enable, the conductor's
-	// inventory rewrite) while it still holds a tenant's data.
+	// Refence sets reserved=total again on an unallocated device whose
+	// fence someone lifted (Cyborg's device enable, an inventory rewrite,
+	// a provider re-created) while it still holds a tenant's data.
 	Refence(ctx context.Context, d Device) error
 	// Quarantine adds the quarantine trait and keeps the device reserved.
 	Quarantine(ctx context.Context, d Device, reason string) error
@@ -203,7 +203,12 @@ type Claims interface {
 	// PreviousTenant names the last consumer known to hold the device:
 	// the newer of the last holder seen and the newest claim (for the
 	// cleaning record and the plugins). ok false: unknown.
+	// The device is every provider SawAddress saw at its address: what
+	// was known under a provider Nova re-created follows the device.
 	PreviousTenant(ctx context.Context, rpUUID string) (t Tenant, ok bool, err error)
+	// SawAddress records the PCI address at which this host's Placement
+	// tree shows the device's provider (rule 3: never a notification's).
+	SawAddress(ctx context.Context, rpUUID string, addr hardware.Address) error
 	// NoteDeleted remembers, durably, that this host handled the delete
 	// of instance (a tombstone; idempotent). Deleted says whether it did.
 	// A claim command of the instance handled alongside the delete or
@@ -220,6 +225,10 @@ type Claims interface {
 // repeated until it lands.
 type QuarantineLister interface {
 	OpenQuarantines(ctx context.Context) (map[string]OpenQuarantine, error)
+	// ReattachQuarantine moves from's open quarantine to to, the
+	// re-created provider the tree shows at its address addr (from is
+	// no longer in the tree). moved is false when from had none open.
+	ReattachQuarantine(ctx context.Context, from, to string, addr hardware.Address) (moved bool, err error)
 }
 
 // OpenQuarantine is one open quarantine of the store. Both kinds keep the
@@ -235,12 +244,18 @@ type OpenQuarantine struct {
 	// --no-wipe). The reconciler queues the device like a dirty one once
 	// nothing holds it, and the Cleaner runs that instead of the pipeline.
 	Wipe bool
+	// Address is the device's PCI address ("" unknown): a provider at
+	// it that replaced this one in the tree is the same device.
+	Address hardware.Address
 }
 
 // Tenant is who used a device before its cleaning.
 type Tenant struct {
 	Instance string
 	Project  string
+	// DeviceRP is the provider under which the store knew the tenant:
+	// another than the device's own when its provider was re-created.
+	DeviceRP string
 }
 
 // Verdicts lists every verdict, for metrics.

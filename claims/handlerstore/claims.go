@@ -129,7 +129,11 @@ func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Te
 	if t.Project == claims.UnknownTenant {
 		t.Project = "" // the handlers' word for unknown
 	}
-	return handlers.Tenant{Instance: t.Instance, Project: t.Project}, true, nil
+	return handlers.Tenant{Instance: t.Instance, Project: t.Project, DeviceRP: t.DeviceRP}, true, nil
+}
+
+func (s *Claims) SawAddress(ctx context.Context, rpUUID string, addr hardware.Address) error {
+	return s.Store.SawAddress(ctx, s.Host, rpUUID, string(addr))
 }
 
 var _ handlers.QuarantineLister = (*Claims)(nil)
@@ -142,9 +146,13 @@ func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQ
 	}
 	out := make(map[string]handlers.OpenQuarantine, len(open))
 	for _, q := range open {
-		out[q.DeviceRP] = handlers.OpenQuarantine{Reason: q.Reason, Retired: q.Retired(), Wipe: q.Wipe != ""}
+		out[q.DeviceRP] = handlers.OpenQuarantine{Reason: q.Reason, Retired: q.Retired(), Wipe: q.Wipe != "", Address: hardware.Address(q.Address)}
 	}
 	return out, nil
+}
+
+func (s *Claims) ReattachQuarantine(ctx context.Context, from, to string, addr hardware.Address) (bool, error) {
+	return s.Store.ReattachQuarantine(ctx, s.Host, from, to, string(addr))
 }
 
 func (s *Claims) NoteDeleted(ctx context.Context, instance, messageID string) error {

@@ -1,6 +1,7 @@
 package handlerstest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -32,7 +33,8 @@ type Claims struct {
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
 	cleaned     map[string]int                     // s.seq at each device's last clean verdict
 	arqs        []handlers.ARQRecord
-	deleted     map[string]string // instance -> message id of its delete
+	deleted     map[string]string          // instance -> message id of its delete
+	addresses   map[string]hardwareAddress // RP UUID → address SawAddress recorded
 }
 
 type entry struct {
@@ -256,15 +258,38 @@ func (s *Claims) SawHolder(ctx context.Context, rp, consumer string) error {
 }
 
 // PreviousTenant is the newer of the last holder seen and the newest claim
-// on the device, as claims.Store decides it.
+// on the device, as claims.Store decides it: the device is every provider
+// seen at rp's address (a re-created provider), its last clean the newest
+// of theirs.
 func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant, bool, error) {
 	if err := s.fail("PreviousTenant"); err != nil {
 		return handlers.Tenant{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	rps := s.aliasesLocked(rp)
+	cleaned, wasCleaned := 0, false
+	for _, a := range rps {
+		if c, ok := s.cleaned[a]; ok && c >= cleaned {
+			cleaned, wasCleaned = c, true
+		}
+	}
+	var last handlers.Tenant
+	lastOrder, found := 0, false
+	for _, a := range rps {
+		t, order, ok := s.previousTenantLocked(a, cleaned, wasCleaned)
+		if ok && (!found || order > lastOrder) {
+			last, lastOrder, found = t, order, true
+			last.DeviceRP = a
+		}
+	}
+	return last, found, nil
+}
+
+// previousTenantLocked is rp's own last tenant since the clean numbered
+// cleaned (when wasCleaned), with the order it was known at.
+func (s *Claims) previousTenantLocked(rp string, cleaned int, wasCleaned bool) (handlers.Tenant, int, bool) {
 	h, seen := s.holders[rp]
-	cleaned, wasCleaned := s.cleaned[rp]
 	for i := len(s.claims) - 1; i >= 0; i-- {
 		e := s.claims[i]
 		if !e.HasDevice(rp) {
@@ -274,17 +299,49 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 			break
 		}
 		if wasCleaned && max(e.order, h.seq) <= cleaned {
-			return handlers.Tenant{}, false, nil // held only before its last clean
+			return handlers.Tenant{}, 0, false // held only before its last clean
 		}
-		return handlers.Tenant{Instance: e.InstanceUUID, Project: e.ProjectID}, true, nil
+		return handlers.Tenant{Instance: e.InstanceUUID, Project: e.ProjectID}, max(e.order, h.seq), true
 	}
 	if seen && wasCleaned && h.seq <= cleaned {
-		return handlers.Tenant{}, false, nil
+		return handlers.Tenant{}, 0, false
 	}
 	if seen {
-		return handlers.Tenant{Instance: h.consumer}, true, nil
+		return handlers.Tenant{Instance: h.consumer}, h.seq, true
 	}
-	return handlers.Tenant{}, false, nil
+	return handlers.Tenant{}, 0, false
+}
+
+// aliasesLocked is rp and every other provider seen at its address.
+func (s *Claims) aliasesLocked(rp string) []string {
+	out := []string{rp}
+	addr, ok := s.addresses[rp]
+	if !ok {
+		return out
+	}
+	for _, a := range slices.Sorted(maps.Keys(s.addresses)) {
+		if a != rp && s.addresses[a] == addr {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// SawAddress remembers the address the tree shows rp at.
+func (s *Claims) SawAddress(ctx context.Context, rp string, addr hardware.Address) error {
+	if err := s.fail("SawAddress"); err != nil {
+		return err
+	}
+	if addr == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.addresses == nil {
+		s.addresses = map[string]hardwareAddress{}
+	}
+	s.addresses[rp] = addr
+	return nil
 }
 
 // Cleaned records a clean verdict for rp, as a cleaned run in
@@ -353,7 +410,36 @@ func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQ
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maps.Clone(s.quarantines), nil
+	out := maps.Clone(s.quarantines)
+	for rp, q := range out {
+		if q.Address == "" {
+			q.Address = s.addresses[rp]
+			out[rp] = q
+		}
+	}
+	return out, nil
+}
+
+// ReattachQuarantine implements handlers.QuarantineLister as
+// claims.Store does: from's quarantine moves to to when it is at addr,
+// and closes when to has its own.
+func (s *Claims) ReattachQuarantine(ctx context.Context, from, to string, addr hardware.Address) (bool, error) {
+	if err := s.fail("ReattachQuarantine"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.quarantines[from]
+	if !ok || cmp.Or(q.Address, s.addresses[from]) != addr {
+		return false, nil
+	}
+	delete(s.quarantines, from)
+	if _, own := s.quarantines[to]; !own {
+		q.Address = addr
+		q.Reason += "; provider re-created: was " + from + ", now " + to
+		s.quarantines[to] = q
+	}
+	return true, nil
 }
 
 func (s *Claims) NoteDeleted(ctx context.Context, instance, messageID string) error {

@@ -15,8 +15,8 @@ import (
 type Cleaner struct {
 	W      *World
 	CleanF func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error)
-	// OnClean, when set, is told of each clean verdict before it is
-	// returned (Claims.Cleaned: the store's clean record).
+	// OnClean, when set, is told of each clean verdict, CleanF's too,
+	// before it is returned (Claims.Cleaned: the store's clean record).
 	OnClean func(rp string)
 
 	mu          sync.Mutex
@@ -57,7 +57,11 @@ func (c *Cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handler
 		c.mu.Unlock()
 	}()
 	if c.CleanF != nil {
-		return c.CleanF(ctx, req)
+		res, err := c.CleanF(ctx, req)
+		if err == nil && res.Verdict == pipeline.VerdictClean && c.OnClean != nil {
+			c.OnClean(rp) // the engine stores every clean verdict (rule 1)
+		}
+		return res, err
 	}
 	if c.W != nil && c.W.Device(rp).InUse() {
 		return handlers.CleanResult{Verdict: pipeline.VerdictAborted, RunID: fmt.Sprint("run-", n)}, nil

@@ -209,3 +209,21 @@ func (w *World) Quarantine(ctx context.Context, d handlers.Device, reason string
 	dev.Quarantined = true
 	return nil
 }
+
+// Recreate replaces rp's provider by a new one of uuid newRP for the same
+// PCI address, as Nova does when it creates the device's provider again
+// (a rebuilt Placement database, a compute node re-registered): a new
+// UUID, Placement's inventory defaults (reserved 0), Nova's traits only.
+func (w *World) Recreate(rp, newRP string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.devs[rp]
+	delete(w.devs, rp)
+	w.devs[newRP] = &handlers.Device{RPUUID: newRP, RPName: old.RPName, Address: old.Address,
+		ResourceClass: old.ResourceClass, Total: old.Total}
+	for i, r := range w.order {
+		if r == rp {
+			w.order[i] = newRP
+		}
+	}
+}

@@ -33,6 +33,14 @@ var mutations = []mutation{
 		"\t\t\tif !ps.ours() {\n",
 		"\t\t\tif false && !ps.ours() {\n",
 		"placement", "^TestUnreserve"},
+	{1, "tenant known under a re-created provider forgotten", "claims/addresses.go",
+		"WHERE host = ? AND device_rp <> ? AND address = (SELECT",
+		"WHERE 1 = 0 AND host = ? AND device_rp <> ? AND address = (SELECT",
+		"claims", "^TestPreviousTenantFollowsTheAddress$"},
+	{1, "un-fenced dirty device re-fenced only when Cyborg's", "handlers/refence.go",
+		"if d.State == placement.StateUnmanaged || d.InUse() ||",
+		"if !d.Cyborg || d.State == placement.StateUnmanaged || d.InUse() ||",
+		"handlers", "^TestNovaDeviceUnfencedBeforeItsCleanIsRefenced$|^TestDirtyDeviceFollowsRecreatedProvider$"},
 
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
@@ -154,6 +162,10 @@ var mutations = []mutation{
 		"\t\tdirty = ok\n",
 		"\t\tdirty = false && ok\n",
 		"handlers", "^TestOperatorRetireWipe$"},
+	{4, "quarantine left behind by a re-created provider", "handlers/recreated.go",
+		"return q.Address != \"\" && d.Address == q.Address",
+		"return false && d.Address == q.Address",
+		"handlers", "^TestQuarantineFollowsRecreatedProvider$|^TestOrphanedQuarantineReportedThenReattached$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
