@@ -166,6 +166,10 @@ var mutations = []mutation{
 		"return q.Address != \"\" && d.Address == q.Address",
 		"return false && d.Address == q.Address",
 		"handlers", "^TestQuarantineFollowsRecreatedProvider$|^TestOrphanedQuarantineReportedThenReattached$"},
+	{4, "unquarantine releases a device below reserved=total", "cmd/scourctl/placement.go",
+		"\tif !d.Fenced() {\n\t\tif err := pc.Reserve(",
+		"\tif false && !d.Fenced() {\n\t\tif err := pc.Reserve(",
+		"cmd/scourctl", "^TestUnquarantineNeverLeavesTheDeviceUnreserved$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
