@@ -2,11 +2,12 @@ package handlers
 
 import (
 	"context"
-	"github.com/scour-project/scour/hardware"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/scour-project/scour/hardware"
 )
 
 // Reconciler is level-triggered and the source of truth: it reads this
