@@ -88,19 +88,34 @@ func (s *Store) closeCleaned(ctx context.Context, tx *sql.Tx, run Run, why strin
 	return s.closeRun(ctx, tx, run, RunCleaned, prefix+why, s.stamp())
 }
 
-// usedSinceCleaned says who held the device after the open cleaned run's
-// verdict ("" when nobody): then the device may hold another tenant's
-// data, and the run must not be resumed into an un-reserve.
-func (s *Store) usedSinceCleaned(ctx context.Context, q querier, run Run) (string, error) {
-	if !run.AwaitingReturn() || run.CleanedAt == nil {
-		return "", nil
-	}
-	t, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, *run.CleanedAt)
+// usedSinceStarted says who the store knows held the device after the
+// open run started ("" when nobody): a consumer a scan or a burn saw
+// holding it (SawHolder), or a claim of it, dated after the run's start.
+// That consumer may have left its data on the device after the run's
+// erase (the fence was lifted while scourd was down, by an operator,
+// Cyborg or another cleaner), so neither a running run's done steps nor a
+// cleaned run's verdict count any more: the run must not be resumed.
+func (s *Store) usedSinceStarted(ctx context.Context, q querier, run Run) (string, error) {
+	t, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, run.StartedAt)
 	if err != nil || !ok {
 		return "", err
 	}
-	return fmt.Sprintf("Placement showed consumer %s holding the device at %s, after the clean; a new run cleans it again",
-		t.Instance, t.Since.Format(tsLayout)), nil
+	return fmt.Sprintf("Placement showed consumer %s holding the device at %s, after run %s started at %s; a new run cleans it again from the first step",
+		t.Instance, t.Since.Format(tsLayout), run.ID, run.StartedAt.Format(tsLayout)), nil
+}
+
+// supersedeUsed closes an open run that must not be resumed because the
+// device was used after it started (usedSinceStarted): a cleaned run as
+// cleaned, not returned; a running one as failed (a later run retries,
+// as for any superseded run), its summary saying why. A WARN names the
+// device, the run and why.
+func (s *Store) supersedeUsed(ctx context.Context, tx *sql.Tx, run Run, why string) error {
+	s.log.WarnContext(ctx, "not resuming an interrupted cleaning run: the device was used after it started; a new run cleans it from the first step",
+		"host", run.Host, "rp", run.DeviceRP, "address", run.Address, "run", run.ID, "state", run.State, "reason", why)
+	if run.AwaitingReturn() {
+		return s.closeCleaned(ctx, tx, run, why)
+	}
+	return s.closeRun(ctx, tx, run, RunFailed, "superseded: "+why, s.stamp())
 }
 
 // DeviceNow is what Placement shows of a device, for SettleReturns.

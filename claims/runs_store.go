@@ -62,7 +62,10 @@ func (s *Store) queryRuns(ctx context.Context, q querier, where string, args ...
 // OpenRun returns the device's unfinished run when there is one (resumed
 // true: the engine continues it at its first unfinished step) and creates
 // a new run otherwise. There is never more than one unfinished run per
-// device, on either backend (a partial unique index enforces it).
+// device, on either backend (a partial unique index enforces it). An
+// unfinished run the store saw another holder of the device after
+// (usedSinceStarted) is not resumed: it is closed, saying why, and a new
+// run starts from the first step.
 func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool, err error) {
 	var errs []error
 	if rs.Host == "" {
@@ -86,7 +89,7 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 			return err
 		}
 		if len(open) > 0 {
-			stale, err := s.usedSinceCleaned(ctx, tx, open[0])
+			stale, err := s.usedSinceStarted(ctx, tx, open[0])
 			if err != nil {
 				return err
 			}
@@ -95,7 +98,7 @@ func (s *Store) OpenRun(ctx context.Context, rs RunStart) (run Run, resumed bool
 				run.Attempt, err = s.attempt(ctx, tx, run)
 				return err
 			}
-			if err := s.closeCleaned(ctx, tx, open[0], stale); err != nil {
+			if err := s.supersedeUsed(ctx, tx, open[0], stale); err != nil {
 				return err
 			}
 		}

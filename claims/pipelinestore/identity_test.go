@@ -10,6 +10,7 @@ import (
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -20,18 +21,10 @@ import (
 func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config(step("sanitize", true), step("verify", true))
-	s := openStore(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
-		"verify": func(ctx context.Context) (*plugins.Result, error) { cancel(); <-ctx.Done(); return nil, ctx.Err() },
-	}}
-	if res, err := engineOn(t, cfg, s, pr, nvmeWithSerial("OLD")).Clean(ctx, target); err == nil {
-		t.Fatalf("shutdown mid-step returned a verdict: %+v", res)
-	}
-	s.Close()
+	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial("OLD"))
 
 	// The drive was swapped while scourd was down.
-	s = openStore(t, dir)
+	s := openStore(t, dir)
 	pr2 := &fakePlugins{}
 	res, err := engineOn(t, cfg, s, pr2, nvmeWithSerial("NEW")).Clean(context.Background(), target)
 	if err != nil || res.Verdict != pipeline.VerdictClean || res.Serial != "NEW" {
@@ -40,22 +33,41 @@ func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
 	if got := pr2.Calls(); !slices.Equal(got, []string{"sanitize", "verify"}) {
 		t.Fatalf("calls %v: want every step again on the new drive", got)
 	}
+	if r, _ := s.GetRun(context.Background(), res.RunID); r.Serial != "NEW" || r.State != claims.RunCleaned {
+		t.Fatalf("new run = %+v", r)
+	}
+	if r := supersededBy(t, s, res.RunID); r.Serial != "OLD" || r.State != claims.RunFailed || !strings.Contains(r.Summary, "replaced") {
+		t.Fatalf("old run = %+v; want failed, serial OLD, saying the drive was replaced", r)
+	}
+}
+
+// interruptAtVerify runs cfg's pipeline (sanitize, verify) on the device
+// be discovers until scourd shuts down during verify, and closes s: the
+// run stays open, its sanitize done.
+func interruptAtVerify(t *testing.T, cfg pipeline.Config, s *claims.Store, be *fakehw.Backend) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
+		"verify": func(ctx context.Context) (*plugins.Result, error) { cancel(); <-ctx.Done(); return nil, ctx.Err() },
+	}}
+	if res, err := engineOn(t, cfg, s, pr, be).Clean(ctx, target); err == nil {
+		t.Fatalf("shutdown mid-step returned a verdict: %+v", res)
+	}
+	s.Close()
+}
+
+// supersededBy returns the device's one run other than runID, failing
+// unless the device has exactly those two.
+func supersededBy(t *testing.T, s *claims.Store, runID string) claims.Run {
+	t.Helper()
 	runs, _ := s.ListRuns(context.Background(), claims.RunFilter{Device: target.RPUUID})
 	if len(runs) != 2 {
-		t.Fatalf("runs = %+v; want the old one closed and a new one", runs)
+		t.Fatalf("runs = %+v; want the interrupted one closed and a new one", runs)
 	}
-	for _, r := range runs {
-		switch r.ID {
-		case res.RunID:
-			if r.Serial != "NEW" || r.State != claims.RunCleaned {
-				t.Fatalf("new run = %+v", r)
-			}
-		default:
-			if r.Serial != "OLD" || r.State != claims.RunFailed || !strings.Contains(r.Summary, "replaced") {
-				t.Fatalf("old run = %+v; want failed, serial OLD, saying the drive was replaced", r)
-			}
-		}
+	if runs[0].ID == runID {
+		return runs[1]
 	}
+	return runs[0]
 }
 
 // TestRecordNamesFirmwareSeenByTheStep: discovery on vfio-pci names the

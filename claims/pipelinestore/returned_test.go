@@ -3,6 +3,7 @@ package pipelinestore
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,5 +156,37 @@ func TestPurgeWithEveryEraseSkippedIsQuarantined(t *testing.T) {
 	other.Address, other.RPUUID = "0000:82:00.0", "rp-nvme-1"
 	if res, err := engine(t, erased, s, pr).Clean(ctx, other); err != nil || res.Verdict != pipeline.VerdictClean {
 		t.Fatalf("with the erase run: Clean = %+v, %v; want clean", res, err)
+	}
+}
+
+// Review finding (rev2, HIGH 2), through the real engine and store: a run
+// interrupted after its erase is not resumed when, while scourd was down,
+// the store saw another consumer hold the device (the fence was lifted,
+// tenant B used it, Nova burned it again). The old run is closed as
+// superseded, naming B, and a new run erases again from the first step;
+// its record names B as the previous tenant.
+func TestInterruptedRunNotResumedAfterAnotherTenant(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config(step("sanitize", true), step("verify", true))
+	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial(""))
+
+	s := openStore(t, dir) // scourd back: its scan sees B holding the device
+	if err := s.SawHolder(context.Background(), "compute-1", target.RPUUID, "inst-b"); err != nil {
+		t.Fatal(err)
+	}
+	pr := &fakePlugins{} // B gone, the device burned: dirty again
+	res, err := engine(t, cfg, s, pr).Clean(context.Background(), target)
+	if err != nil || res.Verdict != pipeline.VerdictClean {
+		t.Fatalf("Clean after B = %+v, %v", res, err)
+	}
+	if got := pr.Calls(); !slices.Equal(got, []string{"sanitize", "verify"}) {
+		t.Fatalf("calls %v: want the erase again (B's data), then verify", got)
+	}
+	if r := supersededBy(t, s, res.RunID); r.State != claims.RunFailed || !strings.Contains(r.Summary, "superseded") || !strings.Contains(r.Summary, "inst-b") {
+		t.Fatalf("interrupted run = %+v; want failed, superseded, naming inst-b", r)
+	}
+	rec, _ := s.Record(context.Background(), res.RunID)
+	if rec.PreviousTenant.InstanceUUID != "inst-b" {
+		t.Fatalf("new record's previous tenant = %+v; want inst-b", rec.PreviousTenant)
 	}
 }

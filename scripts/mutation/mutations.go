@@ -188,4 +188,8 @@ var mutations = []mutation{
 		"claims.DeviceNow{Reserved: d.Fenced(), Allocated: d.InUse()}",
 		"claims.DeviceNow{Allocated: d.InUse()}",
 		"handlers", "^TestDeviceNowForSettleReturns$"},
+	{5, "interrupted run resumed after the store saw another holder", "claims/returns.go",
+		"\tt, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, run.StartedAt)\n",
+		"\tif !run.AwaitingReturn() {\n\t\treturn \"\", nil\n\t}\n\tt, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, run.StartedAt)\n",
+		"claims", "^TestRunningRunNotResumedAfterANewHolder$"},
 }

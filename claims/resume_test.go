@@ -1,0 +1,96 @@
+package claims
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Review finding (rev2, HIGH 2): an interrupted (running) run was resumed,
+// its done steps (the erase) kept, even when the store itself recorded
+// another consumer holding the device after the run started: the device
+// left the fence while scourd was down (someone un-reserved it), served
+// tenant B, and came back burned. The run is now closed, saying why (a
+// WARN names device, run and reason), and a new run starts from the
+// first step. A holder seen before the run started (its own previous
+// tenant) does not stop the resume.
+func TestRunningRunNotResumedAfterANewHolder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		var logs bytes.Buffer
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		rs := nvmeRun()
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-1"); err != nil { // the run's own tenant
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		run, _, err := s.OpenRun(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "") // the erase, done; scourd stops before the next step
+		clock.Advance(time.Hour)
+		if again, resumed, err := s.OpenRun(ctx, rs); err != nil || !resumed || again.ID != run.ID {
+			t.Fatalf("OpenRun with only the run's own tenant seen (before it started) = %s, resumed %v, %v; want run %s resumed", again.ID, resumed, err, run.ID)
+		}
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-b"); err != nil { // scourd back: B holds it
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		again, resumed, err := s.OpenRun(ctx, rs) // B gone, device burned: dirty again
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resumed || again.ID == run.ID {
+			t.Fatalf("run %s resumed (its erase kept as done) although inst-b held the device after the run started", run.ID)
+		}
+		old, err := s.GetRun(ctx, run.ID)
+		if err != nil || old.State != RunFailed || !old.Closed() || !strings.Contains(old.Summary, "superseded") || !strings.Contains(old.Summary, "inst-b") {
+			t.Fatalf("interrupted run = %+v, %v; want closed failed, superseded, naming inst-b", old, err)
+		}
+		if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "run="+run.ID) ||
+			!strings.Contains(got, "rp=rp-nvme-0") || !strings.Contains(got, "inst-b") {
+			t.Fatalf("log = %s; want a WARN naming the device, run %s and inst-b", got, run.ID)
+		}
+	})
+}
+
+// A cleaned run waiting for its un-reserve is not resumed into one when a
+// consumer held the device after the run started, even before its verdict
+// (a run cleaned across a restart) or when it has no cleaned_at (before
+// schema v3): it is closed as cleaned, not returned.
+func TestCleanedRunNotResumedAfterAHolderSinceItStarted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		rs := nvmeRun()
+		run, _, err := s.OpenRun(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-b"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+		runStep(t, s, run.ID, "verify-zero", true, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		again, resumed, err := s.OpenRun(ctx, rs)
+		if err != nil || resumed || again.ID == run.ID {
+			t.Fatalf("OpenRun = %s, resumed %v, %v; want a new run: inst-b held the device after run %s started", again.ID, resumed, err, run.ID)
+		}
+		old, _ := s.GetRun(ctx, run.ID)
+		if old.State != RunCleaned || !old.Closed() || !strings.Contains(old.Summary, "not returned") || !strings.Contains(old.Summary, "inst-b") {
+			t.Fatalf("cleaned run = %+v; want closed as cleaned, not returned, naming inst-b", old)
+		}
+	})
+}
