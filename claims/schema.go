@@ -363,6 +363,15 @@ var migrations = []migration{
 			WHERE address <> '' AND NOT EXISTS (SELECT 1 FROM device_addresses a WHERE a.host = q.host AND a.device_rp = q.device_rp)
 			GROUP BY host, device_rp`,
 	}},
+	// v7: clear_gen, the Placement provider generation of the all-clear
+	// the run's first destructive attempt started on (NoteClearGeneration).
+	// A resume compares it with the device's generation now. NULL: none
+	// recorded (no destructive attempt yet, or a run stored before this
+	// version): a resume that would keep a destructive step's outcome
+	// starts over instead.
+	{table: "cleaning_runs", version: 7, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN clear_gen INTEGER`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed

@@ -76,6 +76,15 @@ type Run struct {
 	ID      string   `json:"id"`
 	Attempt int      `json:"attempt"`
 	Start   RunStart `json:"start"`
+	// ClearGen is the Placement generation of the all-clear the run's
+	// first destructive attempt started on (GenerationRecorder), when
+	// HasClearGen.
+	ClearGen    int  `json:"clear_gen,omitempty"`
+	HasClearGen bool `json:"has_clear_gen,omitempty"`
+	// PutMayHaveLanded: an un-reserve PUT of the (cleaned) run may have
+	// landed; its journal, which the un-reserve reads, decides whether
+	// Placement moved on since (placement.ErrStaleReturn), not ClearGen.
+	PutMayHaveLanded bool `json:"put_may_have_landed,omitempty"`
 }
 
 // StepState is a step's persisted state.

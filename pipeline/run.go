@@ -176,9 +176,10 @@ func mayBeOtherDrive(was, wasSource, now, nowSource string) bool {
 }
 
 // open resumes the device's open run when it belongs to the same pipeline
-// (name, version, steps and step definitions) and, as far as discovery
-// tells now, the same drive (serial), else closes it as superseded and
-// opens anew.
+// (name, version, steps and step definitions), as far as discovery tells
+// now the same drive (serial), and nothing moved the device's Placement
+// generation since its destructive steps (movedSince), else closes it as
+// superseded and opens anew.
 func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 	want := r.start()
 	want.CapacityBytes = r.capacity(ctx)
@@ -191,7 +192,14 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		sameSteps := sameDefinition(recs, r.def)
 		swapped := otherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource) ||
 			mayBeOtherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource)
-		if s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped {
+		same := s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped
+		moved := ""
+		if same {
+			if moved, err = r.movedSince(ctx, run, recs); err != nil {
+				return nil, err
+			}
+		}
+		if same && moved == "" {
 			r.run = run
 			if r.serial == "" || (r.serialSource == hardware.SerialFromVPD && s.Serial != "" && s.SerialSource != hardware.SerialFromVPD) {
 				// Unknown on the home driver now (an NVMe on vfio-pci), or
@@ -213,12 +221,19 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		if !sameSteps {
 			sup.Reason += " with other step definitions (type, path, args, driver, destructive, required changed without a version bump)"
 		}
+		if moved != "" {
+			sup.Reason = "superseded: " + moved + "; nothing this run did counts, and a new run starts from the first step"
+		}
 		if swapped {
 			sup.Reason = fmt.Sprintf("superseded: the device at %s now reports serial %q, not %q as when this run opened: the drive in the slot was replaced, and nothing this run did counts for the new one; a new run starts from the first step",
 				r.t.Address, want.Serial, s.Serial)
 		}
 		if err := r.e.cp.FinishRun(ctx, run.ID, sup); err != nil {
 			return nil, fmt.Errorf("device %s: closing superseded run %s: %w", r.t.Address, run.ID, err)
+		}
+		if moved != "" {
+			r.log.Warn("not resuming an interrupted cleaning run: the device may have been used since its destructive steps; starting over", "run", run.ID, "reason", moved)
+			continue
 		}
 		r.log.Warn("closed an interrupted run of an older pipeline or another drive; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion,
 			"same_step_definitions", sameSteps, "serial", want.Serial, "run_serial", s.Serial)

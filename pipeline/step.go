@@ -422,6 +422,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 			if err := r.clearNow(ctx, s, done); err != nil {
 				return nil, err
 			}
+			r.keepClearGeneration(ctx)
 		}
 		rec.Attempts++
 		sctx, cancel := context.WithTimeout(ctx, s.Timeout)

@@ -32,11 +32,14 @@ type Gate struct {
 
 	mu   sync.Mutex
 	seen map[string]Device
+	// checked is, by device, the generation of the read behind the last
+	// check before a destructive step (CheckedGeneration).
+	checked map[string]int
 }
 
 // NewGate returns the gate over c; journal gives each run's PutJournal.
 func NewGate(c *Client, journal func(runID string) PutJournal) *Gate {
-	return &Gate{c: c, journal: journal, seen: map[string]Device{}}
+	return &Gate{c: c, journal: journal, seen: map[string]Device{}, checked: map[string]int{}}
 }
 
 // Client is the Placement client under the gate, for the operator's
@@ -263,6 +266,7 @@ func (g *Gate) check(ctx context.Context, rp string, mayReuse bool) (bool, time.
 	g.c.metrics.checks.WithLabelValues(how).Inc()
 	d.readAt = time.Time{} // used by a check: never reused
 	g.remember(d)
+	g.noteChecked(d)
 	return !d.Dirty(), asked, nil
 }
 
@@ -280,6 +284,7 @@ func (g *Gate) reuse(rp string) (time.Time, bool) {
 	readAt := d.readAt
 	d.readAt = time.Time{}
 	g.seen[rp] = d
+	g.checked[rp] = d.Generation
 	return readAt, true
 }
 
@@ -291,5 +296,6 @@ func (g *Gate) HasAllocationsRetired(ctx context.Context, rp string) (bool, erro
 		return false, err
 	}
 	g.remember(d)
+	g.noteChecked(d)
 	return !Retirable(d.Inventory.Total, d.Inventory.Reserved, d.InUse(), d.Quarantined), nil
 }

@@ -47,7 +47,9 @@ var _ pipeline.Checkpoints = (*Checkpoints)(nil)
 // last consumer known to hold it (claims.Store.PreviousTenant). A cleaned
 // run waiting for its un-reserve is resumed too: its steps are all done,
 // so the engine reaches the clean verdict again without touching the
-// device, and the caller retries the un-reserve on the same record.
+// device, and the caller retries the un-reserve on the same record. A
+// resumed run comes with its Placement generation (NoteClearGeneration)
+// and, cleaned, whether an un-reserve PUT of it may have landed.
 func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pipeline.Run, []pipeline.StepRecord, error) {
 	rs := claims.RunStart{Host: c.Host, DeviceRP: start.RPUUID, Address: start.Device, Profile: start.Profile,
 		Pipeline: start.Pipeline, PipelineVersion: strconv.Itoa(start.PipelineVersion), PlannedSteps: start.Steps, Trigger: start.Trigger,
@@ -77,11 +79,29 @@ func (c *Checkpoints) OpenRun(ctx context.Context, start pipeline.RunStart) (pip
 	if !resumed {
 		return out, nil, nil
 	}
+	if out.ClearGen, out.HasClearGen, err = c.Store.ClearGeneration(ctx, run.ID); err != nil {
+		return pipeline.Run{}, nil, err
+	}
+	if run.AwaitingReturn() {
+		// Only a cleaned run has a journal: a running one's reads as a PUT
+		// at an unknown generation (unreserve_journaled 0).
+		if _, out.PutMayHaveLanded, err = c.Store.PutJournal(run.ID).LastPut(ctx); err != nil {
+			return pipeline.Run{}, nil, err
+		}
+	}
 	steps, err := c.Store.Steps(ctx, run.ID)
 	if err != nil {
 		return pipeline.Run{}, nil, err
 	}
 	return out, latestPerIndex(steps), nil
+}
+
+var _ pipeline.GenerationRecorder = (*Checkpoints)(nil)
+
+// NoteClearGeneration keeps the Placement generation of the all-clear the
+// run's first destructive attempt starts on (claims.Store.NoteClearGeneration).
+func (c *Checkpoints) NoteClearGeneration(ctx context.Context, runID string, gen int) error {
+	return c.Store.NoteClearGeneration(ctx, runID, gen)
 }
 
 // latestPerIndex turns attempts into the engine's one record per step.

@@ -110,9 +110,19 @@ func nvmeWithSerial(serial string) *fakehw.Backend {
 
 func engineOn(t *testing.T, cfg pipeline.Config, s *claims.Store, pr *fakePlugins, be *fakehw.Backend) *pipeline.Engine {
 	t.Helper()
+	return engineWith(t, cfg, s, pr, be, nil)
+}
+
+// engineWith is engineOn asking alloc before destructive steps (nil: a
+// checker that always answers all-clear and knows no generations).
+func engineWith(t *testing.T, cfg pipeline.Config, s *claims.Store, pr *fakePlugins, be *fakehw.Backend, alloc pipeline.AllocationChecker) *pipeline.Engine {
+	t.Helper()
+	if alloc == nil {
+		alloc = pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })
+	}
 	e, err := pipeline.New(cfg, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: pr,
 		Checkpoints: &Checkpoints{Store: s, Host: "compute-1", Trigger: "test", Optional: optionalFrom(cfg)},
-		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+		Allocations: alloc})
 	if err != nil {
 		t.Fatal(err)
 	}

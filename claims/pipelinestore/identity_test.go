@@ -21,7 +21,7 @@ import (
 func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config(step("sanitize", true), step("verify", true))
-	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial("OLD"))
+	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial("OLD"), nil)
 
 	// The drive was swapped while scourd was down.
 	s := openStore(t, dir)
@@ -42,15 +42,15 @@ func TestEngineDoesNotResumeRunOfReplacedDrive(t *testing.T) {
 }
 
 // interruptAtVerify runs cfg's pipeline (sanitize, verify) on the device
-// be discovers until scourd shuts down during verify, and closes s: the
-// run stays open, its sanitize done.
-func interruptAtVerify(t *testing.T, cfg pipeline.Config, s *claims.Store, be *fakehw.Backend) {
+// be discovers, asking alloc (engineWith), until scourd shuts down during
+// verify, and closes s: the run stays open, its sanitize done.
+func interruptAtVerify(t *testing.T, cfg pipeline.Config, s *claims.Store, be *fakehw.Backend, alloc pipeline.AllocationChecker) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){
 		"verify": func(ctx context.Context) (*plugins.Result, error) { cancel(); <-ctx.Done(); return nil, ctx.Err() },
 	}}
-	if res, err := engineOn(t, cfg, s, pr, be).Clean(ctx, target); err == nil {
+	if res, err := engineWith(t, cfg, s, pr, be, alloc).Clean(ctx, target); err == nil {
 		t.Fatalf("shutdown mid-step returned a verdict: %+v", res)
 	}
 	s.Close()

@@ -168,7 +168,7 @@ func TestPurgeWithEveryEraseSkippedIsQuarantined(t *testing.T) {
 func TestInterruptedRunNotResumedAfterAnotherTenant(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config(step("sanitize", true), step("verify", true))
-	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial(""))
+	interruptAtVerify(t, cfg, openStore(t, dir), nvmeWithSerial(""), nil)
 
 	s := openStore(t, dir) // scourd back: its scan sees B holding the device
 	if err := s.SawHolder(context.Background(), "compute-1", target.RPUUID, "inst-b"); err != nil {

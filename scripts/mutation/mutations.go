@@ -192,4 +192,12 @@ var mutations = []mutation{
 		"\tt, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, run.StartedAt)\n",
 		"\tif !run.AwaitingReturn() {\n\t\treturn \"\", nil\n\t}\n\tt, ok, err := s.previousTenant(ctx, q, run.Host, run.DeviceRP, run.StartedAt)\n",
 		"claims", "^TestRunningRunNotResumedAfterANewHolder$"},
+	{5, "erase kept on resume after Placement's generation moved", "pipeline/resume.go",
+		"\tif gen != run.ClearGen {\n",
+		"\tif false && gen != run.ClearGen {\n",
+		"claims/pipelinestore", "^TestResumeStartsOverWhenTheGenerationMoved$|^TestCleanedRunResumedOnlyWhileTheGenerationHolds$"},
+	{5, "erase kept on resume of a run without a generation", "pipeline/resume.go",
+		"\tif !run.HasClearGen {\n",
+		"\tif false {\n",
+		"claims/pipelinestore", "^TestResumeStartsOverWithoutAGeneration$"},
 }
