@@ -206,8 +206,16 @@ func finishSet(r StepResult) (string, []any, error) {
 
 // keptDetails are the details keys decisions read (the purge check's
 // technique and verification, resume's pipeline definition hash, the tool
-// and the tries count): boundDetails drops every other key before them.
-var keptDetails = map[string]bool{"technique": true, "verification": true, "scour_pipeline_definition": true, "tool": true, "scour_tries": true}
+// and the tries count; what a resumed run's later steps read from an
+// earlier one: the erase, its expected read-back and how many blocks it
+// sampled (verify), fpga-program's readback (fpga-readback); the
+// retirement wipe and read-back marks (the record's retirement)):
+// boundDetails drops every other key before them.
+var keptDetails = map[string]bool{
+	plugins.TechniqueKey: true, plugins.VerificationKey: true, "scour_pipeline_definition": true, "tool": true, triesKey: true,
+	plugins.EraseKey: true, plugins.ExpectKey: true, plugins.SampledKey: true, "readback": true,
+	retireWipeKey: true, retireReadBackKey: true,
+}
 
 // boundDetails stores details as JSON, bounded: too long (over
 // MaxOutputBytes), it first drops scour_tries' earlier_errors, then the

@@ -63,13 +63,7 @@ func TestResumeDefinitionSurvivesClaimsStore(t *testing.T) {
 			be := &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
 				return &hardware.Device{Address: a, Kind: hardware.KindNVMe, Driver: "vfio-pci"}, nil
 			}}
-			e, err := pipeline.New(c, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: pr,
-				Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: "compute-1"},
-				Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
+			return claimsEngine(t, store, c, be, pr)
 		}
 		tg := pipeline.Target{Address: "0000:81:00.0", RPUUID: "rp-1", ResourceClass: "CUSTOM_NVME"}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -91,4 +85,18 @@ func TestResumeDefinitionSurvivesClaimsStore(t *testing.T) {
 			t.Fatalf("changed=%v: calls %v", changed, pr.calls)
 		}
 	}
+}
+
+// claimsEngine is an engine on backend be and plugins pr that keeps its
+// runs in store (the claims store scourd uses), on a device Placement
+// always shows free.
+func claimsEngine(t *testing.T, store *claims.Store, c pipeline.Config, be hardware.Backend, pr pipeline.PluginRunner) *pipeline.Engine {
+	t.Helper()
+	e, err := pipeline.New(c, pipeline.Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Plugins: pr,
+		Checkpoints: &pipelinestore.Checkpoints{Store: store, Host: "compute-1"},
+		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -13,6 +13,12 @@ const (
 	// ExpectKey says what a read-back of the media should find after that
 	// technique: "0x00".."0xff", or ExpectNone.
 	ExpectKey = "expect"
+	// SampledKey is how many blocks a step sampled just before a crypto
+	// erase (the blocks themselves are in its pre_erase_samples, which
+	// the claims store may drop for size). It is small and always kept:
+	// a verify resumed from the stored record tells "nothing could be
+	// sampled" (0) from "samples were taken and lost", which must fail.
+	SampledKey = "pre_erase_sampled"
 )
 
 // ExpectNone: no read-back pattern can be expected after the technique

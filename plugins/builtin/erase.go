@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/scour-project/scour/hardware"
@@ -19,10 +20,18 @@ type Erasure struct {
 	// Technique is the record's wording (plugins.TechniqueKey).
 	Technique string
 	// Samples are blocks read just before a crypto erase (verify checks
-	// they changed); Sampled says a prediction expects them.
-	Samples []BlockSample
-	Sampled bool
+	// they changed); Sampled says the erase sampled some (or a
+	// prediction expects it to). SamplesLost: the step's record says
+	// blocks were sampled, but they are not in it (dropped for size by
+	// the claims store): verify must fail, never skip.
+	Samples     []BlockSample
+	Sampled     bool
+	SamplesLost bool
 }
+
+// truncatedKeysKey is where the claims store names the details keys it
+// dropped to keep a step's details under its size limit.
+const truncatedKeysKey = "truncated_keys"
 
 // ErasureOf reads an Erasure out of a step's details (false when the step
 // reported none).
@@ -34,7 +43,12 @@ func ErasureOf(details map[string]any) (*Erasure, bool) {
 	}
 	tech, _ := details[plugins.TechniqueKey].(string)
 	e := &Erasure{ID: id, Expect: exp, Technique: tech, Samples: samplesOf(details)}
-	e.Sampled = len(e.Samples) > 0
+	// A count the samples do not match, or a store that says it dropped
+	// them (a record of a scourd that stored no count), is evidence lost.
+	n, _ := argInt(details, plugins.SampledKey, 0)
+	truncated, _ := details[truncatedKeysKey].([]any)
+	e.SamplesLost = int(n) > len(e.Samples) || slices.Contains(truncated, any(preEraseKey))
+	e.Sampled = len(e.Samples) > 0 || e.SamplesLost
 	return e, true
 }
 
@@ -58,6 +72,9 @@ func erased(e Erasure, details map[string]any) *plugins.Result {
 	details[plugins.EraseKey], details[plugins.ExpectKey], details[plugins.TechniqueKey] = e.ID, e.Expect, e.Technique
 	if len(e.Samples) > 0 {
 		details[preEraseKey] = e.Samples
+	}
+	if e.Expect == plugins.ExpectNone {
+		details[plugins.SampledKey] = len(e.Samples)
 	}
 	return plugins.OK(details)
 }

@@ -181,6 +181,9 @@ func verifyChanged(ctx context.Context, be hardware.Backend, t *Target) (*plugin
 		return &plugins.Error{Code: plugins.CodePermanent, Msg: "verify of " + v.Mismatch,
 			Details: map[string]any{plugins.VerificationKey: v.Map()}}
 	}
+	if e.SamplesLost {
+		return nil, samplesLost(v, dev.Address, e.ID)
+	}
 	media, err := be.Media(ctx, dev.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listing media of %s to verify the %s: %w", dev.Address, e.ID, err)
@@ -219,4 +222,18 @@ func verifyChanged(ctx context.Context, be hardware.Backend, t *Target) (*plugin
 	}
 	v.Result = plugins.VerifyPassed
 	return plugins.OK(map[string]any{plugins.VerificationKey: v.Map(), "changed_blocks": informative}), nil
+}
+
+// samplesLost fails a verify whose erase step sampled blocks that its
+// stored record no longer holds (scourd restarted between the erase and
+// this verify, and the claims store dropped them for size): nothing can
+// be compared, which is no "not applicable". Try-again-later ends the run
+// with the device reserved, and the next run repeats the erase and
+// verifies it from samples in memory.
+func samplesLost(v plugins.Verification, addr hardware.Address, erase string) error {
+	v.Method = "none (the blocks sampled before the erase are not in its stored record)"
+	v.Result = plugins.VerifyFailed
+	v.Reason = fmt.Sprintf("the blocks sampled before the %s were not kept in its stored record (dropped for size), and scourd restarted before this verify: whether the tenant's data is gone cannot be checked", erase)
+	return &plugins.Error{Code: plugins.CodeTryAgainLater, Details: map[string]any{plugins.VerificationKey: v.Map()},
+		Msg: fmt.Sprintf("verify of %s: %s; the device is not called clean and stays reserved; the next run repeats the erase (nothing to do unless this recurs: then keep scourd running between the erase and its verify)", addr, v.Reason)}
 }

@@ -129,3 +129,74 @@ func jsonRoundTrip(t *testing.T, details map[string]any, legacy bool) map[string
 	}
 	return out
 }
+
+// TestLostSamplesFailVerify: a crypto erase's record that says blocks
+// were sampled but no longer holds them (the claims store drops details
+// over its size limit; scourd restarted before the verify) fails the
+// verify as try-again-later, with a verification that did not pass; only
+// an erase that sampled nothing is "not applicable". An older scourd's
+// record has no count: the store's truncated_keys naming the samples is
+// the same evidence lost.
+func TestLostSamplesFailVerify(t *testing.T) {
+	tests := []struct {
+		name  string
+		store func(d map[string]any) // what the claims store kept
+		lost  bool
+	}{
+		{name: "count kept, samples dropped", lost: true, store: func(d map[string]any) { delete(d, preEraseKey) }},
+		{name: "older record, samples named dropped", lost: true, store: func(d map[string]any) {
+			delete(d, preEraseKey)
+			delete(d, plugins.SampledKey)
+			d[truncatedKeysKey] = []any{"not_used", preEraseKey}
+		}},
+		{name: "nothing could be sampled", store: func(d map[string]any) {
+			delete(d, preEraseKey)
+			d[plugins.SampledKey] = float64(0)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mediaFile(t, 1<<20)
+			be := &fakehw.Backend{
+				MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return []hardware.Media{m}, nil },
+				SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+					return nil
+				},
+			}
+			dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme", Serial: "S1", NVMe: &hardware.NVMeInfo{Controller: "nvme1", SANICAP: 1}}
+			res, err := run(t, "nvme-sanitize", be, dev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			details := jsonRoundTrip(t, res.Details, false)
+			if n, _ := details[plugins.SampledKey].(float64); n != 16 {
+				t.Fatalf("%s = %v, want 16 (one namespace's samples)", plugins.SampledKey, details[plugins.SampledKey])
+			}
+			tc.store(details)
+			e, ok := ErasureOf(details)
+			if !ok {
+				t.Fatal("no erasure in the stored details")
+			}
+			why, _ := SkipVerify(nil, e)
+			if !tc.lost {
+				if why == "" {
+					t.Fatal("an erase that sampled nothing: verify not skipped as not applicable")
+				}
+				return
+			}
+			if why != "" {
+				t.Fatalf("lost samples skipped as not applicable: %s", why)
+			}
+			spec, _ := Lookup("verify")
+			vres, err := spec.Run(context.Background(), be, &Target{Device: dev, Erased: e})
+			if err == nil {
+				t.Fatalf("verify with the samples lost answered ok: %v", vres.Details)
+			}
+			pe := plugins.AsError(err)
+			v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
+			if pe.Code != plugins.CodeTryAgainLater || v["result"] != plugins.VerifyFailed || !strings.Contains(pe.Msg, string(addr)) {
+				t.Fatalf("verify with the samples lost: error %v (code %d), verification %v; want try-again-later naming %s, verification failed", err, plugins.CodeOf(err), v, addr)
+			}
+		})
+	}
+}

@@ -41,6 +41,14 @@ var mutations = []mutation{
 		"if d.State == placement.StateUnmanaged || d.InUse() ||",
 		"if !d.Cyborg || d.State == placement.StateUnmanaged || d.InUse() ||",
 		"handlers", "^TestNovaDeviceUnfencedBeforeItsCleanIsRefenced$|^TestDirtyDeviceFollowsRecreatedProvider$"},
+	{1, "verify passes a crypto erase whose samples were lost", "plugins/builtin/sample.go",
+		"\tif e.SamplesLost {\n",
+		"\tif false && e.SamplesLost {\n",
+		"pipeline", "^TestCryptoVerifySurvivesResume$"},
+	{1, "lost pre-erase samples read as none taken", "plugins/builtin/erase.go",
+		"e.Sampled = len(e.Samples) > 0 || e.SamplesLost",
+		"e.Sampled = len(e.Samples) > 0",
+		"pipeline", "^TestCryptoVerifySurvivesResume$"},
 
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
