@@ -107,7 +107,10 @@ func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plug
 // block devices for this kind of device (hardware.ErrUnsupported) gives
 // the plugin no media; any other failure to list them is an error
 // (code 11, retryable): the plugin must not run believing there is
-// nothing to wipe.
+// nothing to wipe. A media of size 0 (a namespace whose LBA format the
+// block layer cannot use) is a permanent failure (code 12) naming it, as
+// for the built-in overwrite and verify: a plugin would wipe or read
+// nothing of it and could still answer ok.
 func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) (*plugins.Request, error) {
 	d := plugins.Device{Address: string(dev.Address), Kind: string(dev.Kind), VendorID: dev.VendorID,
 		DeviceID: dev.DeviceID, Class: dev.Class, Driver: dev.Driver, Model: dev.Model, Serial: dev.Serial,
@@ -133,6 +136,11 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 		return nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: cannot list the block devices of %s for the plugin: %v", step, dev.Address, err)
 	}
 	for _, m := range media {
+		if m.Size <= 0 {
+			pe := builtin.EmptyMedia(dev.Address, m.Path)
+			pe.Msg = fmt.Sprintf("step %s not run: %s", step, pe.Msg)
+			return nil, pe
+		}
 		d.Media = append(d.Media, plugins.Media{Path: m.Path, Size: m.Size})
 	}
 	req := &plugins.Request{Step: step, Device: d, Args: args,

@@ -94,3 +94,30 @@ func TestMediaErrorFailsPluginStep(t *testing.T) {
 		})
 	}
 }
+
+// TestZeroSizeMediaNeverReachesAPlugin: a namespace the kernel exposes
+// with size 0 (an LBA format the block layer cannot use) can be neither
+// written nor read; a plugin handed it could wipe nothing and answer ok.
+// The step fails permanently naming it, before CHECK and CLEAN, even with
+// on_unsupported: skip. Found in review (rev1 Medium 2).
+func TestZeroSizeMediaNeverReachesAPlugin(t *testing.T) {
+	skip := func(s *Step) { s.OnUnsupported = OnUnsupportedSkip }
+	for _, withCheck := range []bool{false, true} {
+		h := newHarness(t, testConfig(pluginStep("a", skip)))
+		if withCheck {
+			h.pr.check["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) { return plugins.OK(nil), nil }
+		}
+		h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+			return []hardware.Media{{Path: "/dev/nvme0n1", Size: 1 << 30}, {Path: "/dev/nvme0n2", Size: 0}}, nil
+		}
+		res := h.clean(t, target(1))
+		if res.Verdict != VerdictQuarantine || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "/dev/nvme0n2") || !strings.Contains(res.Reason, "size 0") {
+			t.Fatalf("check=%v: verdict %s code %d (%s); want quarantine, code 12, naming /dev/nvme0n2", withCheck, res.Verdict, res.Code, res.Reason)
+		}
+		for _, c := range h.pr.Calls() {
+			if strings.HasPrefix(c, "CLEAN") || strings.HasPrefix(c, "CHECK") {
+				t.Fatalf("check=%v: plugin ran on a size-0 media: calls %v", withCheck, h.pr.Calls())
+			}
+		}
+	}
+}

@@ -260,6 +260,14 @@ func (e *emptyMediaError) permanent(addr hardware.Address) *plugins.Error {
 		e.path, addr, e.path, addr)
 }
 
+// EmptyMedia is the permanent failure for namespace path of the device
+// at addr that the kernel exposes with size 0, for a step that is not
+// run on it: a plugin handed that media would write or read nothing and
+// could still answer ok.
+func EmptyMedia(addr hardware.Address, path string) *plugins.Error {
+	return (&emptyMediaError{path: path}).permanent(addr)
+}
+
 // chunks hands out [off, off+n) ranges to workers.
 type chunks struct {
 	next atomic.Int64

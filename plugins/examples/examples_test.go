@@ -84,6 +84,13 @@ func TestExamplePlugins(t *testing.T) {
 			if _, err := r.Check(ctx, path, v, req); plugins.CodeOf(err) != plugins.CodeUnsupported {
 				t.Errorf("CHECK without media: %v", err)
 			}
+			// A media of size 0 (a namespace the block layer cannot use)
+			// is no wipe: CLEAN fails permanently instead of writing
+			// nothing and answering ok.
+			req.Device.Media = []plugins.Media{media(t, 0)}
+			if _, err := r.Clean(ctx, path, v, req, func(float64) {}); plugins.CodeOf(err) != plugins.CodePermanent {
+				t.Errorf("CLEAN of a size-0 media: %v, want a permanent failure", err)
+			}
 		})
 	}
 }

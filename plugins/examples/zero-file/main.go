@@ -36,6 +36,9 @@ func check(_ context.Context, req *plugins.Request, _ skel.Progress) (*plugins.R
 func clean(ctx context.Context, req *plugins.Request, progress skel.Progress) (*plugins.Result, error) {
 	var total int64
 	for _, m := range req.Device.Media {
+		if m.Size <= 0 { // a namespace the block layer cannot use: writing nothing is no wipe
+			return nil, plugins.Errorf(plugins.CodePermanent, "media %s of %s has size 0: nothing can be written to it, so its data may still be there", m.Path, req.Device.Address)
+		}
 		total += m.Size
 	}
 	zeros := make([]byte, chunk)
