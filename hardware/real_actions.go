@@ -177,8 +177,10 @@ func (r *Real) Format(ctx context.Context, addr Address, namespace string, ses i
 // Detail keys FormatDetails records for the cleaning record.
 const (
 	// HiddenNamespacesCheckedKey: true when the subsystem was checked for
-	// allocated namespaces not attached to this controller and had none;
-	// false when it could not be checked (HiddenNamespacesNoteKey says why).
+	// allocated namespaces not attached to this controller and had none
+	// that no controller holds; false (from a backend that reports a
+	// check it could not make, HiddenNamespacesNoteKey saying why) fails
+	// the erasing step closed.
 	HiddenNamespacesCheckedKey = "hidden_namespaces_checked"
 	HiddenNamespacesNoteKey    = "hidden_namespaces_note"
 )
@@ -196,9 +198,9 @@ const (
 // here may be other controllers' live ones, so each one's attached
 // controllers are read (multiControllerNamespaces): one attached to none
 // refuses the format (ErrHiddenNamespaces), ones attached elsewhere are
-// noted, and when the lists cannot be read the format goes on with
-// HiddenNamespacesCheckedKey false and the reason. The details are for
-// the step's record; nil when namespace management is off.
+// noted, and when the lists cannot be read nothing is formatted (a
+// transient error). The details are for the step's record; nil when
+// namespace management is off.
 //
 // On a shared subsystem (as for Sanitize) a format whose fna says it
 // reaches every namespace of the subsystem is refused with
@@ -309,24 +311,24 @@ func (r *Real) noHiddenNamespaces(ctx context.Context, addr Address, ctrl, erase
 // to no controller at all is hidden (a tenant may have created and
 // detached it) and refuses the format. Which controllers hold a namespace
 // comes from Identify's attached controller list (`nvme list-ctrl -n`).
-// When a list cannot be read, the check is recorded as not done, the
-// format goes on (as it did before scour checked at all), and the
-// details say why.
+// When a list cannot be read, nothing is erased and the error is
+// transient (retried, the device stays reserved): erasing without the
+// check could leave a tenant's detached namespace behind a clean record.
 func (r *Real) multiControllerNamespaces(ctx context.Context, addr Address, ctrl string, cmic int, erase string) (map[string]any, error) {
-	unchecked := func(why error) map[string]any {
-		r.log.Warn(erase+": hidden namespace check not done on a multi-controller subsystem", "device", addr, "controller", ctrl, "cmic", cmic, "err", why)
-		return map[string]any{HiddenNamespacesCheckedKey: false, HiddenNamespacesNoteKey: fmt.Sprintf(
-			"not checked: the NVM subsystem of %s may have several controllers (cmic %#x), and which controllers hold its namespaces could not be read: %v", ctrl, cmic, why)}
+	unchecked := func(why error) error {
+		r.log.Warn(erase+": hidden namespace check could not be made on a multi-controller subsystem: not erasing", "device", addr, "controller", ctrl, "cmic", cmic, "err", why)
+		return fmt.Errorf("%s %s: the NVM subsystem of %s may have several controllers (cmic %#x), and which controllers hold its namespaces could not be read, so whether it holds a namespace attached to no controller (a tenant's created-then-detached one, which %s cannot reach) is unknown: nothing was erased; the device stays reserved and this is retried. "+
+			"If it persists, make `nvme list-ns --all` and `nvme list-ctrl -n` work for the drive (nvme-cli version, controller firmware), or delete or attach such namespaces: %w", erase, addr, ctrl, cmic, article(erase), why)
 	}
 	candidates, err := r.notAttachedHere(ctx, addr, ctrl, erase)
 	if err != nil {
-		return unchecked(err), nil
+		return nil, unchecked(err)
 	}
 	var hidden, elsewhere []string
 	for _, nsid := range candidates {
 		n, err := r.attachedControllers(ctx, ctrl, nsid)
 		if err != nil {
-			return unchecked(err), nil
+			return nil, unchecked(err)
 		}
 		if n == 0 {
 			hidden = append(hidden, nsid)

@@ -158,10 +158,12 @@ func TestRealSanitize(t *testing.T) {
 // active stop the format, and the error names them; with none, the format
 // runs and the details say the check was made. On a subsystem that may
 // have several controllers (a VF beside its PF, a dual-port drive) the
-// other controllers' namespaces are allocated and not attached here: the
-// check is skipped, the format runs, and the details say it was not
-// checked and why. A failing `list-ns --all` is retried later, never
-// skipped.
+// other controllers' namespaces are allocated and not attached here: each
+// one's controllers are read (`list-ctrl -n`), one attached elsewhere is
+// noted, one attached to none stops the format. A failing `list-ns --all`
+// or `list-ctrl -n` is retried later with nothing formatted, never
+// skipped (review rev1 Medium 3: a multi-controller drive whose lists
+// failed was formatted and could come out clean).
 func TestRealFormatHiddenNamespaces(t *testing.T) {
 	t.Parallel()
 	multi := multiControllerIDCtrl(t)
@@ -170,6 +172,7 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 		multiController bool
 		ctrls           string // nvme list-ctrl's answer for NSID 2 ("": it fails)
 		allFails        bool
+		unchecked       bool // multi-controller, a list unreadable: retried, nothing formatted
 		hidden          bool
 		checked         any    // details[HiddenNamespacesCheckedKey]; nil: error
 		note            string // in details[HiddenNamespacesNoteKey]
@@ -180,8 +183,8 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 			ctrls: "num of ctrls present: 1\n[   0]:0x42\n", checked: true, note: "NSIDs 0x2 are attached to other controllers"},
 		{name: "multi-controller, detached namespace", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true,
 			ctrls: "num of ctrls present: 0\n", hidden: true},
-		{name: "multi-controller, list-ctrl fails", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true,
-			checked: false, note: "could not be read"},
+		{name: "multi-controller, list-ctrl fails", allocated: "[   0]:0x1\n[   1]:0x2\n", multiController: true, unchecked: true},
+		{name: "multi-controller, list-ns --all fails", multiController: true, allFails: true, unchecked: true},
 		{name: "list-ns --all fails", allFails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +217,9 @@ func TestRealFormatHiddenNamespaces(t *testing.T) {
 				t.Fatalf("format with detached namespaces: %v; want 0xa named too", err)
 			case tc.allFails && (err == nil || errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported)):
 				t.Fatalf("format when list-ns --all fails: %v; want a plain (retried) error", err)
+			case tc.unchecked && (err == nil || errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) ||
+				!strings.Contains(err.Error(), "0000:01:00.0") || !strings.Contains(err.Error(), "nothing was erased") || !strings.Contains(err.Error(), "nvme list-ctrl -n")):
+				t.Fatalf("format on a multi-controller subsystem whose lists cannot be read: %v; want a plain (retried) error naming the device and the way out", err)
 			case tc.checked == nil && formatted:
 				t.Fatal("nvme format ran although the namespaces it cannot reach were not ruled out")
 			case tc.checked != nil && (err != nil || !formatted):
@@ -245,6 +251,7 @@ func TestRealCheckHiddenNamespacesBeforeOverwrite(t *testing.T) {
 	for _, tc := range []struct {
 		name, idCtrl, allocated, ctrls string
 		hidden                         bool
+		unchecked                      bool // list-ctrl fails: retried, nothing may be written
 		details                        map[string]any
 	}{
 		{name: "detached namespace", idCtrl: pm9a3, allocated: "[   0]:0x1\n[   1]:0x2\n", hidden: true},
@@ -253,6 +260,7 @@ func TestRealCheckHiddenNamespacesBeforeOverwrite(t *testing.T) {
 		{name: "multi-controller, another controller's namespace", idCtrl: multi, allocated: "[   0]:0x1\n[   1]:0x2\n", ctrls: "num of ctrls present: 1\n[   0]:0x42\n",
 			details: map[string]any{HiddenNamespacesCheckedKey: true, HiddenNamespacesNoteKey: "NSIDs 0x2 are attached to other controllers of the subsystem, not to nvme0: not this device's, not reached by the overwrite"}},
 		{name: "no namespace management", idCtrl: noMgmt, allocated: "[   0]:0x1\n[   1]:0x2\n"},
+		{name: "multi-controller, list-ctrl fails", idCtrl: multi, allocated: "[   0]:0x1\n[   1]:0x2\n", unchecked: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -263,11 +271,20 @@ func TestRealCheckHiddenNamespacesBeforeOverwrite(t *testing.T) {
 				case "nvme list-ns /dev/nvme0 --all":
 					return []byte(tc.allocated), nil, true
 				case "nvme list-ctrl /dev/nvme0 --namespace-id=2":
+					if tc.unchecked {
+						return nil, &ToolError{Cmd: cmd, ExitCode: 1, Stderr: "NVMe status: Invalid Field in Command"}, true
+					}
 					return []byte(tc.ctrls), nil, true
 				}
 				return nil, nil, false
 			})
 			d, err := newTestReal(t, Config{}, r).CheckHiddenNamespaces(context.Background(), "0000:01:00.0", "overwrite")
+			if tc.unchecked {
+				if err == nil || d != nil || errors.Is(err, ErrHiddenNamespaces) || errors.Is(err, ErrUnsupported) || !strings.HasPrefix(err.Error(), "overwrite 0000:01:00.0: ") || !strings.Contains(err.Error(), "an overwrite cannot reach") {
+					t.Fatalf("check before an overwrite whose list-ctrl fails: %v, %v; want a plain (retried) error naming the overwrite", d, err)
+				}
+				return
+			}
 			if tc.hidden {
 				if !errors.Is(err, ErrHiddenNamespaces) || d != nil || !strings.HasPrefix(err.Error(), "overwrite 0000:01:00.0: NSIDs 0x2 ") || !strings.Contains(err.Error(), "an overwrite cannot reach them") || !strings.Contains(err.Error(), "delete-ns") {
 					t.Fatalf("check before an overwrite with NSID 2 detached: %v, %v; want ErrHiddenNamespaces naming it, the overwrite and the way out", d, err)

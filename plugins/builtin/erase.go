@@ -130,7 +130,7 @@ func init() {
 // subsystem (bit 0; bit 1 with a secure erase, which scour always asks):
 // SubsystemFormatRefusal, same predicate and allowance. The format or
 // overwrite that replaces a refused sanitize must have made the
-// hidden-namespace check (sharedUnchecked: a check that could not be made
+// hidden-namespace check (hiddenUnchecked: a check that could not be made
 // fails closed, retried later).
 func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Result, error) {
 	crypto, err := argBool(t.Args, "crypto", true)
@@ -188,7 +188,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 			if err != nil {
 				return nil, err
 			}
-			if err := sharedUnchecked(d.Address, checked, shared); err != nil {
+			if err := hiddenUnchecked(d.Address, checked, shared); err != nil {
 				return nil, err
 			}
 		}
@@ -219,7 +219,7 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 			if err != nil {
 				return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
 			}
-			if err := sharedUnchecked(d.Address, details, shared); err != nil {
+			if err := hiddenUnchecked(d.Address, details, shared); err != nil {
 				return nil, err
 			}
 			t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
@@ -253,27 +253,30 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	if err != nil {
 		return nil, err
 	}
-	if err := sharedUnchecked(d.Address, res.Details, shared); err != nil {
-		return nil, err
-	}
 	res.Details["not_used"] = notUsed
 	return res, nil
 }
 
-// sharedUnchecked fails closed, as try-again-later (the device stays
-// reserved), when a sanitize was refused for a shared subsystem (shared)
-// and the backend says the hidden-namespace check could not be made
-// (hardware.HiddenNamespacesCheckedKey false): on such a drive a tenant's
-// created-then-detached namespace would survive the format or overwrite
-// behind a clean record.
-func sharedUnchecked(addr hardware.Address, details map[string]any, shared error) error {
-	if shared == nil || details[hardware.HiddenNamespacesCheckedKey] != false {
+// hiddenUnchecked fails closed, as try-again-later (the device stays
+// reserved), when the backend says the hidden-namespace check could not
+// be made (hardware.HiddenNamespacesCheckedKey false): a format or
+// overwrite reaches only this controller's namespaces, and a tenant's
+// created-then-detached one would survive it behind a clean record.
+// shared is why a sanitize was refused for a shared subsystem (nil when
+// none was), for the message.
+func hiddenUnchecked(addr hardware.Address, details map[string]any, shared error) error {
+	if details[hardware.HiddenNamespacesCheckedKey] != false {
 		return nil
 	}
+	what, fix := "a format or overwrite through this controller reaches only its namespaces", ""
+	if shared != nil {
+		what = fmt.Sprintf("its sanitize was refused (%v), and the format or overwrite replacing it reaches only this controller's namespaces", shared)
+		fix = fmt.Sprintf(" and, with every controller of the subsystem out of use, list %s in hardware.allow_subsystem_sanitize", addr)
+	}
 	return &plugins.Error{Code: plugins.CodeTryAgainLater, Details: maps.Clone(details),
-		Msg: fmt.Sprintf("NVMe %s: its sanitize was refused (%v), and the format or overwrite replacing it reaches only this controller's namespaces, but whether the subsystem holds a namespace attached to no controller (a tenant's created-then-detached one) could not be checked (%v): the device is not called clean and stays reserved; this is retried. "+
-			"If it persists, make `nvme list-ns --all` and `nvme list-ctrl -n` work for the drive (nvme-cli version, controller firmware), or delete or attach such namespaces and, with every controller of the subsystem out of use, list %s in hardware.allow_subsystem_sanitize",
-			addr, shared, details[hardware.HiddenNamespacesNoteKey], addr)}
+		Msg: fmt.Sprintf("NVMe %s: %s, but whether the subsystem holds a namespace attached to no controller (a tenant's created-then-detached one) could not be checked (%v): the device is not called clean and stays reserved; this is retried. "+
+			"If it persists, make `nvme list-ns --all` and `nvme list-ctrl -n` work for the drive (nvme-cli version, controller firmware), or delete or attach such namespaces%s",
+			addr, what, details[hardware.HiddenNamespacesNoteKey], fix)}
 }
 
 // pickSanitize is the best sanitize action the controller supports,

@@ -216,6 +216,9 @@ func format(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Resul
 		if err := formatNS(ctx, be, d.Address, ns, ses, details); err != nil {
 			return nil, fmt.Errorf("format -s %d of %s on NVMe %s: %w", ses, ns, d.Address, err)
 		}
+		if err := hiddenUnchecked(d.Address, details, nil); err != nil {
+			return nil, err
+		}
 		t.progress(float64(i+1) / float64(len(d.NVMe.Namespaces)))
 	}
 	return erased(e, details), nil

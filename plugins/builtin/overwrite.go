@@ -28,13 +28,17 @@ var _ namespaceChecker = (*hardware.Real)(nil)
 // attached to the device's controller. A namespace a tenant created and
 // detached is not among them, so the record's "every logical block" would
 // be false: the backend's hidden-namespace check runs first, and refuses
-// (hardware.ErrHiddenNamespaces, nothing written) as before a format.
-// What it checked goes into the step's details.
+// (hardware.ErrHiddenNamespaces, nothing written) as before a format, or
+// fails closed when it could not be made (hiddenUnchecked, nothing
+// written). What it checked goes into the step's details.
 func overwriteAll(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions) (*plugins.Result, error) {
 	var checked map[string]any
 	if c, ok := be.(namespaceChecker); ok {
 		d, err := c.CheckHiddenNamespaces(ctx, t.Device.Address, "overwrite")
 		if err != nil {
+			return nil, err
+		}
+		if err := hiddenUnchecked(t.Device.Address, d, nil); err != nil {
 			return nil, err
 		}
 		checked = d

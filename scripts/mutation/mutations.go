@@ -49,6 +49,14 @@ var mutations = []mutation{
 		"e.Sampled = len(e.Samples) > 0 || e.SamplesLost",
 		"e.Sampled = len(e.Samples) > 0",
 		"pipeline", "^TestCryptoVerifySurvivesResume$"},
+	{1, "format goes on when list-ctrl fails on a multi-controller drive", "hardware/real_actions.go",
+		"\t\tif err != nil {\n\t\t\treturn nil, unchecked(err)\n\t\t}\n\t\tif n == 0 {",
+		"\t\tif err != nil {\n\t\t\tcontinue\n\t\t}\n\t\tif n == 0 {",
+		"hardware", "^TestRealFormatHiddenNamespaces$|^TestRealCheckHiddenNamespacesBeforeOverwrite$"},
+	{1, "erase reported clean with the hidden-namespace check unmade", "plugins/builtin/erase.go",
+		"if details[hardware.HiddenNamespacesCheckedKey] != false {",
+		"if true || details[hardware.HiddenNamespacesCheckedKey] != false {",
+		"plugins/builtin", "^TestFormatRecordsHiddenNamespaceCheck$|^TestOverwriteFailsClosedWhenUnchecked$"},
 
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
