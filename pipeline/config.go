@@ -123,7 +123,8 @@ type Step struct {
 	Destructive *bool `yaml:"destructive"`
 	// Required steps must succeed for the device to be clean (default
 	// true); a failed optional step is recorded and the run goes on,
-	// unless its verification did not pass (verificationRefused).
+	// unless its verification did not pass or it is a verifying step
+	// (verificationRefused).
 	Required *bool `yaml:"required"`
 	// Driver, when set, binds the device to this driver for the step and
 	// back to the pipeline's home driver afterwards, even on failure.

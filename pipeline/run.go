@@ -274,7 +274,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		r.recs = append(r.recs, rec)
-		if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec)) {
+		if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {
 			continue
 		}
 		res.Step, res.Code = s.Name, rec.Code

@@ -43,10 +43,14 @@ func (r *run) judge(s *Step, res *plugins.Result) (notApplicable string, err err
 }
 
 // verificationRefused reports whether a step's recorded verification
-// (if it reported one) is anything but passed or not-applicable: such a
-// step ends the run even when it is optional, since the verification
-// says the tenant's data may still be there.
-func verificationRefused(rec StepRecord) bool {
+// (if it reported one) is anything but passed or not-applicable, or
+// whether a step that verifies failed in any way (a read error, a
+// timeout: it checked nothing): such a step ends the run even when it is
+// optional, since nothing shows the tenant's data is gone.
+func verificationRefused(rec StepRecord, verifies bool) bool {
+	if verifies && rec.State == StepFailed {
+		return true
+	}
 	result, present := plugins.VerificationResult(rec.Details)
 	return present && result != plugins.VerifyPassed && result != plugins.VerifyNotApplicable
 }
@@ -54,8 +58,9 @@ func verificationRefused(rec StepRecord) bool {
 // unverified is the last check before a clean verdict, whatever path led
 // there (a plugin or a built-in, a step run now or resumed from a record
 // an older scour stored): every step that verifies and succeeded must
-// have reported a passed verification, and no step may have recorded a
-// verification that is not passed or not-applicable. It returns the
+// have reported a passed verification, none that verifies may have
+// failed, and no step may have recorded a verification that is not
+// passed or not-applicable. It returns the
 // offending step and why, or "" when the run may be clean.
 func (r *run) unverified() (step, why string) {
 	steps := r.prof.Pipeline.Steps
@@ -66,7 +71,9 @@ func (r *run) unverified() (step, why string) {
 		result, present := plugins.VerificationResult(rec.Details)
 		verifies := rec.Index < len(steps) && steps[rec.Index].verifies()
 		switch {
-		case verificationRefused(rec):
+		case verifies && rec.State == StepFailed:
+			why = "failed: " + rec.Message
+		case verificationRefused(rec, verifies):
 			why = fmt.Sprintf("recorded verification %q", result)
 		case verifies && rec.State == StepSucceeded && !present:
 			why = "no verification recorded"

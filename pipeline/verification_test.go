@@ -131,6 +131,50 @@ func TestOptionalBuiltinVerifyThatFailsQuarantines(t *testing.T) {
 	}
 }
 
+// An optional step that verifies and fails without a verification (a
+// read error, a timeout) checked nothing: the run ends there, retried
+// later, never clean; a failed optional step that does not verify still
+// lets the run go on. Found in review (rev1 Medium 4).
+func TestOptionalVerifyThatCannotReadEndsTheRun(t *testing.T) {
+	no := false
+	optional := func(s *Step) { s.Required = &no }
+	verifying := func(s *Step) { s.Verifies = true }
+	fails := func(code int) func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		return func(context.Context, *plugins.Request) (*plugins.Result, error) {
+			return nil, plugins.Errorf(code, "reading /dev/nvme0n1 at offset 0: input/output error")
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		check   Step
+		clean   func(context.Context, *plugins.Request) (*plugins.Result, error)
+		verdict Verdict
+	}{
+		{"verifying plugin, read error", pluginStep("check", verifying, optional), fails(plugins.CodeTryAgainLater), VerdictRetryLater},
+		{"verifying plugin, timeout", pluginStep("check", verifying, optional), fails(plugins.CodeTimeout), VerdictRetryLater},
+		{"built-in verify, media unreadable", Step{Name: "check", Type: "verify", Required: &no}, nil, VerdictRetryLater},
+		{"plugin that does not verify, read error", pluginStep("check", optional), fails(plugins.CodeTryAgainLater), VerdictClean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig(pluginStep("wipe"), tc.check), func(h *harness) {
+				h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+					return []hardware.Media{{Path: filepath.Join(t.TempDir(), "gone"), Size: 1 << 16}}, nil
+				}
+			})
+			if tc.clean != nil {
+				h.pr.clean["check"] = tc.clean
+			}
+			res := h.clean(t, target(1))
+			if res.Verdict != tc.verdict {
+				t.Fatalf("verdict %s at %q (%s), want %s; steps %s", res.Verdict, res.Step, res.Reason, tc.verdict, states(res.Steps))
+			}
+			if tc.verdict != VerdictClean && (res.Step != "check" || !strings.Contains(res.Reason, "step check failed")) {
+				t.Fatalf("decided at %q: %s; want the check step named", res.Step, res.Reason)
+			}
+		})
+	}
+}
+
 // The last check before a clean verdict holds whatever path led there:
 // a run resumed from a record an older scour stored (a verifying step
 // recorded succeeded with a failed verification) is not clean.

@@ -18,8 +18,8 @@ var mutations = []mutation{
 	// Rule 1: a device returns to the pool only after every required step
 	// of its pipeline succeeded in that run and the record was stored.
 	{1, "failed required step ignored", "pipeline/run.go",
-		"if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec)) {",
-		"if true || rec.State != StepFailed || (!*s.Required && !verificationRefused(rec)) {",
+		"if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {",
+		"if true || rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {",
 		"pipeline", "^TestVerdicts$"},
 	{1, "verdict returned though it was not stored", "pipeline/engine.go",
 		"if err := e.cp.FinishRun(ctx, res.RunID, *res); err != nil {",
