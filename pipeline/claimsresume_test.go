@@ -2,8 +2,10 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/claims/pipelinestore"
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
@@ -46,11 +49,7 @@ func (p *plugs) Clean(ctx context.Context, path, _ string, _ *plugins.Request, _
 // when a step's args changed without a version bump.
 func TestResumeDefinitionSurvivesClaimsStore(t *testing.T) {
 	for _, changed := range []bool{false, true} {
-		store, err := claims.Open(context.Background(), claims.Config{StatePath: t.TempDir()}, claims.WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
+		store := openClaims(t, claims.Config{StatePath: t.TempDir()})
 		cfg := func(passes int) pipeline.Config {
 			return pipeline.Config{PluginDirs: []string{"/plugins"}, Profiles: []pipeline.Profile{{
 				Name: "nvme", Match: pipeline.Match{ResourceClasses: []string{"CUSTOM_NVME"}},
@@ -99,4 +98,83 @@ func claimsEngine(t *testing.T, store *claims.Store, c pipeline.Config, be hardw
 		t.Fatal(err)
 	}
 	return e
+}
+
+// claimsStores open a fresh claims store of each backend scourd ships
+// (PostgreSQL skips under -short).
+var claimsStores = map[string]func(t *testing.T) claims.Config{
+	claims.DriverSQLite: func(t *testing.T) claims.Config { return claims.Config{StatePath: t.TempDir()} },
+	claims.DriverPostgres: func(t *testing.T) claims.Config {
+		return claims.Config{Driver: claims.DriverPostgres, DSN: testkit.PostgresSchema(t)}
+	},
+}
+
+// TestResumeRequiresSameCategory: the claims store judges a run's verdict
+// by the category stored when it opened. A run interrupted in its first
+// step (nothing done yet) whose pipeline's category changed meanwhile
+// without a version bump is closed superseded and a new run opens under
+// the new category; an unchanged one resumes. Found in review (rev1
+// Low 7: the old, weaker category judged the resumed run).
+func TestResumeRequiresSameCategory(t *testing.T) {
+	for name, storeCfg := range claimsStores {
+		for _, changed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/changed=%v", name, changed), func(t *testing.T) {
+				store := openClaims(t, storeCfg(t))
+				cfg := func(category string) pipeline.Config {
+					return pipeline.Config{PluginDirs: []string{"/plugins"}, Profiles: []pipeline.Profile{{
+						Name: "nvme", Match: pipeline.Match{ResourceClasses: []string{"CUSTOM_NVME"}},
+						Pipeline: pipeline.Pipeline{Name: "wipe", Version: 1, Category: category, Steps: []pipeline.Step{
+							{Name: "b", Type: pipeline.TypePlugin, Path: "/plugins/b"}, // where scourd stops
+						}}}}}
+				}
+				be := &fakehw.Backend{DiscoverF: func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+					return &hardware.Device{Address: a, Kind: hardware.KindNVMe, Driver: "vfio-pci"}, nil
+				}}
+				tg := pipeline.Target{Address: "0000:81:00.0", RPUUID: "rp-1", ResourceClass: "CUSTOM_NVME"}
+				ctx, cancel := context.WithCancel(context.Background())
+				if _, err := claimsEngine(t, store, cfg(""), be, &plugs{block: cancel}).Clean(ctx, tg); err == nil {
+					t.Fatal("interrupted run reported a verdict")
+				}
+				open, err := store.UnfinishedRuns(context.Background(), "compute-1")
+				if err != nil || len(open) != 1 {
+					t.Fatalf("open runs %v, %v: want the interrupted one", open, err)
+				}
+				category := ""
+				if changed {
+					category = pipeline.CategoryClear
+				}
+				ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel2()
+				res, err := claimsEngine(t, store, cfg(category), be, &plugs{}).Clean(ctx2, tg)
+				if err != nil || res.Verdict != pipeline.VerdictClean {
+					t.Fatalf("second run: %v, %v", res, err)
+				}
+				if resumed := res.RunID == open[0].ID; resumed == changed {
+					t.Fatalf("changed=%v: verdict in run %s, interrupted run %s: want it resumed only when the category is the same", changed, res.RunID, open[0].ID)
+				}
+				if !changed {
+					return
+				}
+				old, err := store.GetRun(context.Background(), open[0].ID)
+				if err != nil || !strings.Contains(old.Summary, "category") {
+					t.Fatalf("superseded run %+v, %v: want its summary to name the category", old, err)
+				}
+				now, err := store.GetRun(context.Background(), res.RunID)
+				if err != nil || now.Category != pipeline.CategoryClear {
+					t.Fatalf("new run %+v, %v: want category %s", now, err, pipeline.CategoryClear)
+				}
+			})
+		}
+	}
+}
+
+// openClaims opens a claims store closed when the test ends.
+func openClaims(t *testing.T, cfg claims.Config) *claims.Store {
+	t.Helper()
+	store, err := claims.Open(context.Background(), cfg, claims.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

@@ -31,6 +31,7 @@ func TestResumeRequiresSameStepDefinitions(t *testing.T) {
 		{name: "path", change: func(s *Step) { s.Path = pluginDir + "/a2" }},
 		{name: "required", change: func(s *Step) { f := false; s.Required = &f }},
 		{name: "destructive", change: func(s *Step) { f := false; s.Destructive = &f }},
+		{name: "verifies", change: func(s *Step) { s.Verifies = true }}, // review rev1 Low 7
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +51,7 @@ func TestResumeRequiresSameStepDefinitions(t *testing.T) {
 			// Restart with the changed config, same name and version.
 			cfg := testConfig(pluginStep("a", func(s *Step) { s.Args = map[string]any{"passes": 1} }, tc.change), pluginStep("b"))
 			pr := newFakeRunner()
+			pr.clean["a"] = answer(verificationDetails(plugins.VerifyPassed)) // what a verifying a must report
 			e, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: h.be, Checkpoints: h.cp, Plugins: pr,
 				Registerer:  prometheus.NewRegistry(),
 				Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})

@@ -98,18 +98,22 @@ const DefinitionKey = "scour_pipeline_definition"
 
 // definition hashes what decides whether a step's recorded outcome still
 // counts: every step's name, type, path, args, driver, destructive,
-// required, requires and on_unsupported, and the home driver. Editing a
-// step without bumping the pipeline version changes it.
+// required, verifies, requires and on_unsupported, and the home driver.
+// Editing a step without bumping the pipeline version changes it. A step
+// that does not verify hashes as before verifies was hashed (runs open
+// across an upgrade resume). The pipeline's category is compared by open.
 func definition(p *Pipeline) string {
 	type stepDef struct {
 		Name, Type, Path, Driver, OnUnsupported string
 		Args                                    map[string]any
 		Requires                                Requires
 		Destructive, Required                   bool
+		Verifies                                bool `json:",omitempty"`
 	}
 	def := func(s Step) stepDef {
 		return stepDef{Name: s.Name, Type: s.Type, Path: s.Path, Driver: s.Driver, OnUnsupported: s.OnUnsupported,
-			Args: s.Args, Requires: s.Requires, Destructive: s.Destructive != nil && *s.Destructive, Required: s.Required == nil || *s.Required}
+			Args: s.Args, Requires: s.Requires, Destructive: s.Destructive != nil && *s.Destructive, Required: s.Required == nil || *s.Required,
+			Verifies: s.Verifies}
 	}
 	defs := make([]stepDef, len(p.Steps))
 	for i, s := range p.Steps {
@@ -176,10 +180,13 @@ func mayBeOtherDrive(was, wasSource, now, nowSource string) bool {
 }
 
 // open resumes the device's open run when it belongs to the same pipeline
-// (name, version, steps and step definitions), as far as discovery tells
-// now the same drive (serial), and nothing moved the device's Placement
-// generation since its destructive steps (movedSince), else closes it as
-// superseded and opens anew.
+// (name, version, category, steps and step definitions), as far as
+// discovery tells now the same drive (serial), and nothing moved the
+// device's Placement generation since its destructive steps (movedSince),
+// else closes it as superseded and opens anew. The category is the run's:
+// the claims store judges the verdict by the one stored when the run
+// opened, so a run opened under another (weaker) category must not be
+// resumed, even with no step done yet.
 func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 	want := r.start()
 	want.CapacityBytes = r.capacity(ctx)
@@ -192,7 +199,8 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		sameSteps := sameDefinition(recs, r.def)
 		swapped := otherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource) ||
 			mayBeOtherDrive(s.Serial, s.SerialSource, want.Serial, want.SerialSource)
-		same := s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && !swapped
+		sameCategory := s.Category == want.Category
+		same := s.Pipeline == want.Pipeline && s.PipelineVersion == want.PipelineVersion && s.Profile == want.Profile && slices.Equal(s.Steps, want.Steps) && sameSteps && sameCategory && !swapped
 		moved := ""
 		if same {
 			if moved, err = r.movedSince(ctx, run, recs); err != nil {
@@ -219,7 +227,10 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 		sup := Result{Verdict: VerdictRetryLater, RunID: run.ID, Device: string(r.t.Address), Serial: s.Serial, Model: s.Model,
 			Reason: fmt.Sprintf("superseded: config now says %s v%d", want.Pipeline, want.PipelineVersion)}
 		if !sameSteps {
-			sup.Reason += " with other step definitions (type, path, args, driver, destructive, required changed without a version bump)"
+			sup.Reason += " with other step definitions (type, path, args, driver, destructive, required, verifies changed without a version bump)"
+		}
+		if !sameCategory {
+			sup.Reason += fmt.Sprintf(" with category %q, not %q as when this run opened", want.Category, s.Category)
 		}
 		if moved != "" {
 			sup.Reason = "superseded: " + moved + "; nothing this run did counts, and a new run starts from the first step"
@@ -236,7 +247,7 @@ func (r *run) open(ctx context.Context) ([]StepRecord, error) {
 			continue
 		}
 		r.log.Warn("closed an interrupted run of an older pipeline or another drive; starting over", "run", run.ID, "was", s.Pipeline, "version", s.PipelineVersion,
-			"same_step_definitions", sameSteps, "serial", want.Serial, "run_serial", s.Serial)
+			"same_step_definitions", sameSteps, "same_category", sameCategory, "serial", want.Serial, "run_serial", s.Serial)
 	}
 	return nil, fmt.Errorf("device %s: checkpoint store keeps returning a run of another pipeline or drive", r.t.Address)
 }

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/hardware"
-	"github.com/scour-project/scour/internal/testkit"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
@@ -28,13 +26,7 @@ import (
 // the erase and catch the firmware from its own samples. Found in review
 // (rev1 High 1): the resumed verify was skipped and the run came out clean.
 func TestCryptoVerifySurvivesResume(t *testing.T) {
-	stores := map[string]func(t *testing.T) claims.Config{
-		claims.DriverSQLite: func(t *testing.T) claims.Config { return claims.Config{StatePath: t.TempDir()} },
-		claims.DriverPostgres: func(t *testing.T) claims.Config {
-			return claims.Config{Driver: claims.DriverPostgres, DSN: testkit.PostgresSchema(t)}
-		},
-	}
-	for name, cfg := range stores {
+	for name, cfg := range claimsStores {
 		for _, interrupted := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/interrupted=%v", name, interrupted), func(t *testing.T) { cryptoVerifyAcrossResume(t, cfg(t), interrupted) })
 		}
@@ -42,11 +34,7 @@ func TestCryptoVerifySurvivesResume(t *testing.T) {
 }
 
 func cryptoVerifyAcrossResume(t *testing.T, storeCfg claims.Config, interrupted bool) {
-	store, err := claims.Open(context.Background(), storeCfg, claims.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openClaims(t, storeCfg)
 	// Two namespaces holding tenant data (blocks that are not uniform).
 	data := make([]byte, 1<<20)
 	for i := range data {

@@ -183,7 +183,7 @@ func (c *Checkpoints) stepStart(ctx context.Context, runID string, rec pipeline.
 func runStart(run claims.Run) pipeline.RunStart {
 	version, _ := strconv.Atoi(run.PipelineVersion)
 	return pipeline.RunStart{Device: run.Address, RPUUID: run.DeviceRP, Profile: run.Profile, Pipeline: run.Pipeline,
-		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, SerialSource: run.SerialSource, Model: run.Model, Firmware: run.Media.Firmware, Trigger: run.Trigger}
+		PipelineVersion: version, Steps: run.PlannedSteps, Started: run.StartedAt, Serial: run.Serial, SerialSource: run.SerialSource, Model: run.Model, Firmware: run.Media.Firmware, Trigger: run.Trigger, Category: run.Category}
 }
 
 // remember keeps the run's start for its steps, forgetting any earlier

@@ -62,7 +62,7 @@ func RunWith(t *testing.T, o Options, newStore func(t *testing.T) pipeline.Check
 
 func start(dev string) pipeline.RunStart {
 	return pipeline.RunStart{Device: dev, RPUUID: "rp-" + dev, Profile: "nvme", Pipeline: "wipe", PipelineVersion: 2,
-		Steps: []string{"a", "b"}, Started: time.Now().UTC().Truncate(time.Second)}
+		Steps: []string{"a", "b"}, Started: time.Now().UTC().Truncate(time.Second), Category: pipeline.CategoryClear}
 }
 
 func open(t *testing.T, cp pipeline.Checkpoints, dev string) (pipeline.Run, []pipeline.StepRecord) {
@@ -94,6 +94,10 @@ func openRunResumes(t *testing.T, _ Options, cp pipeline.Checkpoints) {
 	again, recs := open(t, cp, "0000:01:00.0")
 	if again.ID != run.ID || again.Attempt != 1 {
 		t.Fatalf("OpenRun of a device with an open run gave %+v, want run %s", again, run.ID)
+	}
+	// The engine resumes only a run of the category the config says now.
+	if again.Start.Category != pipeline.CategoryClear {
+		t.Fatalf("resumed run's category %q, want %q as it opened", again.Start.Category, pipeline.CategoryClear)
 	}
 	if len(recs) != 1 || recs[0].State != pipeline.StepRunning || recs[0].Name != "a" || recs[0].RunID != run.ID {
 		t.Fatalf("records %+v", recs)
