@@ -38,6 +38,9 @@ type Target struct {
 	// PluginArgs, checked against plugin_dirs) with a CLEAN request for
 	// this device carrying args; nil where the engine runs no plugins.
 	RunPlugin func(ctx context.Context, path string, args map[string]any, progress func(float64)) (*plugins.Result, error)
+	// toolsDone counts this step's tool calls that succeeded (toolRun):
+	// an "unsupported" after one is no refusal before acting.
+	toolsDone int
 }
 
 func (t *Target) progress(f float64) {

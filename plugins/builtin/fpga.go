@@ -90,7 +90,10 @@ func fpgaRegionsArg(a map[string]any) ([]string, error) {
 // tool that exits non-zero, breaks the protocol, or runs past the timeout
 // (hung: its process group is killed) is a permanent failure: a card
 // left in an unknown state is quarantined, and the record keeps what the
-// tool said (its message, and its stderr in the step's stderr).
+// tool said (its message, and its stderr in the step's stderr). Its
+// "unsupported" (code 2) stays unsupported only while no earlier tool
+// call of the step succeeded: after one (a region programmed) the card
+// is partly changed, and a step skipped for it would hide that.
 func toolRun(ctx context.Context, t *Target, path string, args map[string]any, what string) (*plugins.Result, error) {
 	if t.RunPlugin == nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: %s plugin %s: this engine runs no plugins", t.Step, what, path)
@@ -103,6 +106,7 @@ func toolRun(ctx context.Context, t *Target, path string, args map[string]any, w
 	defer cancel()
 	res, err := t.RunPlugin(tctx, path, args, t.progress)
 	if err == nil {
+		t.toolsDone++
 		return res, nil
 	}
 	if ctx.Err() != nil {
@@ -113,9 +117,11 @@ func toolRun(ctx context.Context, t *Target, path string, args map[string]any, w
 	switch {
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		pe.Msg = fmt.Sprintf("%s of %s: %s hung: no answer within %s, its process group was killed; the card's state is unknown, so it is quarantined (tool said: %s)", what, t.Device.Address, path, limit, words)
-	case pe.Code == plugins.CodeUnsupported:
+	case pe.Code == plugins.CodeUnsupported && t.toolsDone == 0:
 		pe.Msg = fmt.Sprintf("%s of %s: %s: %s", what, t.Device.Address, path, words)
 		return nil, &pe
+	case pe.Code == plugins.CodeUnsupported:
+		pe.Msg = fmt.Sprintf("%s of %s: %s answered unsupported after %d earlier call(s) of this step succeeded: %s; the card is partly changed, so it is quarantined", what, t.Device.Address, path, t.toolsDone, words)
 	default:
 		pe.Msg = fmt.Sprintf("%s of %s: %s failed (code %d): %s; the card's state is unknown, so it is quarantined", what, t.Device.Address, path, pe.Code, words)
 	}
@@ -175,7 +181,7 @@ func fpgaProgram(ctx context.Context, be hardware.Backend, t *Target) (*plugins.
 		regions = []string{""} // a card whose driver registers no region: the whole device
 	}
 	toolIDs := map[string]string{}
-	for _, region := range regions {
+	for i, region := range regions {
 		if programmer != "" {
 			res, err := toolRun(ctx, t, programmer, map[string]any{"action": "program", "region": region, "image_file": img.Path,
 				"image_id": img.ID, "image_hash_algo": img.HashAlgo, "image_hash_value": img.HashValue}, "programming "+img.Name)
@@ -190,7 +196,9 @@ func fpgaProgram(ctx context.Context, be hardware.Backend, t *Target) (*plugins.
 		}
 		if err := fp.ProgramFPGA(ctx, addr, region, hardware.FPGAImage{Path: img.Path, ID: want}, t.progress); err != nil {
 			pe := plugins.AsError(fmt.Errorf("programming %s into %s region %q: %w", img.Name, addr, region, err))
-			if !errors.Is(err, hardware.ErrUnsupported) && ctx.Err() == nil {
+			// Unsupported is a refusal before acting only for the first
+			// region: after one was programmed the card is partly changed.
+			if (i > 0 || !errors.Is(err, hardware.ErrUnsupported)) && ctx.Err() == nil {
 				pe.Code = plugins.CodePermanent
 			}
 			return nil, withDetails(pe, details)

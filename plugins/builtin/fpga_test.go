@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -209,6 +210,60 @@ func TestFPGAProgrammerTool(t *testing.T) {
 			t.Errorf("err %#v, want permanent (quarantine) saying it hung, with the tool's output", err)
 		}
 	})
+}
+
+// unsupportedFrom is a simulated FPGA whose backend programs the first
+// region and answers unsupported from the second on.
+type unsupportedFrom struct {
+	*sim.Simulator
+	calls int
+}
+
+func (u *unsupportedFrom) ProgramFPGA(ctx context.Context, addr hardware.Address, region string, img hardware.FPGAImage, p hardware.Progress) error {
+	if u.calls++; u.calls > 1 {
+		return fmt.Errorf("region %s: %w", region, hardware.ErrUnsupported)
+	}
+	return u.Simulator.ProgramFPGA(ctx, addr, region, img, p)
+}
+
+// TestFPGAUnsupportedAfterAProgrammedRegion: "unsupported" is a refusal
+// before acting (which on_unsupported: skip may skip) only before any
+// region was programmed; from the tool or the backend after one, the
+// card is partly changed and the step fails permanently. Found in review
+// (rev1 Low 6: such a card was recorded skipped).
+func TestFPGAUnsupportedAfterAProgrammedRegion(t *testing.T) {
+	const tool = "/usr/lib/scour/plugins/fpga-xrt"
+	unsupportedAfter := func(n int) func(context.Context, string, map[string]any) (*plugins.Result, error) {
+		calls := 0
+		return func(context.Context, string, map[string]any) (*plugins.Result, error) {
+			if calls++; calls > n {
+				return nil, plugins.Errorf(plugins.CodeUnsupported, "xbmgmt: region not supported")
+			}
+			return &plugins.Result{Status: plugins.StatusOK, Details: map[string]any{"readback_id": "0xgolden"}}, nil
+		}
+	}
+	withTool := func(t *testing.T) map[string]any {
+		return map[string]any{"image": golden(t, "0xgolden", "0xgolden"), "programmer": tool}
+	}
+	for _, tc := range []struct {
+		name string
+		be   func(t *testing.T) hardware.Backend
+		args func(t *testing.T) map[string]any
+		tool func(context.Context, string, map[string]any) (*plugins.Result, error)
+		want int
+	}{
+		{"tool, first region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(0), plugins.CodeUnsupported},
+		{"tool, second region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(1), plugins.CodePermanent},
+		{"backend, second region", func(t *testing.T) hardware.Backend { return &unsupportedFrom{Simulator: fpgaSim(t)} },
+			func(t *testing.T) map[string]any { return map[string]any{"image": golden(t, "0xgolden", "0xgolden")} }, nil, plugins.CodePermanent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := fpgaStep(t, tc.be(t), "fpga-program", tc.args(t), tc.tool)
+			if plugins.CodeOf(err) != tc.want || !strings.Contains(err.Error(), string(fpgaAddr)) {
+				t.Fatalf("err %v (code %d), want code %d naming %s", err, plugins.CodeOf(err), tc.want, fpgaAddr)
+			}
+		})
+	}
 }
 
 func TestFPGAClearMemory(t *testing.T) {
