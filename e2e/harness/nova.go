@@ -160,3 +160,29 @@ func (p *Placement) NovaUpdateTraits(t testing.TB, dev *DeviceRP) {
 	t.Helper()
 	p.SetTraits(t, dev.UUID, p.novaTraits(t, dev.Device, TraitOwnerNova)...)
 }
+
+// RecreateDevice plays Nova re-creating the provider of dev, a device of
+// node, with a new UUID at the same PCI address (a restored or rebuilt
+// Placement database, a compute node deleted and registered again): the
+// provider is deleted (DELETE /resource_providers/{uuid}: Placement
+// refuses with 409 while it has allocations or child providers; a
+// device's provider has no children) and created again under node with
+// the same name, the inventory Nova's PCI-in-Placement translator reports
+// (total and max_unit only: Placement defaults reserved to 0) and Nova's
+// traits (COMPUTE_MANAGED_PCI_DEVICE, HW_PCI_ONE_TIME_USE when
+// one-time-use, dev's own, OWNER_NOVA), none of scour's. dev.UUID becomes
+// the new provider's; the old UUID is returned.
+func (p *Placement) RecreateDevice(t testing.TB, node *ComputeNode, dev *DeviceRP) (old string) {
+	t.Helper()
+	old = dev.UUID
+	p.call(t, http.MethodDelete, "/resource_providers/"+old, Microversion, nil, nil, http.StatusNoContent)
+	dev.UUID = NewUUID()
+	p.call(t, http.MethodPost, "/resource_providers", Microversion,
+		map[string]any{"name": dev.Name, "uuid": dev.UUID, "parent_provider_uuid": node.UUID}, nil, http.StatusOK)
+	body := map[string]any{"resource_provider_generation": p.generation(t, dev.UUID), "inventories": map[string]any{
+		dev.ResourceClass: map[string]int{"total": 1, "max_unit": 1},
+	}}
+	p.call(t, http.MethodPut, "/resource_providers/"+dev.UUID+"/inventories", Microversion, body, nil)
+	p.SetTraits(t, dev.UUID, p.novaTraits(t, dev.Device, TraitOwnerNova)...)
+	return old
+}
