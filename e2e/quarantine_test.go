@@ -24,22 +24,10 @@ func TestQuarantineSurvivesLostTrait(t *testing.T) {
 	t.Parallel()
 	const addr = "0000:81:00.0"
 	c := NewCloud(t)
-	h := c.AddHost(t, []SimDevice{{Address: addr}})
-	d := h.Device(addr)
-	inst := harness.NewUUID()
-	c.Boot(t, h, inst, harness.Versioned, addr)
-	h.FaultFile(t, addr, "fail", "sanitize")
-	c.Delete(t, h, inst, harness.Versioned)
-	Eventually(t, 60*time.Second, "device quarantined", func() (bool, string) {
-		return c.Quarantined(t, d), "no quarantine trait; log tail:\n" + tail(h.Logs(), 20)
-	})
-	runs := len(h.Records(t, addr))
-
 	// The trait is lost; the fault is gone too, so a new run would pass
 	// and return the device: exactly what must not happen.
-	if err := os.Remove(filepath.Join(h.Dir, "sim", addr, "fail-sanitize")); err != nil {
-		t.Fatal(err)
-	}
+	h, runs := quarantinedHost(t, c, addr)
+	d := h.Device(addr)
 	// Nova's update of the provider: its own traits only, reserved kept.
 	c.P.NovaUpdateTraits(t, d)
 	if c.Quarantined(t, d) || c.Reserved(t, d) != 1 {
@@ -77,4 +65,27 @@ func TestQuarantineSurvivesLostTrait(t *testing.T) {
 	if slices.Contains(c.P.Traits(t, d.UUID), "CUSTOM_SCOUR_QUARANTINED") {
 		t.Error("quarantine trait still on the returned device")
 	}
+}
+
+// quarantinedHost adds a host with one NVMe device at addr, boots and
+// deletes an instance on it with the simulator failing its sanitize, and
+// waits until the device is quarantined; it then removes the fault, so a
+// new run would pass and return the device. It returns the host and the
+// device's number of cleaning records then.
+func quarantinedHost(t *testing.T, c *Cloud, addr string) (*Host, int) {
+	t.Helper()
+	h := c.AddHost(t, []SimDevice{{Address: addr}})
+	d := h.Device(addr)
+	inst := harness.NewUUID()
+	c.Boot(t, h, inst, harness.Versioned, addr)
+	h.FaultFile(t, addr, "fail", "sanitize")
+	c.Delete(t, h, inst, harness.Versioned)
+	Eventually(t, 60*time.Second, "device quarantined", func() (bool, string) {
+		return c.Quarantined(t, d), "no quarantine trait; log tail:\n" + tail(h.Logs(), 20)
+	})
+	runs := len(h.Records(t, addr))
+	if err := os.Remove(filepath.Join(h.Dir, "sim", addr, "fail-sanitize")); err != nil {
+		t.Fatal(err)
+	}
+	return h, runs
 }
