@@ -9,10 +9,11 @@ import (
 
 // NoteClearGeneration stores gen, the Placement provider generation of the
 // all-clear the run's first destructive attempt starts on, before that
-// attempt starts. The first one stored stays: scour itself writes nothing
-// to the device while the run is open (its un-reserve PUT, the only write,
-// has its own journal, PutJournal), so a later generation would only hide
-// someone else's write. A run that is not running is ErrRunFinished.
+// attempt starts. The first one stored stays: while the run is open scour
+// writes to the device only with its un-reserve PUT (its own journal,
+// PutJournal) and to fence it again after someone else lifted the fence
+// (refence, requarantine), so a later generation would only hide someone
+// else's write. A run that is not running is ErrRunFinished.
 func (s *Store) NoteClearGeneration(ctx context.Context, runID string, gen int) error {
 	n, err := s.exec(ctx, `UPDATE cleaning_runs SET clear_gen = COALESCE(clear_gen, ?) WHERE id = ? AND state = 'running' AND ended_at IS NULL`, gen, runID)
 	if err == nil && n == 0 {

@@ -7,8 +7,9 @@ import (
 )
 
 // The generation of a run's first destructive all-clear is kept once: a
-// later one does not replace it, a finished run takes none, and a run
-// stored before schema v7 reads as having none (its resume starts over).
+// later one does not replace it, the run's PUT journal gives it, a
+// finished run takes none, and a run stored before schema v7 reads as
+// having none (its resume starts over).
 func TestClearGeneration(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -24,6 +25,11 @@ func TestClearGeneration(t *testing.T) {
 		}
 		if gen, ok, err := s.ClearGeneration(ctx, run.ID); err != nil || !ok || gen != 7 {
 			t.Fatalf("ClearGeneration = %d, %v, %v; want 7, the first one", gen, ok, err)
+		}
+		// The run's PUT journal gives it to the placement client: its
+		// un-reserve PUT is sent only at that generation (rev3 H1).
+		if gen, ok, err := s.PutJournal(run.ID).ClearGeneration(ctx); err != nil || !ok || gen != 7 {
+			t.Fatalf("PutJournal.ClearGeneration = %d, %v, %v; want 7", gen, ok, err)
 		}
 		runStep(t, s, run.ID, "sanitize", false, StepOK, "")
 		if err := s.FinishRun(ctx, run.ID, RunFailed, "failed"); err != nil {

@@ -243,6 +243,13 @@ func (j PutJournal) NotePut(ctx context.Context, gen int) error {
 	return nil
 }
 
+// ClearGeneration returns the generation of the all-clear the run's
+// first destructive attempt started on (Store.ClearGeneration): the only
+// one its un-reserve PUT may be sent at.
+func (j PutJournal) ClearGeneration(ctx context.Context) (gen int, ok bool, err error) {
+	return j.s.ClearGeneration(ctx, j.runID)
+}
+
 // ClearPut records that no un-reserve PUT of the run can land any more.
 func (j PutJournal) ClearPut(ctx context.Context) error {
 	if _, err := j.s.exec(ctx, `UPDATE cleaning_runs SET unreserve_put_gen = NULL WHERE id = ? AND ended_at IS NULL`, j.runID); err != nil {

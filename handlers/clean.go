@@ -168,12 +168,13 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Info("cleaned device not un-reserved: its run's record was closed meanwhile (retired by an operator, or settled at start); nothing was sent", "error", err)
 		return ""
 	case errors.Is(err, placement.ErrStaleReturn):
-		// scourd stopped between this run's un-reserve PUT and its record,
-		// and the device moved on since: it may have been returned, used
-		// by a tenant and burned again. The old clean does not count for
-		// that tenant's data; a new run cleans the device again.
+		// The device's provider moved since the all-clear this run's
+		// destructive steps started on, or since a PUT of the run that may
+		// have landed before scourd stopped: it may have been un-fenced,
+		// used by a tenant and burned again. The old clean does not count
+		// for that tenant's data; a new run cleans the device again.
 		r.m.unreserves.WithLabelValues("stale").Inc()
-		log.Warn("cleaned device may have served a tenant since this run's un-reserve (scourd stopped before recording it); not un-reserved: a new run cleans it again", "error", err)
+		log.Warn("cleaned device may have served a tenant since this run's all-clear or un-reserve (its Placement generation moved); not un-reserved: a new run cleans it again", "error", err)
 		notReturned(fmt.Sprintf("the device may have served a tenant since (%v), so a new run cleans it again", err), true)
 		return "stale return"
 	case err != nil:

@@ -10,9 +10,10 @@ import (
 // answers, for the resume of an interrupted run (rule 5). A run keeps the
 // generation of the all-clear its first destructive attempt started on
 // (GenerationRecorder); resumed with a destructive step's outcome kept, it
-// reads the generation again, and any move starts it over: scour itself
-// writes nothing to a device while its run is open but the un-reserve
-// PUT, which its own journal covers (Run.PutMayHaveLanded). Placement
+// reads the generation again, and any move starts it over: while its run
+// is open scour writes to a device only with the un-reserve PUT, which
+// its own journal covers (Run.PutMayHaveLanded), and to fence it again
+// after someone else lifted the fence (refence, requarantine). Placement
 // moves the generation on every inventory, trait or allocation write, not
 // when allocations are DELETEd: a tenant served while scourd was down
 // (the fence lifted, an allocation, Nova's burn) always moves it.

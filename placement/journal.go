@@ -31,6 +31,11 @@ type PutJournal interface {
 	// ClearPut records that no PUT of the run can land any more (the last
 	// one was refused with a generation conflict).
 	ClearPut(ctx context.Context) error
+	// ClearGeneration returns the provider generation of the all-clear
+	// the run's first destructive attempt started on (ok false: none
+	// stored; no destructive step ran, or a run older than schema v7).
+	// The run's PUTs are sent only at that generation (sinceClear).
+	ClearGeneration(ctx context.Context) (gen int, ok bool, err error)
 }
 
 // UnknownPutGeneration is LastPut's generation for a PUT that may have
@@ -43,6 +48,9 @@ const UnknownPutGeneration = -1
 type MemJournal struct {
 	Gen     int
 	Pending bool
+	// Clear, when ClearKnown, is the run's all-clear generation.
+	Clear      int
+	ClearKnown bool
 }
 
 func (m *MemJournal) LastPut(context.Context) (int, bool, error) { return m.Gen, m.Pending, nil }
@@ -53,6 +61,9 @@ func (m *MemJournal) NotePut(_ context.Context, gen int) error {
 func (m *MemJournal) ClearPut(context.Context) error {
 	m.Gen, m.Pending = 0, false
 	return nil
+}
+func (m *MemJournal) ClearGeneration(context.Context) (int, bool, error) {
+	return m.Clear, m.ClearKnown, nil
 }
 
 // putState is what the un-reserve PUTs of one run may have done, as the
@@ -66,6 +77,10 @@ type putState struct {
 	// one generation is ever pending.
 	pending bool
 	gen     int
+	// clear, when clearKnown, is the generation of the all-clear the
+	// run's destructive steps started on (PutJournal.ClearGeneration).
+	clear      int
+	clearKnown bool
 }
 
 func newPutState(ctx context.Context, j PutJournal) (*putState, error) {
@@ -76,7 +91,11 @@ func newPutState(ctx context.Context, j PutJournal) (*putState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the run's last un-reserve PUT from the claims store: %w", err)
 	}
-	return &putState{j: j, pending: pending, gen: gen}, nil
+	clear, known, err := j.ClearGeneration(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the generation the run's destructive steps started on from the claims store: %w", err)
+	}
+	return &putState{j: j, pending: pending, gen: gen, clear: clear, clearKnown: known}, nil
 }
 
 // ours says whether a device found at reserved 0 may be scour's own write.
@@ -84,8 +103,39 @@ func (p *putState) ours() bool { return p.pending }
 
 // reread takes a read of a reserved device at generation gen: it ends a
 // pending PUT that can no longer land, or says the device may have been
-// schedulable since (ErrStaleReturn).
+// schedulable since (ErrStaleReturn): since a PUT of the run, or since
+// the all-clear its destructive steps started on (sinceClear).
 func (p *putState) reread(gen int) error {
+	if err := p.sincePut(gen); err != nil {
+		return err
+	}
+	return p.sinceClear(gen)
+}
+
+// at says whether a PUT at gen may be sent without a re-read: the run
+// knows no all-clear, or gen is it.
+func (p *putState) at(gen int) bool { return !p.clearKnown || gen == p.clear }
+
+// sinceClear refuses a reserved device at another generation than the
+// run's all-clear. Scour writes to a device while its run is open only
+// to fence it again (refence, requarantine: itself evidence that someone
+// else lifted the fence) and with the run's own un-reserve PUT, which
+// leaves reserved 0 (ours, before any re-read). So the move is someone
+// else's write: the fence lifted, a tenant's allocation and Nova's burn
+// (the erase before it does not cover that tenant's data), or an
+// innocent inventory or trait rewrite (one extra clean). Without a known
+// all-clear (no destructive step ran, a run older than schema v7) only
+// the PUT journal applies.
+func (p *putState) sinceClear(gen int) error {
+	if p.at(gen) {
+		return nil
+	}
+	return fmt.Errorf("%w: this run's destructive steps started on the device's all-clear at Placement generation %d, and Placement now shows it reserved at generation %d: something else wrote to its provider while it was being cleaned (its fence lifted and a tenant may have used it, then Nova's burn; or an agent rewrote its inventory or traits), so this clean no longer counts",
+		ErrStaleReturn, p.clear, gen)
+}
+
+// sincePut is reread for the run's PUT journal.
+func (p *putState) sincePut(gen int) error {
 	switch {
 	case !p.pending || gen == p.gen:
 		return nil

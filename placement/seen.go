@@ -95,7 +95,10 @@ func (c *Client) UnreserveSeen(ctx context.Context, seen Device, j PutJournal) e
 	if err != nil {
 		return devErr("unreserve", seen.Ref, err)
 	}
-	if !c.unreservable(seen) || ps.pending {
+	if !c.unreservable(seen) || ps.pending || !ps.at(seen.Generation) {
+		// A read at another generation than the run's all-clear is
+		// re-read, so what refuses it says why (reserved 0: someone
+		// else's un-reserve; otherwise sinceClear).
 		return c.unreserve(ctx, seen.Ref, ps)
 	}
 	err = c.put(ctx, seen.Ref, seen.raw, ps)
