@@ -3,6 +3,7 @@ package claims
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -91,6 +92,47 @@ func TestCleanedRunNotResumedAfterAHolderSinceItStarted(t *testing.T) {
 		old, _ := s.GetRun(ctx, run.ID)
 		if old.State != RunCleaned || !old.Closed() || !strings.Contains(old.Summary, "not returned") || !strings.Contains(old.Summary, "inst-b") {
 			t.Fatalf("cleaned run = %+v; want closed as cleaned, not returned, naming inst-b", old)
+		}
+	})
+}
+
+// Review rev3 H1, layer 1: the un-reserve of a run never interrupted asks
+// the store who held the device after the run started. Its own tenant,
+// seen before the start, is nobody; a consumer a scan saw during the run
+// (the fence lifted mid-verify, tenant X scheduled there, Nova's burn) is
+// named, with the run, also once the run is cleaned.
+func TestUsedSinceStartedForTheLiveUnreserve(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-1"); err != nil { // the run's own tenant
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		run, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+		if why, err := s.UsedSinceStarted(ctx, run.ID); err != nil || why != "" {
+			t.Fatalf("UsedSinceStarted with only the run's own tenant = %q, %v; want nobody", why, err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-x"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		runStep(t, s, run.ID, "verify-zero", true, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		why, err := s.UsedSinceStarted(ctx, run.ID)
+		if err != nil || !strings.Contains(why, "inst-x") || !strings.Contains(why, run.ID) {
+			t.Fatalf("UsedSinceStarted after inst-x held the device mid-run = %q, %v; want it named, with run %s", why, err, run.ID)
+		}
+		if _, err := s.UsedSinceStarted(ctx, "no-such-run"); !errors.Is(err, ErrNoRun) {
+			t.Fatalf("UsedSinceStarted of an unknown run: %v; want ErrNoRun", err)
 		}
 	})
 }

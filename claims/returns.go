@@ -104,6 +104,28 @@ func (s *Store) usedSinceStarted(ctx context.Context, q querier, run Run) (strin
 		t.Instance, t.Since.Format(tsLayout), run.ID, run.StartedAt.Format(tsLayout)), nil
 }
 
+// UsedSinceStarted says who the store knows held the device after run
+// runID started ("" when nobody: usedSinceStarted), for the un-reserve of
+// a run that was never interrupted: a tenant that held the device during
+// the cleaning (its fence was lifted, it was scheduled there, and Nova's
+// burn fenced it again) may have left data the run's erase never saw, so
+// the run must not return the device. Four small reads, no Placement
+// request.
+func (s *Store) UsedSinceStarted(ctx context.Context, runID string) (string, error) {
+	rs, err := s.queryRuns(ctx, s.r, `id = ?`, runID)
+	if err == nil && len(rs) == 0 {
+		err = ErrNoRun
+	}
+	var why string
+	if err == nil {
+		why, err = s.usedSinceStarted(ctx, s.r, rs[0])
+	}
+	if err != nil {
+		return "", fmt.Errorf("claims: who held the device since cleaning run %s started: %w", runID, err)
+	}
+	return why, nil
+}
+
 // supersedeUsed closes an open run that must not be resumed because the
 // device was used after it started (usedSinceStarted): a cleaned run as
 // cleaned, not returned; a running one as failed (a later run retries,

@@ -137,7 +137,31 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			log.Warn("the record does not say why the device was not returned", "error", err)
 		}
 	}
+	if r.refencedDuringRun(d.RPUUID, false) {
+		return r.unfencedDuringRun(log, notReturned, refencedWhy)
+	}
+	if recorder {
+		// Before the PUT: a tenant the store saw on the device during the
+		// run had it out of the fence, and Nova's burn fenced it again, so
+		// Placement's "nobody holds it now" cannot tell (rev3 H1).
+		why, err := rr.UsedSinceStarted(ctx, res.RunID)
+		switch {
+		case err != nil:
+			r.m.unreserves.WithLabelValues("error").Inc()
+			log.Error("cleaned device not un-reserved: the claims store cannot say whether another tenant held it during the run; it stays reserved and is retried after a backoff (check the claims database)", "error", err)
+			notReturned(fmt.Sprintf("the claims store could not say whether another tenant held the device during the run (%v); retried after a backoff, continuing this record", err), false)
+			r.fail(d, gaugeBackoff)
+			return ""
+		case why != "":
+			return r.unfencedDuringRun(log, notReturned, why)
+		}
+	}
 	err := r.p.Unreserve(ctx, d, res.RunID)
+	if errors.Is(err, placement.ErrStaleReturn) && r.refencedDuringRun(d.RPUUID, false) {
+		// Fenced again while the un-reserve ran: that write moved the
+		// generation the PUT needed; the operator must hear why.
+		return r.unfencedDuringRun(log, notReturned, refencedWhy)
+	}
 	switch {
 	case errors.Is(err, placement.ErrAllocated):
 		r.m.unreserves.WithLabelValues("allocated").Inc()
@@ -195,6 +219,37 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		}
 	}
 	return ""
+}
+
+// refencedWhy is what a record says of a run whose device refence fenced
+// again while it ran.
+const refencedWhy = "a scan found the device below reserved = total while this run cleaned it and fenced it again (refence)"
+
+// refencedDuringRun says whether refence fenced rp again while its run is
+// in flight; mark records that it just did (a device with no run in
+// flight: false, nothing recorded).
+func (r *Reconciler) refencedDuringRun(rp string, mark bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q, ok := r.running[rp]
+	if ok && mark {
+		q.refenced = true
+		r.running[rp] = q
+	}
+	return ok && q.refenced
+}
+
+// unfencedDuringRun ends a cleaned run whose device was out of its fence
+// during the cleaning, why saying how scour knows (another tenant held
+// it). It was schedulable while being wiped, as for
+// ErrUnreservedElsewhere, and counts as elsewhere; but it is fenced now
+// and its data since the erase is nobody's clean: not un-reserved, the
+// record closed as cleaned, not returned, and a scan starts a new run.
+func (r *Reconciler) unfencedDuringRun(log *slog.Logger, notReturned func(string, bool), why string) (rescan string) {
+	r.m.unreserves.WithLabelValues("elsewhere").Inc()
+	log.Warn("device left its fence while being cleaned (someone un-reserved it: another cleaner, Cyborg's device enable, an inventory set without --amend); it was schedulable while being wiped; not un-reserved: a new run cleans it again", "reason", why)
+	notReturned("every required step succeeded, but the device left its fence during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample); "+why, true)
+	return "unfenced during cleaning"
 }
 
 func (r *Reconciler) quarantine(ctx context.Context, log *slog.Logger, d Device, res CleanResult) (rescan string) {

@@ -22,6 +22,7 @@ type Records interface {
 	MarkReturned(ctx context.Context, runID, note string) error
 	NoteReturnPending(ctx context.Context, runID, why string) error
 	CloseCleaned(ctx context.Context, runID, why string) error
+	UsedSinceStarted(ctx context.Context, runID string) (string, error)
 }
 
 // EngineCleaner is the Cleaner over the pipeline engine. The engine stores
@@ -56,6 +57,10 @@ func (c EngineCleaner) RecordNotReturned(ctx context.Context, runID string, _ De
 		return c.Records.CloseCleaned(ctx, runID, why)
 	}
 	return c.Records.NoteReturnPending(ctx, runID, why)
+}
+
+func (c EngineCleaner) UsedSinceStarted(ctx context.Context, runID string) (string, error) {
+	return c.Records.UsedSinceStarted(ctx, runID)
 }
 
 func (c EngineCleaner) Clean(ctx context.Context, req CleanRequest) (CleanResult, error) {

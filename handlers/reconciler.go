@@ -67,6 +67,10 @@ type queued struct {
 	trigger string
 	since   time.Time
 	read    uint64 // the newest read that queued it (readMark.read)
+	// refenced: while this run was in flight, a scan found the device
+	// below reserved = total and fenced it again (refence): someone
+	// un-reserved it mid-clean, so the run must not report a return.
+	refenced bool
 }
 
 // readMark stamps a read of Placement as it begins: seq orders it against

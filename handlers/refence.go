@@ -45,6 +45,7 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
 			continue
 		}
 		r.m.refences.WithLabelValues("ok").Inc()
+		r.refencedDuringRun(d.RPUUID, true) // its run must not report a return (M3)
 		if t.DeviceRP != "" && t.DeviceRP != d.RPUUID {
 			r.m.recreated.WithLabelValues(knowledgeTenant).Inc()
 			r.log.Warn("device provider was re-created at the same PCI address before scour cleaned the device; fenced again, it is cleaned before it returns",

@@ -293,9 +293,13 @@ type Cleaner interface {
 // by someone else meanwhile) closes the record as cleaned and not
 // returned; otherwise the record stays open and the
 // next clean of the device resumes it and retries the un-reserve.
+// UsedSinceStarted, asked before the un-reserve, says who the store saw
+// holding the device after the run started ("" nobody): then the run's
+// clean does not cover that tenant's data, and the device is not returned.
 type ReturnRecorder interface {
 	RecordReturned(ctx context.Context, runID string, d Device) error
 	RecordNotReturned(ctx context.Context, runID string, d Device, why string, final bool) error
+	UsedSinceStarted(ctx context.Context, runID string) (why string, err error)
 }
 
 // QuarantineRecorder is an optional Cleaner capability: told once the

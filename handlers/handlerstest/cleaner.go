@@ -18,6 +18,8 @@ type Cleaner struct {
 	// OnClean, when set, is told of each clean verdict, CleanF's too,
 	// before it is returned (Claims.Cleaned: the store's clean record).
 	OnClean func(rp string)
+	// UsedF, when set, answers UsedSinceStarted (default: nobody).
+	UsedF func(runID string) (string, error)
 
 	mu          sync.Mutex
 	calls       []handlers.CleanRequest
@@ -84,6 +86,13 @@ func (c *Cleaner) RecordNotReturned(ctx context.Context, runID string, d handler
 	defer c.mu.Unlock()
 	c.notReturned = append(c.notReturned, fmt.Sprintf("%s final=%t: %s", runID, final, why))
 	return nil
+}
+
+func (c *Cleaner) UsedSinceStarted(ctx context.Context, runID string) (string, error) {
+	if c.UsedF != nil {
+		return c.UsedF(runID)
+	}
+	return "", nil
 }
 
 // NotReturned lists the runs told why their device was not returned.

@@ -1,0 +1,84 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/internal/testkit"
+	"github.com/scour-project/scour/pipeline"
+	"github.com/scour-project/scour/placement"
+)
+
+// wantUnfencedDuringRun checks what the operator sees of run-1, whose
+// device left its fence while it was cleaned: nothing un-reserved, the
+// record closed as cleaned, not returned, saying why, a WARN naming the
+// device and the run, counted where ScourUnreservedElsewhere looks; and
+// the next scan cleans the device with a new run, which returns it.
+func wantUnfencedDuringRun(t *testing.T, e *env, logs *testkit.SyncBuffer, why string) {
+	t.Helper()
+	e.wantDevice(1, placement.StateDirty, 1, 0)
+	got := strings.Join(e.cl.NotReturned(), "\n")
+	if !strings.HasPrefix(got, "run-1 final=true: ") || !strings.Contains(got, "schedulable while being wiped") || !strings.Contains(got, why) {
+		t.Errorf("records told = %q; want run-1 closed as not returned, saying %q", got, why)
+	}
+	if r := e.cl.Returned(); len(r) != 0 {
+		t.Errorf("records closed as returned: %v", r)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `level=WARN msg="device left its fence while being cleaned`) || !strings.Contains(out, "rp=rp-1") ||
+		!strings.Contains(out, "run=run-1") || !strings.Contains(out, why) {
+		t.Errorf("log:\n%s", out)
+	}
+	if got, ok := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "elsewhere"),
+		metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "ok"); got != 1 || ok != 0 {
+		t.Errorf("unreserves{elsewhere} = %v, {ok} = %v; want 1, 0", got, ok)
+	}
+	e.reconcile()
+	e.wantDevice(1, placement.StateAvailable, 2, 1)
+}
+
+// Review rev3 H1, layer 1: a run never interrupted is not un-reserved
+// once the store saw another tenant hold the device after the run
+// started (its fence lifted mid-verify, tenant X scheduled, used and
+// deleted, Nova's burn fencing it again): Placement's "nobody holds it
+// now" cannot tell, the store can, before any Placement request.
+func TestTenantSeenDuringTheRunIsNotReturned(t *testing.T) {
+	t.Parallel()
+	const why = "Placement showed consumer inst-x holding the device"
+	used := map[string]string{"run-1": why + " at 2026-11-22T03:00:00Z, after run run-1 started"}
+	e, logs := newLoggedEnv(t, 1)
+	e.cl.UsedF = func(runID string) (string, error) { return used[runID], nil }
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.reconcile() // wantUnfencedDuringRun: no un-reserve
+	wantUnfencedDuringRun(t, e, logs, why)
+}
+
+// Review rev3 M3: another cleaner un-reserves the device while scour
+// wipes it, and a scan fences it again (refence). The run must not
+// report a normal return: it reports the device un-reserved elsewhere
+// (WARN, elsewhere counter, ScourUnreservedElsewhere), not returned, and
+// a new run cleans it.
+func TestRefenceDuringTheRunReportsElsewhere(t *testing.T) {
+	t.Parallel()
+	e := heldThenFreed(t)
+	logs := &testkit.SyncBuffer{}
+	e.logs = logs
+	e.build(nil)
+	first := true
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if first {
+			first = false
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // clean-on-delete.py
+			e.scanOnce()                                                // re-fences it
+			if d := e.w.Device(rp(1)); !d.Fenced() {
+				t.Errorf("device not fenced again mid-run: reserved %d/%d", d.Reserved, d.Total)
+			}
+		}
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", e.cl.CallsFor(rp(1)))}, nil
+	}
+	e.reconcile()
+	wantUnfencedDuringRun(t, e, logs, "fenced it again (refence)")
+}
