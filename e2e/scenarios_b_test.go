@@ -439,3 +439,47 @@ func TestBrokerRestartLosesNoDelete(t *testing.T) {
 		}
 	}
 }
+
+// Review rev3 H1 against the real Placement: during a run's last step
+// (non-destructive, after its erase), someone lifts the fence, tenant X is
+// allocated the device and Nova burns it, then X's allocations are
+// deleted, with no notification: the store never sees X, and Placement
+// shows the device reserved and free again. The run must not return it:
+// its un-reserve finds the generation moved since the all-clear its erase
+// started on (before the fix: a 409, a re-read showing nobody, a second
+// PUT). Its record closes as not returned, and a new run cleans the
+// device before it goes back.
+func TestTenantDuringCleaningIsCleanedAgain(t *testing.T) {
+	t.Parallel()
+	c := NewCloud(t)
+	h := c.AddHost(t, []SimDevice{{Address: addrA}}, WithReconcileInterval(time.Hour),
+		withSimStep(400*time.Millisecond), withPauseStep(t, 4*time.Second, false))
+	dev := h.Device(addrA)
+	old, x := harness.NewUUID(), harness.NewUUID()
+	c.Boot(t, h, old, harness.Versioned, addrA)
+	waitClaim(t, h, old)
+	c.Delete(t, h, old, harness.Versioned)
+	run := logAttr(waitLog(t, h, 30*time.Second, `msg="step started"`, "step=pause"), "run")
+	if findLine(h.Logs(), `msg="step succeeded"`, "step=pause") != "" {
+		t.Fatal("the pause step finished before the tenant came; make it slower")
+	}
+	setReserved(t, c.P, dev, 0)
+	c.P.AllocateInstance(t, x, "tenant-x", "user-x", h.Node, dev)
+	c.P.Burn(t, dev)
+	c.P.DeleteAllocations(t, x)
+
+	waitLog(t, h, 30*time.Second, `msg="cleaned device may have served a tenant since this run's all-clear`)
+	c.WaitAvailable(t, h, addrA, 60*time.Second)
+	recs := h.Records(t, addrA) // newest first
+	if len(recs) != 2 {
+		t.Fatalf("records: %d, want 2 (run %s, not returned; a new one, returned)", len(recs), run)
+	}
+	if nested(recs[1], "run_id") != run || nested(recs[1], "result", "state") != "cleaned" ||
+		!strings.Contains(nested(recs[1], "result", "summary"), "may have served a tenant") {
+		t.Errorf("run %s's record: run %s, %s: %s; want cleaned, not returned", run,
+			nested(recs[1], "run_id"), nested(recs[1], "result", "state"), nested(recs[1], "result", "summary"))
+	}
+	if nested(recs[0], "run_id") == run || nested(recs[0], "result", "state") != "returned" {
+		t.Errorf("new run's record: run %s, %s; want a new run, returned", nested(recs[0], "run_id"), nested(recs[0], "result", "state"))
+	}
+}
