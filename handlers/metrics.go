@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scour-project/scour/command"
+	"github.com/scour-project/scour/placement"
 )
 
 // metrics are scour_lifecycle_*; registered on the caller's registry.
@@ -22,7 +23,7 @@ type metrics struct {
 	claimsSwept   prometheus.Counter
 	requarantined prometheus.Counter
 	recreated     *prometheus.CounterVec // knowledge
-	orphaned      prometheus.Gauge
+	orphaned      *prometheus.GaugeVec   // state (quarantined, retired)
 	stuck         prometheus.Gauge
 	broadcasts    *prometheus.CounterVec // kind, claim (live: acted on; none: nothing read)
 	tombstones    *prometheus.CounterVec // result
@@ -71,8 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "providers_recreated_total", Help: "Devices whose provider a scan found re-created with a new UUID at the same PCI address while the store held, under the old one, a quarantine (moved to the new provider and set again) or a tenant not cleaned since (fenced again), by knowledge (quarantine, tenant)."},
 			[]string{"knowledge"}),
-		orphaned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "quarantines_orphaned", Help: "Open quarantines of the store whose provider is not in this host's Placement tree and no provider is at their address, at the last scan."}),
+		orphaned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "quarantines_orphaned", Help: "Open quarantines of the store whose provider is not in this host's Placement tree and no provider is at their address, at the last scan, by state (quarantined: a cleaning verdict, alerted on; retired: an operator's retirement, e.g. a device removed for an RMA, not alerted on)."},
+			[]string{"state"}),
 		stuck: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "stuck_runs", Help: "Cleaning runs in flight for longer than stuck_after."}),
 		broadcasts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
@@ -101,6 +103,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.scans.WithLabelValues("error")
 	for _, k := range []string{knowledgeQuarantine, knowledgeTenant} {
 		m.recreated.WithLabelValues(k)
+	}
+	for _, st := range []string{string(placement.StateQuarantined), gaugeRetired} {
+		m.orphaned.WithLabelValues(st) // alerted on from 0
 	}
 	for _, r := range []string{"stood", "contradicted"} {
 		m.tombstones.WithLabelValues(r)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/scour-project/scour/placement"
 )
 
 // Nova can re-create a device's provider with a new UUID at the same PCI
@@ -97,6 +99,15 @@ func (r *Reconciler) reattach(ctx context.Context, moves []reattachment) error {
 			continue
 		}
 		r.m.recreated.WithLabelValues(knowledgeQuarantine).Inc()
+		if mv.q.Retired {
+			// Fail-safe: a retirement stays on whatever card is at its
+			// address, a replacement card too (scour cannot tell one
+			// card from another there); the operator releases it.
+			r.log.Warn("device provider was re-created at the same PCI address; its retirement follows it and keeps the device out of the pool (if this is a replacement card, release it: scourctl placement unquarantine "+string(d.Address)+")",
+				"device", d.RPName, "address", d.Address, "old_rp", mv.from, "rp", d.RPUUID, "reason", mv.q.Reason,
+				"reserved", d.Reserved, "total", d.Total, "quarantine_trait", d.Quarantined)
+			continue
+		}
 		r.log.Warn("device provider was re-created at the same PCI address; its quarantine follows it",
 			"device", d.RPName, "address", d.Address, "old_rp", mv.from, "rp", d.RPUUID, "reason", mv.q.Reason,
 			"reserved", d.Reserved, "total", d.Total, "quarantine_trait", d.Quarantined)
@@ -104,12 +115,24 @@ func (r *Reconciler) reattach(ctx context.Context, moves []reattachment) error {
 	return errors.Join(errs...)
 }
 
-// reportOrphans sets scour_lifecycle_quarantines_orphaned and logs at
-// WARN each open quarantine whose provider is not in the tree, with no
-// provider at its address, when it becomes so: nothing in Placement keeps
-// the device out of the pool on its word, and scourctl cannot release it.
+// reportOrphans sets scour_lifecycle_quarantines_orphaned, by state, and
+// logs at WARN each open quarantine whose provider is not in the tree,
+// with no provider at its address, when it becomes so: nothing in
+// Placement keeps the device out of the pool on its word. A retirement
+// (state retired) is what the RMA steps leave behind once the device is
+// removed from [pci] device_spec and Nova deletes its provider: it is
+// counted apart and not alerted on; a cleaning verdict's (state
+// quarantined) is alerted on (ScourQuarantineOrphaned). Either is
+// released with scourctl placement unquarantine --rp, which refuses
+// while the provider or one at its address is in the tree.
 func (r *Reconciler) reportOrphans(orphans []string, open map[string]OpenQuarantine) {
-	r.m.orphaned.Set(float64(len(orphans)))
+	n := map[string]int{string(placement.StateQuarantined): 0, gaugeRetired: 0}
+	for _, rp := range orphans {
+		n[quarantinedState(open, rp)]++
+	}
+	for state, v := range n {
+		r.m.orphaned.WithLabelValues(state).Set(float64(v))
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := map[string]bool{}
@@ -119,8 +142,13 @@ func (r *Reconciler) reportOrphans(orphans []string, open map[string]OpenQuarant
 			continue
 		}
 		q := open[rp]
-		r.log.Warn("open quarantine's device provider is not in this host's Placement tree, and no provider is at its address; it is re-attached when one comes back (check the provider in Placement, or release it with scourctl placement unquarantine once it is back)",
-			"rp", rp, "address", q.Address, "reason", q.Reason, "retired", q.Retired)
+		if q.Retired {
+			r.log.Warn("retired device's provider is not in this host's Placement tree, and no provider is at its address (expected once a retired device is removed from [pci] device_spec); a provider at its address is kept retired (a replacement card too: release it then with scourctl placement unquarantine ADDRESS); to close the retirement of a device that is gone for good: scourctl placement unquarantine --rp RP",
+				"rp", rp, "address", q.Address, "reason", q.Reason, "retired", true)
+			continue
+		}
+		r.log.Warn("open quarantine's device provider is not in this host's Placement tree, and no provider is at its address; it is re-attached when one comes back (check the provider in Placement; if the device is gone for good, release it with scourctl placement unquarantine --rp RP)",
+			"rp", rp, "address", q.Address, "reason", q.Reason, "retired", false)
 	}
 	r.orphans = now
 }

@@ -12,22 +12,6 @@ import (
 
 const tenantA = "00000000-0000-4000-8000-0000000000aa"
 
-// gaugeValue reads the unlabelled gauge or counter name (-1: absent).
-func gaugeValue(t *testing.T, e *env, name string) float64 {
-	t.Helper()
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			m := mf.GetMetric()[0]
-			return m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return -1
-}
-
 // heldThenFreed is a host whose rp-1 instance A held (a claim, a scan
 // saw it) and freed, with no release handled and no scan since: dirty,
 // its clean pending.
@@ -86,7 +70,7 @@ func TestQuarantineFollowsRecreatedProvider(t *testing.T) {
 	if got := metricValue(t, e, "scour_lifecycle_providers_recreated_total", "knowledge", "quarantine"); got != 1 {
 		t.Errorf("providers_recreated_total{knowledge=quarantine} = %v, want 1", got)
 	}
-	if got := gaugeValue(t, e, "scour_lifecycle_quarantines_orphaned"); got != 0 {
+	if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", "quarantined"); got != 0 {
 		t.Errorf("quarantines_orphaned = %v, want 0", got)
 	}
 	if n := e.cl.CallsFor("rp-1-new"); n != 0 {
@@ -153,7 +137,7 @@ func TestOrphanedQuarantineReportedThenReattached(t *testing.T) {
 	e.w.Recreate(rp(1), "rp-1-new")
 	e.w.Set("rp-1-new", func(d *handlers.Device) { d.Address = "0000:99:00.0" }) // not at the address yet
 	e.reconcile()
-	if got := gaugeValue(t, e, "scour_lifecycle_quarantines_orphaned"); got != 1 {
+	if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", "quarantined"); got != 1 {
 		t.Fatalf("quarantines_orphaned = %v with rp-1 out of the tree, want 1", got)
 	}
 	if _, ok := openQuarantines(t, e)[rp(1)]; !ok {
@@ -167,7 +151,60 @@ func TestOrphanedQuarantineReportedThenReattached(t *testing.T) {
 	if d := e.w.Device("rp-1-new"); d.Reserved != d.Total || !d.Quarantined {
 		t.Fatalf("provider back at the quarantined address: reserved %d/%d, trait %v", d.Reserved, d.Total, d.Quarantined)
 	}
-	if got := gaugeValue(t, e, "scour_lifecycle_quarantines_orphaned"); got != 0 {
+	if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", "quarantined"); got != 0 {
 		t.Errorf("quarantines_orphaned = %v after the re-attach, want 0", got)
+	}
+}
+
+// The RMA steps: a retired device removed from [pci] device_spec (Nova
+// deletes its provider) leaves an orphaned retirement, counted under
+// state="retired", which is not alerted on, never under "quarantined",
+// which is; its WARN names the command that closes it. A replacement card
+// at the same address is kept out of the pool by the retirement (the
+// fail-safe side: scour cannot tell the cards apart) and not cleaned; the
+// WARN names the command that releases it. Without the label, both kinds
+// count in one series that pages.
+func TestRetirementOrphanedByRMAIsNotAQuarantine(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 2)
+	addr := e.w.Device(rp(1)).Address
+	e.c.Retire(rp(1), "RMA 42") // scourctl retire: the store, then Placement
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved, d.Quarantined = 1, true })
+	e.reconcile()
+	e.w.Remove(rp(1)) // out of [pci] device_spec: Nova deletes the provider
+	e.reconcile()
+	if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", "retired"); got != 1 {
+		t.Errorf(`quarantines_orphaned{state="retired"} = %v with the retired device's provider gone, want 1`, got)
+	}
+	if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", "quarantined"); got != 0 {
+		t.Errorf(`quarantines_orphaned{state="quarantined"} = %v for a retirement, want 0 (it pages)`, got)
+	}
+	if !strings.Contains(logs.String(), "scourctl placement unquarantine --rp RP") {
+		t.Errorf("the orphaned retirement's WARN does not name the command that closes it:\n%s", logs.String())
+	}
+	// The replacement card lands at the same address.
+	e.w.AddDevice("rp-1-replacement", addr)
+	e.reconcile()
+	d := e.w.Device("rp-1-replacement")
+	if d.Reserved != d.Total || !d.Quarantined {
+		t.Fatalf("replacement card at the retired address: reserved %d/%d, trait %v; want it kept out until the operator releases it", d.Reserved, d.Total, d.Quarantined)
+	}
+	if q, ok := openQuarantines(t, e)["rp-1-replacement"]; !ok || !q.Retired {
+		t.Fatalf("open quarantines %+v; want the retirement moved to the replacement's provider", openQuarantines(t, e))
+	}
+	if n := e.cl.CallsFor("rp-1-replacement"); n != 0 {
+		t.Errorf("the retired address was cleaned %d times; a retirement waits for the operator", n)
+	}
+	for _, st := range []string{"retired", "quarantined"} {
+		if got := metricValue(t, e, "scour_lifecycle_quarantines_orphaned", "state", st); got != 0 {
+			t.Errorf(`quarantines_orphaned{state=%q} = %v once a provider is at the address, want 0`, st, got)
+		}
+	}
+	e.reconcile() // the scan after the quarantine was set again counts it
+	if got := devicesGauge(t, e, "retired"); got != 1 {
+		t.Errorf(`devices{state="retired"} = %v, want 1`, got)
+	}
+	if want := "scourctl placement unquarantine " + string(addr); !strings.Contains(logs.String(), want) {
+		t.Errorf("the WARN of a retirement moved to a new provider does not say %q:\n%s", want, logs.String())
 	}
 }

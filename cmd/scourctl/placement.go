@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -50,19 +51,31 @@ Columns: ` + joinKeys(placementColumns),
 }
 
 func unquarantineCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
-		Use:   "unquarantine RP-UUID|ADDRESS",
+	var orphanRP, why string
+	cmd := &cobra.Command{
+		Use:   "unquarantine RP-UUID|ADDRESS | --rp RP-UUID",
 		Short: "remove the quarantine or retirement from one device of this host (refused unless it has one)",
 		Long:  unquarantineHelp,
-		Args:  exactArgs(1, "one RP-UUID or PCI address"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("rp") {
+				return noArgs(cmd, args)
+			}
+			return exactArgs(1, "one RP-UUID or PCI address")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, pc, err := c.placement(cmd.Context())
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("rp") {
+				return placementUnquarantineOrphan(cmd.Context(), pc, cfg, orphanRP, why, c.stdout)
+			}
 			return placementUnquarantine(cmd.Context(), pc, cfg, args[0], c.stdout)
 		},
 	}
+	cmd.Flags().StringVar(&orphanRP, "rp", "", "release the store's quarantine of a provider that is no longer in this host's Placement tree (refused while it is, or while a provider is at its address)")
+	cmd.Flags().StringVar(&why, "reason", "", "why (recorded with the release; with --rp)")
+	return cmd
 }
 
 const unquarantineHelp = `Unquarantine is the operator's explicit action once the cause is fixed
@@ -75,7 +88,16 @@ admin socket; otherwise at the latest after lifecycle.reconcile_interval)
 cleans it with its full pipeline and only a clean run returns it to the
 pool. That run counts against the
 profile's max_runs together with the failed runs since the device was last
-returned: a recoverable failure of it quarantines the device again at once.`
+returned: a recoverable failure of it quarantines the device again at once.
+
+--rp RP-UUID releases a quarantine (or retirement) that only the claims
+store holds: its provider is no longer in this host's Placement tree and
+no provider is at its PCI address (a retired device removed from
+[pci] device_spec for an RMA, a dead card pulled). Nothing is written to
+Placement. It is refused while the provider is in the tree, or while a
+provider is at its address (scourd moves the quarantine to that one:
+release it with scourctl placement unquarantine ADDRESS). The release is
+recorded with who ran it and why (--reason).`
 
 var placementColumns = []string{"name", "rp", "address", "state", "reserved", "consumers", "quarantined"}
 
@@ -168,7 +190,7 @@ func unquarantine(ctx context.Context, pc unquarantinePlacement, store quarantin
 	}
 	d, err := admin.FindDevice(res.Devices, target)
 	if err != nil {
-		return placement.Device{}, err
+		return placement.Device{}, fmt.Errorf("%w (a quarantine whose provider is gone from this host's Placement tree is released with scourctl placement unquarantine --rp RP-UUID)", err)
 	}
 	q, recorded, err := store.ActiveQuarantine(ctx, cfg.Host, d.UUID)
 	if err != nil {
@@ -241,4 +263,101 @@ func operatorName() string {
 		}
 	}
 	return "operator"
+}
+
+// placementUnquarantineOrphan releases the store's quarantine of rp, a
+// provider gone from this host's tree with none at its address.
+func placementUnquarantineOrphan(ctx context.Context, pc *placement.Client, cfg *config.Config, rp, why string, w io.Writer) error {
+	store, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()))
+	if err != nil {
+		return fmt.Errorf("opening the claims store (where quarantines are recorded): %w", err)
+	}
+	defer store.Close()
+	if err := unquarantineOrphan(ctx, pc, store, cfg, rp, why, w); err != nil {
+		return err
+	}
+	if err := admin.NewClient(adminSocket(cfg)).Rescan(ctx, "release of orphaned quarantine "+rp+" by "+operatorName()); err != nil {
+		fmt.Fprintf(w, "could not ask scourd to scan now (%v); scour_lifecycle_quarantines_orphaned drops at its next scan\n", err)
+	}
+	return nil
+}
+
+// orphanStore is what releasing an orphaned quarantine asks of the
+// claims store.
+type orphanStore interface {
+	OpenQuarantines(ctx context.Context, host string) ([]claims.Quarantine, error)
+	ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reason string) (bool, error)
+}
+
+// unquarantineOrphan releases the open quarantine of rp that only the
+// store holds: rp is not in this host's tree and no provider is at the
+// quarantine's address. Either one in the tree would be the device (the
+// scan moves a quarantine to the provider at its address): then the
+// ordinary unquarantine, which fences it first, is the way, and this
+// refuses. It writes nothing to Placement. The tree is read again after
+// the release: a provider that came back at the address meanwhile is
+// reported, with what to do.
+func unquarantineOrphan(ctx context.Context, pc unquarantinePlacement, store orphanStore, cfg *config.Config, rp, why string, w io.Writer) error {
+	if rp == "" {
+		return usagef("--rp needs the provider's UUID (scourctl status, or the WARN line naming the orphaned quarantine)")
+	}
+	atAddress := func(devs []placement.Device, addr string) (placement.Device, bool) {
+		for _, d := range devs {
+			if d.UUID == rp || (addr != "" && string(d.Address) == addr) {
+				return d, true
+			}
+		}
+		return placement.Device{}, false
+	}
+	open, err := store.OpenQuarantines(ctx, cfg.Host)
+	if err != nil {
+		return err
+	}
+	var q claims.Quarantine
+	found := false
+	for _, o := range open {
+		if o.DeviceRP == rp {
+			q, found = o, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("provider %s has no open quarantine on host %s: nothing to release (scourctl status lists this host's quarantines)", rp, cfg.Host)
+	}
+	res, err := pc.Scan(ctx)
+	if err != nil {
+		return err
+	}
+	if d, in := atAddress(res.Devices, q.Address); in {
+		if d.UUID == rp {
+			return fmt.Errorf("provider %s is in host %s's Placement tree (device %s at %s): refusing; release it with scourctl placement unquarantine %s, which fences it first",
+				rp, cfg.Host, d.Name, d.Address, d.Address)
+		}
+		return fmt.Errorf("provider %s is not in host %s's Placement tree, but provider %s (%s) is at its address %s: that is the device now, and scourd moves the quarantine to it at its next scan; refusing; release it with scourctl placement unquarantine %s once it has (after an RMA: once the replacement card is in)",
+			rp, cfg.Host, d.UUID, d.Name, d.Address, d.Address)
+	}
+	kind := "quarantine of run " + q.RunID
+	if q.Retired() {
+		kind = "retirement"
+	}
+	addr := cmp.Or(q.Address, "unknown")
+	reason := fmt.Sprintf("scourctl placement unquarantine --rp: provider not in host %s's Placement tree, none at address %s", cfg.Host, addr)
+	if why != "" {
+		reason += "; " + why
+	}
+	released, err := store.ReleaseQuarantine(ctx, cfg.Host, rp, operatorName(), reason)
+	if err != nil {
+		return err
+	}
+	if !released {
+		return fmt.Errorf("provider %s's quarantine was closed or moved meanwhile (a provider at its address came back?): nothing released; check scourctl status", rp)
+	}
+	fmt.Fprintf(w, "released the %s (%s) of provider %s, address %s, in the claims store; nothing written to Placement\n", kind, q.Reason, rp, addr)
+	if res, err = pc.Scan(ctx); err != nil {
+		return fmt.Errorf("released; reading host %s's Placement tree again to check that no provider came back at %s meanwhile: %w (check it with scourctl placement scan)", cfg.Host, addr, err)
+	}
+	if d, in := atAddress(res.Devices, q.Address); in {
+		return fmt.Errorf("released, but provider %s (%s) appeared at address %s meanwhile, now without the quarantine: keep it out of the pool with scourctl retire %s --reason ..., or have it cleaned with scourctl clean %s",
+			d.UUID, d.Name, d.Address, d.Address, d.Address)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/placement"
 )
 
@@ -83,5 +84,89 @@ func TestUnquarantineNeverLeavesTheDeviceUnreserved(t *testing.T) {
 	_, err := unquarantine(context.Background(), f, f, cfg, "0000:81:00.0", &out)
 	if err == nil || !strings.Contains(err.Error(), "nothing released") || !f.open || !f.dev.Quarantined {
 		t.Errorf("fence failed: err %v, store quarantine open %v, trait %v; want an error, nothing released", err, f.open, f.dev.Quarantined)
+	}
+}
+
+// fakeOrphans is this host's tree and the store's open quarantines;
+// released records each release as rp|by|reason.
+type fakeOrphans struct {
+	devs     []placement.Device
+	open     []claims.Quarantine
+	released []string
+}
+
+func (f *fakeOrphans) Scan(context.Context) (*placement.ScanResult, error) {
+	return &placement.ScanResult{Devices: f.devs}, nil
+}
+
+func (f *fakeOrphans) Reserve(context.Context, placement.Ref) error {
+	return errors.New("unexpected Placement write")
+}
+
+func (f *fakeOrphans) Unquarantine(context.Context, placement.Ref) error {
+	return errors.New("unexpected Placement write")
+}
+
+func (f *fakeOrphans) OpenQuarantines(context.Context, string) ([]claims.Quarantine, error) {
+	return f.open, nil
+}
+
+func (f *fakeOrphans) ReleaseQuarantine(_ context.Context, _, rp, by, reason string) (bool, error) {
+	for i, q := range f.open {
+		if q.DeviceRP == rp {
+			f.open = append(f.open[:i], f.open[i+1:]...)
+			f.released = append(f.released, rp+"|"+by+"|"+reason)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unquarantine --rp releases a quarantine only the store holds (the
+// retired device was removed from device_spec and Nova deleted its
+// provider), recording who and why, and refuses, releasing nothing,
+// while that provider is in the tree, while another provider is at its
+// address (that is the device now), or when it has no open quarantine.
+// Without it no command could release such a quarantine.
+func TestUnquarantineOrphanReleasesOnlyAGoneProvider(t *testing.T) {
+	t.Setenv("SUDO_USER", "alice")
+	cfg := &config.Config{Host: "compute-1"}
+	const gone, addr = "5f1c0000-0000-4000-8000-0000000000aa", "0000:81:00.0"
+	retired := claims.Quarantine{Host: "compute-1", DeviceRP: gone, Address: addr, Reason: "RMA 42"}
+	dev := func(uuid, address string) placement.Device {
+		return placement.Device{Ref: placement.Ref{UUID: uuid, Name: "cmp_" + address, Address: hardware.Address(address)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		devs    []placement.Device
+		open    []claims.Quarantine
+		refusal string
+	}{
+		{"provider in the tree", []placement.Device{dev(gone, addr)}, []claims.Quarantine{retired}, "is in host compute-1's Placement tree"},
+		{"another provider at its address", []placement.Device{dev("5f1c0000-0000-4000-8000-0000000000bb", addr)}, []claims.Quarantine{retired}, "is at its address 0000:81:00.0"},
+		{"no open quarantine", nil, nil, "has no open quarantine"},
+		{"gone", []placement.Device{dev("5f1c0000-0000-4000-8000-0000000000cc", "0000:82:00.0")}, []claims.Quarantine{retired}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeOrphans{devs: tc.devs, open: tc.open}
+			var out strings.Builder
+			err := unquarantineOrphan(context.Background(), f, f, cfg, gone, "card returned to the vendor", &out)
+			if tc.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refusal) || len(f.released) != 0 {
+					t.Fatalf("err %v, released %v; want the refusal %q and nothing released", err, f.released, tc.refusal)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unquarantine --rp: %v\n%s", err, out.String())
+			}
+			if len(f.released) != 1 || !strings.HasPrefix(f.released[0], gone+"|alice|") ||
+				!strings.Contains(f.released[0], "none at address "+addr) || !strings.Contains(f.released[0], "card returned to the vendor") {
+				t.Errorf("releases %q; want %s released by alice, naming the address and the reason", f.released, gone)
+			}
+			if !strings.Contains(out.String(), "released the retirement (RMA 42)") {
+				t.Errorf("output:\n%s", out.String())
+			}
+		})
 	}
 }

@@ -210,6 +210,15 @@ func (w *World) Quarantine(ctx context.Context, d handlers.Device, reason string
 	return nil
 }
 
+// Remove deletes rp's provider from the tree, as Nova does when the
+// device leaves [pci] device_spec (e.g. pulled for an RMA).
+func (w *World) Remove(rp string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.devs, rp)
+	w.order = slices.DeleteFunc(w.order, func(r string) bool { return r == rp })
+}
+
 // Recreate replaces rp's provider by a new one of uuid newRP for the same
 // PCI address, as Nova does when it creates the device's provider again
 // (a rebuilt Placement database, a compute node re-registered): a new

@@ -198,6 +198,14 @@ var mutations = []mutation{
 		"\tif !d.Fenced() {\n\t\tif err := pc.Reserve(",
 		"\tif false && !d.Fenced() {\n\t\tif err := pc.Reserve(",
 		"cmd/scourctl", "^TestUnquarantineNeverLeavesTheDeviceUnreserved$"},
+	{4, "orphan release with a provider at the quarantine's address", "cmd/scourctl/placement.go",
+		"if d.UUID == rp || (addr != \"\" && string(d.Address) == addr) {",
+		"if d.UUID == rp {",
+		"cmd/scourctl", "^TestUnquarantineOrphanReleasesOnlyAGoneProvider$"},
+	{4, "orphaned quarantine verdict counted as a retirement (no alert)", "handlers/recreated.go",
+		"\t\tn[quarantinedState(open, rp)]++\n",
+		"\t\tn[quarantinedState(map[string]OpenQuarantine{rp: {Retired: true}}, rp)]++\n",
+		"handlers", "^TestOrphanedQuarantineReportedThenReattached$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
