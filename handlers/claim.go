@@ -78,6 +78,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 		var err error
 		if sameDevices(old.Devices, devs) {
 			err = h.c.Reactivate(ctx, c.InstanceUUID, c.MessageID)
+			h.rec.forgetClaim(old)
 		} else {
 			err = h.c.ReleaseClaim(ctx, c.InstanceUUID, old.ResizeTarget, "superseded by "+c.EventType, c.MessageID)
 		}
@@ -90,7 +91,9 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 		VCPU: alloc.VCPU, MemoryMB: alloc.MemoryMB, DiskGB: alloc.DiskGB, Devices: devs,
 		ResizeTarget: isResizeFinish(c.EventType) && sourceClaimElsewhere(existing, devs),
 		State:        ClaimActive, Volumes: vols, MessageID: c.MessageID, CreatedAt: h.now(), UpdatedAt: h.now()}
-	if err := h.c.RecordClaim(ctx, cl); err != nil {
+	err := h.c.RecordClaim(ctx, cl)
+	h.rec.forgetClaim(cl)
+	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("instance %s: record claim of %d device(s): %w (retried; check the claims database)", c.InstanceUUID, len(devs), err))...)
 	}
 	log.Info("claim recorded", "devices", len(devs), "resize_target", cl.ResizeTarget)

@@ -66,7 +66,9 @@ func (r *Reconciler) rebuildClaims(ctx context.Context, fresh []Device) error {
 		} else if held != nil {
 			cl.Devices = devices(held.Devices) // a stale tombstone: the read after it is the newer
 		}
-		if err := r.c.RecordClaim(ctx, cl); err != nil {
+		err = r.c.RecordClaim(ctx, cl)
+		r.forgetClaim(cl)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("consumer %s: record the claim rebuilt from Placement for %d device(s): %w (check the claims database)", consumer, len(cl.Devices), err))
 			continue
 		}

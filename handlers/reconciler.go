@@ -60,6 +60,12 @@ type Reconciler struct {
 	// orphans: the open quarantines the last scan found orphaned.
 	addresses map[string]hardware.Address
 	orphans   map[string]bool
+	// notHeld: devices refence found held by no tenant since their last
+	// clean (tenantcache.go); tenantEpoch counts the tenant writes that
+	// dropped entries; refenced: a scan has run refence.
+	notHeld     map[string]notHeld
+	tenantEpoch uint64
+	refenced    bool
 }
 
 type queued struct {
@@ -88,7 +94,7 @@ func newReconciler(cfg Config, d Deps, m *metrics, log *slog.Logger) *Reconciler
 		log: log.With("component", "reconciler"), now: d.Now, onStuck: d.OnStuck,
 		trigger: make(chan string, 1), rearm: make(chan struct{}, 1), kick: make(chan struct{}, 1), pending: map[string]queued{}, running: map[string]queued{},
 		backoff: map[string]backoff{}, finished: map[string]uint64{}, holders: map[string]string{},
-		addresses: map[string]hardware.Address{}}
+		addresses: map[string]hardware.Address{}, notHeld: map[string]notHeld{}}
 }
 
 // Trigger asks for a scan soon. It never blocks; triggers that arrive

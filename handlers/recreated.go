@@ -32,7 +32,9 @@ func (r *Reconciler) sawAddresses(ctx context.Context, devs []Device) {
 		if known {
 			continue
 		}
-		if err := r.c.SawAddress(ctx, d.RPUUID, d.Address); err != nil {
+		err := r.c.SawAddress(ctx, d.RPUUID, d.Address)
+		r.forgetAllTenants() // whose history counts at the address may change
+		if err != nil {
 			r.log.Warn("could not record a device provider's PCI address; if Nova re-creates the provider, what the store knows of the device does not follow it until a scan records it", "device", d.RPName, "rp", d.RPUUID, "address", d.Address, "error", err)
 			continue
 		}

@@ -20,10 +20,20 @@ import (
 // allocated device below reserved=total is burned by the scan instead
 // (NeedsBurn), whoever lifted the fence. Each re-fence is counted and
 // logged at WARN; the next scan finds the device dirty and cleans it.
-func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
+// Unless full, a device this process found not held, with no tenant
+// write since, is not asked about again (tenantcache.go says why that
+// misses nothing).
+func (r *Reconciler) refence(ctx context.Context, devs []Device, full bool) error {
 	var errs []error
 	for _, d := range devs {
+		if d.InUse() {
+			r.forgetTenant(d.RPUUID, d.Address) // a tenant now: ask again once it is free
+		}
 		if d.State == placement.StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Fenced() {
+			continue
+		}
+		known, epoch := r.knownNotHeld(d)
+		if known && !full {
 			continue
 		}
 		t, held, err := r.c.PreviousTenant(ctx, d.RPUUID)
@@ -33,6 +43,7 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device) error {
 			continue
 		}
 		if !held {
+			r.noteNotHeld(d, epoch)
 			continue // cleaned since its last tenant: available
 		}
 		err = r.p.Refence(ctx, d)

@@ -66,7 +66,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}
-	errs = append(errs, r.refence(ctx, devs))
+	errs = append(errs, r.refence(ctx, devs, r.fullRefence(reason)))
 	errs = append(errs, r.recordARQs(ctx, devs))
 	errs = append(errs, r.sweep(ctx, devs))
 	r.reportStuck(now)
@@ -280,7 +280,9 @@ func (r *Reconciler) sawHolders(ctx context.Context, devs []Device) (fresh []Dev
 			continue
 		}
 		holder := r.moveHolder(ctx, d, consumer, &live)
-		if err := r.c.SawHolder(ctx, d.RPUUID, holder); err != nil {
+		err := r.c.SawHolder(ctx, d.RPUUID, holder)
+		r.forgetTenant(d.RPUUID, d.Address)
+		if err != nil {
 			r.log.Warn("could not record the consumer holding a device; its next cleaning record may name an older tenant", "device", d.RPName, "consumer", consumer, "error", err)
 			continue
 		}
