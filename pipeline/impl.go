@@ -45,7 +45,7 @@ func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.De
 			if err != nil {
 				return nil, err
 			}
-			req, err := NewRequest(ctx, r.e.be, r.t, s.Name, args, dev)
+			req, err := NewRequest(ctx, r.e.be, r.t, s.Name, args, dev, touchesMedia(s))
 			if err != nil {
 				return nil, err
 			}
@@ -100,18 +100,24 @@ func (p pluginImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Dev
 // except the previous instance and project, passed as data, never to a
 // shell.
 func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plugins.Request, error) {
-	return NewRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev)
+	return NewRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev, touchesMedia(s))
 }
+
+// touchesMedia: the step writes or reads the device's media (destructive
+// or verifying), so a media it cannot use fails it (NewRequest).
+func touchesMedia(s *Step) bool { return *s.Destructive || s.verifies() }
 
 // NewRequest builds a plugin request for dev. A backend that cannot list
 // block devices for this kind of device (hardware.ErrUnsupported) gives
 // the plugin no media; any other failure to list them is an error
 // (code 11, retryable): the plugin must not run believing there is
-// nothing to wipe. A media of size 0 (a namespace whose LBA format the
+// nothing to wipe. For a step that touches the media (media: destructive
+// or verifying), a media of size 0 (a namespace whose LBA format the
 // block layer cannot use) is a permanent failure (code 12) naming it, as
 // for the built-in overwrite and verify: a plugin would wipe or read
-// nothing of it and could still answer ok.
-func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device) (*plugins.Request, error) {
+// nothing of it and could still answer ok. Any other step (a firmware
+// query, a reset) gets it as listed, size 0, and runs.
+func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device, media bool) (*plugins.Request, error) {
 	d := plugins.Device{Address: string(dev.Address), Kind: string(dev.Kind), VendorID: dev.VendorID,
 		DeviceID: dev.DeviceID, Class: dev.Class, Driver: dev.Driver, Model: dev.Model, Serial: dev.Serial,
 		Firmware: dev.Firmware, Absent: dev.Absent}
@@ -131,12 +137,12 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 	if dev.NVMe != nil {
 		d.Namespaces = dev.NVMe.Namespaces
 	}
-	media, err := be.Media(ctx, dev.Address)
+	listed, err := be.Media(ctx, dev.Address)
 	if err != nil && !errors.Is(err, hardware.ErrUnsupported) {
 		return nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: cannot list the block devices of %s for the plugin: %v", step, dev.Address, err)
 	}
-	for _, m := range media {
-		if m.Size <= 0 {
+	for _, m := range listed {
+		if media && m.Size <= 0 {
 			pe := builtin.EmptyMedia(dev.Address, m.Path)
 			pe.Msg = fmt.Sprintf("step %s not run: %s", step, pe.Msg)
 			return nil, pe

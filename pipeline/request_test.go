@@ -121,3 +121,29 @@ func TestZeroSizeMediaNeverReachesAPlugin(t *testing.T) {
 		}
 	}
 }
+
+// The size-0 check is for steps that touch the media: a step neither
+// destructive nor verifying (a firmware query, a reset) runs and gets
+// the media as listed; a verifying one after it still fails permanently
+// naming the media. Found in review (rev3 L3): before, any plugin step
+// failed.
+func TestZeroSizeMediaFailsOnlyStepsThatTouchIt(t *testing.T) {
+	quiet := func(s *Step) { s.Destructive = new(bool) }
+	verifies := func(s *Step) { s.Destructive, s.Verifies = new(bool), true }
+	h := newHarness(t, testConfig(pluginStep("query", quiet), pluginStep("verify", verifies)))
+	var got []plugins.Media
+	h.pr.clean["query"] = func(_ context.Context, req *plugins.Request) (*plugins.Result, error) {
+		got = req.Device.Media
+		return plugins.OK(nil), nil
+	}
+	h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+		return []hardware.Media{{Path: "/dev/nvme0n1", Size: 1 << 30}, {Path: "/dev/nvme0n2", Size: 0}}, nil
+	}
+	res := h.clean(t, target(1))
+	if len(got) != 2 || got[1].Path != "/dev/nvme0n2" || got[1].Size != 0 {
+		t.Fatalf("non-destructive, non-verifying step got media %+v (calls %v); want it run with both, nvme0n2 at size 0", got, h.pr.Calls())
+	}
+	if res.Verdict != VerdictQuarantine || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "step verify not run") || !strings.Contains(res.Reason, "/dev/nvme0n2") {
+		t.Fatalf("verdict %s code %d (%s); want the verifying step failed permanently, naming /dev/nvme0n2", res.Verdict, res.Code, res.Reason)
+	}
+}

@@ -258,7 +258,7 @@ func simRequest(ctx context.Context, path string, addr hardware.Address, f plugi
 	if err != nil {
 		return nil, err
 	}
-	req, err := pipeline.NewRequest(ctx, be, pipeline.Target{Address: addr, RPUUID: f.rp}, "plugin-test", args, dev)
+	req, err := pipeline.NewRequest(ctx, be, pipeline.Target{Address: addr, RPUUID: f.rp}, "plugin-test", args, dev, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building the plugin request for %s: %w", path, addr, err)
 	}
