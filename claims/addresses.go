@@ -55,7 +55,7 @@ func (s *Store) aliases(ctx context.Context, q querier, host, rpUUID string) ([]
 	return out, rows.Err()
 }
 
-// lastCleanOf is the newest clean verdict of any of rps (zero: none).
+// lastCleanOf is the newest lastClean of any of rps (zero: none).
 func (s *Store) lastCleanOf(ctx context.Context, q querier, host string, rps []string) (time.Time, error) {
 	var last time.Time
 	for _, rp := range rps {

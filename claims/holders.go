@@ -83,14 +83,22 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string)
 	return last, found, nil
 }
 
-// lastCleanQuery selects, for a host and device (two parameters), when
-// the device's last clean verdict was stored: the newest cleaned or
-// returned run's cleaned_at (ended_at for runs from before schema v3).
-const lastCleanQuery = `SELECT MAX(COALESCE(cleaned_at, ended_at)) FROM cleaning_runs
+// lastCleanQuery selects, for a host and device (two parameters), the
+// point up to which the device's last clean covers its holders: when its
+// newest cleaned or returned run started. A clean erases what was on the
+// device when its destructive steps ran, which began after the run
+// started; a consumer first seen after that (a tenant that got the
+// device while the run was going on, behind a lifted fence: the run is
+// then closed cleaned but not returned, docs/lifecycle.md) may have
+// written after the erase, so the clean does not cover it, and it stays
+// the device's previous tenant (named in the next run's record, and fenced
+// again by the scan if its fence is lifted). The verdict's own time
+// (cleaned_at) would hide that tenant.
+const lastCleanQuery = `SELECT MAX(started_at) FROM cleaning_runs
 	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`
 
-// lastClean is when the device's last clean verdict was stored (its
-// newest cleaned or returned run); zero when it has none.
+// lastClean is when the device's last clean began (its newest cleaned or
+// returned run's start: lastCleanQuery); zero when it has none.
 func (s *Store) lastClean(ctx context.Context, q querier, host, rpUUID string) (time.Time, error) {
 	var last sql.NullString
 	err := q.QueryRowContext(ctx, s.d.rebind(lastCleanQuery), host, rpUUID).Scan(&last)

@@ -185,6 +185,42 @@ func TestPreviousTenantNotFromBeforeTheLastClean(t *testing.T) {
 	})
 }
 
+// A consumer first seen while a run was going on (a tenant that got the
+// device behind a lifted fence, after the run's erase may have begun) is
+// not covered by that run's clean, though the clean verdict came later:
+// the run is closed cleaned but not returned, and the next run's record,
+// and the scan's re-fence, must still know that tenant.
+func TestPreviousTenantSeenDuringTheCleanIsNotCovered(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-a"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		rs := nvmeRun()
+		rs.DeviceRP = "rp-nvme-0"
+		run, _, err := s.OpenRun(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-x"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "cleaned; not returned: another holder was seen during the run"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-x" {
+			t.Fatalf("tenant seen during the run, after its clean verdict: %+v %v %v; want inst-x", p, ok, err)
+		}
+	})
+}
+
 // The previous tenant is the last consumer known to hold the device: the
 // newer of the last one Placement showed (scans, burns) and the newest
 // claim; a consumer seen that also has a claim gets the claim's project.
