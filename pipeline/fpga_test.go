@@ -150,3 +150,70 @@ profiles:
 		t.Errorf("the programmer got %+v", got)
 	}
 }
+
+// A tool's "unsupported" is a refusal before acting only on a step's
+// first attempt: when a restart resumes a run whose fpga-program was
+// under way (its first region maybe programmed), an "unsupported" from
+// the tool is no reason to skip the step, and the card is quarantined
+// (review rev3 L2: it was recorded skipped, and the run clean).
+func TestFPGAUnsupportedOnAResumedStepIsNoSkip(t *testing.T) {
+	const addr = "0000:5e:00.0"
+	s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+		StateDir: t.TempDir(), Devices: []hardware.SimDevice{{Address: addr, Kind: hardware.KindFPGA}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, sum := simBitstream(t, "0xgolden")
+	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+plugin_dirs: [%s]
+profiles:
+  - name: fpga
+    match: {kinds: [fpga]}
+    pipeline:
+      name: fpga-golden
+      steps:
+        - {name: program, type: fpga-program, on_unsupported: skip, args: {programmer: %s/fpga-tool, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
+`, pluginDir, pluginDir, good, sum)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := NewMemCheckpoints()
+	engine := func(pr PluginRunner) *Engine {
+		e, err := New(cfg, Options{Backend: s, Checkpoints: cp, Registerer: prometheus.NewRegistry(), Plugins: pr,
+			Logger:      slog.New(slog.DiscardHandler),
+			Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	target := Target{Address: addr, RPUUID: "rp-fpga"}
+
+	// First process: the tool is programming region0 when scourd stops.
+	ctx, stop := context.WithCancel(context.Background())
+	first := newFakeRunner()
+	first.clean["fpga-tool"] = func(ctx context.Context, _ *plugins.Request) (*plugins.Result, error) {
+		stop()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if res, err := engine(first).Clean(ctx, target); err == nil {
+		t.Fatalf("run not interrupted: %s", res)
+	}
+
+	// After the restart the tool answers "unsupported" on its first call.
+	second := newFakeRunner()
+	calls := 0
+	second.clean["fpga-tool"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		calls++
+		return nil, plugins.Errorf(plugins.CodeUnsupported, "xbmgmt: region not supported")
+	}
+	res, err := engine(second).Clean(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || res.Verdict != VerdictQuarantine || res.Step != "program" || res.Code != plugins.CodePermanent {
+		t.Fatalf("resumed step answered unsupported: %s (step %q, code %d, %d tool calls; steps %s); want quarantine at program, code %d, 1 call",
+			res, res.Step, res.Code, calls, states(res.Steps), plugins.CodePermanent)
+	}
+}

@@ -38,7 +38,7 @@ func (builtinImpl) check(context.Context, *run, *Step, *hardware.Device) (string
 
 func (b builtinImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Device, progress func(float64)) (*plugins.Result, error) {
 	t := &builtin.Target{Device: dev, Step: s.Name, Args: s.Args, Progress: progress, Erased: r.lastErasure(),
-		Earlier: succeededDetails(r.recs), Images: r.e.images}
+		Earlier: succeededDetails(r.recs), Images: r.e.images, Retried: r.retried}
 	if pr := r.e.plugins; pr != nil {
 		t.RunPlugin = func(ctx context.Context, path string, args map[string]any, progress func(float64)) (*plugins.Result, error) {
 			v, err := pr.Version(ctx, path)

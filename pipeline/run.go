@@ -27,7 +27,13 @@ type run struct {
 
 	run  Run
 	recs []StepRecord
-	def  string // definition(&prof.Pipeline)
+	// prior are the step records the store held for the run when it was
+	// opened (a resumed run's, from before the restart); retried is set
+	// before each attempt of a step: an earlier attempt of it ran, in
+	// this process or before the restart (startedBefore).
+	prior   []StepRecord
+	retried bool
+	def     string // definition(&prof.Pipeline)
 
 	// serial, model and firmware: the best identity known, from the
 	// first discovery or from a step's driver (learnIdentity);
@@ -259,6 +265,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.prior = prior
 	res := &Result{RunID: r.run.ID, Device: string(r.t.Address), Profile: r.prof.Name,
 		Pipeline: fmt.Sprintf("%s v%d", r.prof.Pipeline.Name, r.prof.Pipeline.Version), Attempt: r.run.Attempt}
 	if r.retiring != retireNone {

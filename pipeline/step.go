@@ -425,6 +425,7 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 			r.keepClearGeneration(ctx)
 		}
 		rec.Attempts++
+		r.retried = rec.Attempts > 1 || r.startedBefore(rec.Index, s.Name)
 		sctx, cancel := context.WithTimeout(ctx, s.Timeout)
 		res, err := impl.exec(sctx, r, s, dev, r.progressFunc(ctx, s, rec.Index))
 		t.ran(res, err)
@@ -669,4 +670,16 @@ func toolOf(s *Step, t *tries) map[string]any {
 		tool["sha256"] = t.sha256
 	}
 	return tool
+}
+
+// startedBefore reports whether the run's stored records (from before a
+// restart resumed it) show step i, name, started and not done: an
+// attempt of it ran already, whatever it did to the device.
+func (r *run) startedBefore(i int, name string) bool {
+	for _, rec := range r.prior {
+		if rec.RunID == r.run.ID && rec.Index == i && rec.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -38,6 +38,10 @@ type Target struct {
 	// PluginArgs, checked against plugin_dirs) with a CLEAN request for
 	// this device carrying args; nil where the engine runs no plugins.
 	RunPlugin func(ctx context.Context, path string, args map[string]any, progress func(float64)) (*plugins.Result, error)
+	// Retried: an earlier attempt of this step ran, in this run or before
+	// a restart resumed it; whatever it did to the device is unknown, so
+	// an "unsupported" now is no refusal before acting.
+	Retried bool
 	// toolsDone counts this step's tool calls that succeeded (toolRun):
 	// an "unsupported" after one is no refusal before acting.
 	toolsDone int

@@ -92,8 +92,9 @@ func fpgaRegionsArg(a map[string]any) ([]string, error) {
 // left in an unknown state is quarantined, and the record keeps what the
 // tool said (its message, and its stderr in the step's stderr). Its
 // "unsupported" (code 2) stays unsupported only while no earlier tool
-// call of the step succeeded: after one (a region programmed) the card
-// is partly changed, and a step skipped for it would hide that.
+// call of the step succeeded and no earlier attempt of the step ran
+// (Target.Retried): after either the card may be partly changed, and a
+// step skipped for it would hide that.
 func toolRun(ctx context.Context, t *Target, path string, args map[string]any, what string) (*plugins.Result, error) {
 	if t.RunPlugin == nil {
 		return nil, plugins.Errorf(plugins.CodeInvalidConfig, "step %s: %s plugin %s: this engine runs no plugins", t.Step, what, path)
@@ -117,9 +118,11 @@ func toolRun(ctx context.Context, t *Target, path string, args map[string]any, w
 	switch {
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		pe.Msg = fmt.Sprintf("%s of %s: %s hung: no answer within %s, its process group was killed; the card's state is unknown, so it is quarantined (tool said: %s)", what, t.Device.Address, path, limit, words)
-	case pe.Code == plugins.CodeUnsupported && t.toolsDone == 0:
+	case pe.Code == plugins.CodeUnsupported && t.toolsDone == 0 && !t.Retried:
 		pe.Msg = fmt.Sprintf("%s of %s: %s: %s", what, t.Device.Address, path, words)
 		return nil, &pe
+	case pe.Code == plugins.CodeUnsupported && t.toolsDone == 0:
+		pe.Msg = fmt.Sprintf("%s of %s: %s answered unsupported on a retry of this step, after an earlier attempt ran: %s; the card may be partly changed, so it is quarantined", what, t.Device.Address, path, words)
 	case pe.Code == plugins.CodeUnsupported:
 		pe.Msg = fmt.Sprintf("%s of %s: %s answered unsupported after %d earlier call(s) of this step succeeded: %s; the card is partly changed, so it is quarantined", what, t.Device.Address, path, t.toolsDone, words)
 	default:
@@ -197,8 +200,9 @@ func fpgaProgram(ctx context.Context, be hardware.Backend, t *Target) (*plugins.
 		if err := fp.ProgramFPGA(ctx, addr, region, hardware.FPGAImage{Path: img.Path, ID: want}, t.progress); err != nil {
 			pe := plugins.AsError(fmt.Errorf("programming %s into %s region %q: %w", img.Name, addr, region, err))
 			// Unsupported is a refusal before acting only for the first
-			// region: after one was programmed the card is partly changed.
-			if (i > 0 || !errors.Is(err, hardware.ErrUnsupported)) && ctx.Err() == nil {
+			// region of a first attempt: after one was programmed, or an
+			// earlier attempt ran, the card may be partly changed.
+			if (i > 0 || t.Retried || !errors.Is(err, hardware.ErrUnsupported)) && ctx.Err() == nil {
 				pe.Code = plugins.CodePermanent
 			}
 			return nil, withDetails(pe, details)
@@ -351,7 +355,11 @@ func fpgaClearMemory(ctx context.Context, be hardware.Backend, t *Target) (*plug
 	d, err := fp.ClearFPGAMemory(ctx, addr, t.progress)
 	if err != nil {
 		pe := plugins.AsError(fmt.Errorf("clearing the memory of FPGA %s: %w", addr, err))
-		if errors.Is(err, hardware.ErrUnsupported) {
+		switch {
+		case errors.Is(err, hardware.ErrUnsupported) && t.Retried:
+			pe.Code = plugins.CodePermanent
+			pe.Msg += " (on a retry of this step, after an earlier attempt ran: the card's memory may be partly cleared, so it is quarantined)"
+		case errors.Is(err, hardware.ErrUnsupported):
 			pe.Code = plugins.CodeUnsupported
 		}
 		return nil, pe

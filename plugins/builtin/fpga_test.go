@@ -42,12 +42,19 @@ func fpgaSim(t *testing.T) *sim.Simulator {
 // fpgaStep runs a step on the simulated FPGA with a fake plugin runner.
 func fpgaStep(t *testing.T, be hardware.Backend, name string, args map[string]any, tool func(ctx context.Context, path string, args map[string]any) (*plugins.Result, error), earlier ...map[string]any) (*plugins.Result, error) {
 	t.Helper()
+	return fpgaAttempt(t, be, name, args, tool, false, earlier...)
+}
+
+// fpgaAttempt is fpgaStep for an attempt after an earlier one of the
+// step ran (retried: Target.Retried) or not.
+func fpgaAttempt(t *testing.T, be hardware.Backend, name string, args map[string]any, tool func(ctx context.Context, path string, args map[string]any) (*plugins.Result, error), retried bool, earlier ...map[string]any) (*plugins.Result, error) {
+	t.Helper()
 	ctx := context.Background()
 	dev, err := be.Discover(ctx, fpgaAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := &Target{Device: dev, Step: name, Args: args, Earlier: earlier}
+	tg := &Target{Device: dev, Step: name, Args: args, Earlier: earlier, Retried: retried}
 	if tool != nil {
 		tg.RunPlugin = func(ctx context.Context, path string, args map[string]any, _ func(float64)) (*plugins.Result, error) {
 			return tool(ctx, path, args)
@@ -246,19 +253,27 @@ func TestFPGAUnsupportedAfterAProgrammedRegion(t *testing.T) {
 		return map[string]any{"image": golden(t, "0xgolden", "0xgolden"), "programmer": tool}
 	}
 	for _, tc := range []struct {
-		name string
-		be   func(t *testing.T) hardware.Backend
-		args func(t *testing.T) map[string]any
-		tool func(context.Context, string, map[string]any) (*plugins.Result, error)
-		want int
+		name    string
+		be      func(t *testing.T) hardware.Backend
+		args    func(t *testing.T) map[string]any
+		tool    func(context.Context, string, map[string]any) (*plugins.Result, error)
+		want    int
+		retried bool
 	}{
-		{"tool, first region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(0), plugins.CodeUnsupported},
-		{"tool, second region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(1), plugins.CodePermanent},
+		{"tool, first region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(0), plugins.CodeUnsupported, false},
+		{"tool, second region", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(1), plugins.CodePermanent, false},
 		{"backend, second region", func(t *testing.T) hardware.Backend { return &unsupportedFrom{Simulator: fpgaSim(t)} },
-			func(t *testing.T) map[string]any { return map[string]any{"image": golden(t, "0xgolden", "0xgolden")} }, nil, plugins.CodePermanent},
+			func(t *testing.T) map[string]any { return map[string]any{"image": golden(t, "0xgolden", "0xgolden")} }, nil, plugins.CodePermanent, false},
+		{"backend, first region", func(t *testing.T) hardware.Backend { return &unsupportedFrom{Simulator: fpgaSim(t), calls: 1} },
+			func(t *testing.T) map[string]any { return map[string]any{"image": golden(t, "0xgolden", "0xgolden")} }, nil, plugins.CodeUnsupported, false},
+		// After an earlier attempt of the step ran (a retry, a resumed
+		// run), even the first call's "unsupported" is no refusal before acting.
+		{"tool, first region, retried", func(t *testing.T) hardware.Backend { return hideProgrammer{fpgaSim(t)} }, withTool, unsupportedAfter(0), plugins.CodePermanent, true},
+		{"backend, first region, retried", func(t *testing.T) hardware.Backend { return &unsupportedFrom{Simulator: fpgaSim(t), calls: 1} },
+			func(t *testing.T) map[string]any { return map[string]any{"image": golden(t, "0xgolden", "0xgolden")} }, nil, plugins.CodePermanent, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := fpgaStep(t, tc.be(t), "fpga-program", tc.args(t), tc.tool)
+			_, err := fpgaAttempt(t, tc.be(t), "fpga-program", tc.args(t), tc.tool, tc.retried)
 			if plugins.CodeOf(err) != tc.want || !strings.Contains(err.Error(), string(fpgaAddr)) {
 				t.Fatalf("err %v (code %d), want code %d naming %s", err, plugins.CodeOf(err), tc.want, fpgaAddr)
 			}
@@ -414,5 +429,27 @@ func TestFPGAProgramNoSpaceForPrivateCopyIsRetried(t *testing.T) {
 	}
 	if id := loaded(t, s, "region0"); id != "0xtenant" {
 		t.Errorf("region0 holds %q: programmed without its private copy", id)
+	}
+}
+
+// clearUnsupported is a simulated FPGA whose backend cannot clear memory.
+type clearUnsupported struct{ *sim.Simulator }
+
+func (clearUnsupported) ClearFPGAMemory(context.Context, hardware.Address, hardware.Progress) (map[string]any, error) {
+	return nil, hardware.ErrUnsupported
+}
+
+// The backend's "cannot clear its memory" is a refusal before acting on
+// the step's first attempt only: after an earlier attempt ran, the
+// memory may be partly cleared, and skipping would hide it.
+func TestFPGAClearMemoryUnsupportedOnARetry(t *testing.T) {
+	for _, retried := range []bool{false, true} {
+		want := plugins.CodeUnsupported
+		if retried {
+			want = plugins.CodePermanent
+		}
+		if _, err := fpgaAttempt(t, clearUnsupported{fpgaSim(t)}, "fpga-clear-memory", nil, nil, retried); plugins.CodeOf(err) != want {
+			t.Errorf("retried %t: %v (code %d), want code %d", retried, err, plugins.CodeOf(err), want)
+		}
 	}
 }
