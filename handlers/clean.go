@@ -156,6 +156,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			return r.unfencedDuringRun(log, notReturned, why)
 		}
 	}
+	r.unreserveBegins(d.RPUUID)
 	err := r.p.Unreserve(ctx, d, res.RunID)
 	if errors.Is(err, placement.ErrStaleReturn) && r.refencedDuringRun(d.RPUUID, false) {
 		// Fenced again while the un-reserve ran: that write moved the
@@ -237,6 +238,18 @@ func (r *Reconciler) refencedDuringRun(rp string, mark bool) bool {
 		r.running[rp] = q
 	}
 	return ok && q.refenced
+}
+
+// unreserveBegins records that rp's run sends its own un-reserve now: a
+// scan that finds the device below reserved = total from here on may be
+// seeing scour's own return, not someone lifting the fence.
+func (r *Reconciler) unreserveBegins(rp string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q, ok := r.running[rp]; ok {
+		q.unreserving = true
+		r.running[rp] = q
+	}
 }
 
 // unfencedDuringRun ends a cleaned run whose device was out of its fence

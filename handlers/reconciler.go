@@ -77,6 +77,9 @@ type queued struct {
 	// below reserved = total and fenced it again (refence): someone
 	// un-reserved it mid-clean, so the run must not report a return.
 	refenced bool
+	// unreserving: the run's own un-reserve has begun, so the device
+	// below reserved = total may be its doing (refence leaves it alone).
+	unreserving bool
 }
 
 // readMark stamps a read of Placement as it begins: seq orders it against

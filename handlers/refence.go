@@ -23,13 +23,26 @@ import (
 // Unless full, a device this process found not held, with no tenant
 // write since, is not asked about again (tenantcache.go says why that
 // misses nothing).
-func (r *Reconciler) refence(ctx context.Context, devs []Device, full bool) error {
+//
+// A device below reserved = total whose run is in flight is fenced again
+// whatever the store knows of its tenant (review rev4 M-A: a tenant that
+// went unrecorded left it schedulable, half wiped, for the rest of the
+// run), unless the run's own un-reserve has begun or the run was queued
+// on a read newer than this scan's (the scan's view predates the run:
+// unfencedMidRun). The run is marked before the fence is written, so its
+// un-reserve, whatever it meets, reports the device as having left its
+// fence (elsewhere), never as returned.
+func (r *Reconciler) refence(ctx context.Context, devs []Device, snapshot readMark, full bool) error {
 	var errs []error
 	for _, d := range devs {
 		if d.InUse() {
 			r.forgetTenant(d.RPUUID, d.Address) // a tenant now: ask again once it is free
 		}
 		if d.State == placement.StateUnmanaged || d.InUse() || d.Quarantined || d.Total < 1 || d.Fenced() {
+			continue
+		}
+		if r.unfencedMidRun(d.RPUUID, snapshot) {
+			errs = append(errs, r.refenceMidRun(ctx, d))
 			continue
 		}
 		known, epoch := r.knownNotHeld(d)
@@ -46,6 +59,7 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device, full bool) erro
 			r.noteNotHeld(d, epoch)
 			continue // cleaned since its last tenant: available
 		}
+		r.refencedDuringRun(d.RPUUID, true) // before the write: its run must not report a return (M3)
 		err = r.p.Refence(ctx, d)
 		switch {
 		case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
@@ -56,7 +70,6 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device, full bool) erro
 			continue
 		}
 		r.m.refences.WithLabelValues("ok").Inc()
-		r.refencedDuringRun(d.RPUUID, true) // its run must not report a return (M3)
 		if t.DeviceRP != "" && t.DeviceRP != d.RPUUID {
 			r.m.recreated.WithLabelValues(knowledgeTenant).Inc()
 			r.log.Warn("device provider was re-created at the same PCI address before scour cleaned the device; fenced again, it is cleaned before it returns",
@@ -68,4 +81,33 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device, full bool) erro
 		r.Trigger("refence")
 	}
 	return errors.Join(errs...)
+}
+
+// unfencedMidRun says whether rp has a run in flight that was queued on
+// a read older than snapshot's (so this scan saw the device during the
+// run) and whose own un-reserve has not begun.
+func (r *Reconciler) unfencedMidRun(rp string, snapshot readMark) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q, ok := r.running[rp]
+	return ok && !q.unreserving && q.read < snapshot.read
+}
+
+// refenceMidRun fences again a device found below reserved = total while
+// its run cleans it: someone un-reserved it mid-clean and it is
+// schedulable half wiped. The run is marked first (refencedDuringRun).
+func (r *Reconciler) refenceMidRun(ctx context.Context, d Device) error {
+	r.refencedDuringRun(d.RPUUID, true)
+	err := r.p.Refence(ctx, d)
+	switch {
+	case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
+		return nil // allocated since the scan (the run's checks stop it; the next scan burns it), or no longer ours
+	case err != nil:
+		r.m.refences.WithLabelValues("error").Inc()
+		return fmt.Errorf("device %s: fencing again (reserved=total) a device found un-reserved while scour cleans it: %w (retried at the next scan; until then it is schedulable half wiped: check Placement, and look for another cleaner)", d.RPName, err)
+	}
+	r.m.refences.WithLabelValues("ok").Inc()
+	r.log.Warn("device was un-reserved while scour cleaned it (another cleaner, Cyborg's device enable, an inventory set without --amend); fenced again; its run will not return it, and a new run cleans it",
+		"device", d.RPName, "rp", d.RPUUID, "reserved_found", d.Reserved, "total", d.Total)
+	return nil
 }

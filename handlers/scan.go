@@ -66,7 +66,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}
-	errs = append(errs, r.refence(ctx, devs, r.fullRefence(reason)))
+	errs = append(errs, r.refence(ctx, devs, snapshot, r.fullRefence(reason)))
 	errs = append(errs, r.recordARQs(ctx, devs))
 	errs = append(errs, r.sweep(ctx, devs))
 	r.reportStuck(now)
@@ -134,7 +134,7 @@ func (r *Reconciler) classifyLocked(d Device, open map[string]OpenQuarantine, sn
 	case d.Quarantined && !wipe:
 		r.dropLocked(d.RPUUID, snapshot)
 		counts[quarantinedState(open, d.RPUUID)]++
-	case !wipe && !d.Dirty():
+	case !wipe && !d.Dirty() && !running: // a running one below reserved = total is fenced again (refence)
 		r.dropLocked(d.RPUUID, snapshot)
 		delete(r.backoff, d.RPUUID)
 		counts[string(placement.StateAvailable)]++

@@ -82,3 +82,28 @@ func TestRefenceDuringTheRunReportsElsewhere(t *testing.T) {
 	e.reconcile()
 	wantUnfencedDuringRun(t, e, logs, "fenced it again (refence)")
 }
+
+// Review rev4 M-A: the fence lifted while scour wipes a device whose
+// tenant the store never learned (a missed create.end, an allocation no
+// scan caught). PreviousTenant says "not held", yet the device is half
+// wiped: the scan fences it again because its run is in flight, and the
+// run reports it as having left its fence, not as returned.
+func TestUnfencedMidRunWithUnknownTenantIsFencedAgain(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 1)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	first := true
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		if first {
+			first = false
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // clean-on-delete.py
+			e.scanOnce()
+			if d := e.w.Device(rp(1)); !d.Fenced() {
+				t.Errorf("device with an unknown tenant not fenced again mid-run: reserved %d/%d", d.Reserved, d.Total)
+			}
+		}
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", e.cl.CallsFor(rp(1)))}, nil
+	}
+	e.reconcile()
+	wantUnfencedDuringRun(t, e, logs, "fenced it again (refence)")
+}
