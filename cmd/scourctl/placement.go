@@ -14,6 +14,8 @@ import (
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/config"
+	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/hardware/backend"
 	"github.com/scour-project/scour/placement"
 )
 
@@ -51,7 +53,7 @@ Columns: ` + joinKeys(placementColumns),
 }
 
 func unquarantineCmd(c *cli) *cobra.Command {
-	var orphanRP, why string
+	var orphan orphanRelease
 	cmd := &cobra.Command{
 		Use:   "unquarantine RP-UUID|ADDRESS | --rp RP-UUID",
 		Short: "remove the quarantine or retirement from one device of this host (refused unless it has one)",
@@ -68,13 +70,14 @@ func unquarantineCmd(c *cli) *cobra.Command {
 				return err
 			}
 			if cmd.Flags().Changed("rp") {
-				return placementUnquarantineOrphan(cmd.Context(), pc, cfg, orphanRP, why, c.stdout)
+				return placementUnquarantineOrphan(cmd.Context(), pc, cfg, orphan, c.stdout)
 			}
 			return placementUnquarantine(cmd.Context(), pc, cfg, args[0], c.stdout)
 		},
 	}
-	cmd.Flags().StringVar(&orphanRP, "rp", "", "release the store's quarantine of a provider that is no longer in this host's Placement tree (refused while it is, or while a provider is at its address)")
-	cmd.Flags().StringVar(&why, "reason", "", "why (recorded with the release; with --rp)")
+	cmd.Flags().StringVar(&orphan.rp, "rp", "", "release the store's quarantine of a provider that is no longer in this host's Placement tree (refused while it is, while a provider is at its address, while a PCI device is at it, or when it has none)")
+	cmd.Flags().StringVar(&orphan.why, "reason", "", "why (recorded with the release; with --rp)")
+	cmd.Flags().BoolVar(&orphan.force, "force", false, "with --rp: release even though a PCI device is at the quarantine's address or it has none (needs --reason; only for a card never offered to tenants again from this host)")
 	return cmd
 }
 
@@ -96,8 +99,16 @@ no provider is at its PCI address (a retired device removed from
 [pci] device_spec for an RMA, a dead card pulled). Nothing is written to
 Placement. It is refused while the provider is in the tree, or while a
 provider is at its address (scourd moves the quarantine to that one:
-release it with scourctl placement unquarantine ADDRESS). The release is
-recorded with who ran it and why (--reason).`
+release it with scourctl placement unquarantine ADDRESS). It is also
+refused while this host's hardware discovery finds a PCI device at the
+address, or when the quarantine records no address: a provider missing
+from the tree is not a card gone from the host, and a provider Nova
+re-creates starts unreserved with no quarantine to follow it, so the card
+would reach the pool uncleaned. Pull the card first (RMA), or fix the
+provider and let scourd move the quarantine to it. --force releases past
+these two refusals, only with --reason; it is right only for a card never
+offered to tenants again from this host. The release is recorded with
+who ran it and why (--reason, and what --force overrode).`
 
 var placementColumns = []string{"name", "rp", "address", "state", "reserved", "consumers", "quarantined"}
 
@@ -266,20 +277,32 @@ func operatorName() string {
 }
 
 // placementUnquarantineOrphan releases the store's quarantine of rp, a
-// provider gone from this host's tree with none at its address.
-func placementUnquarantineOrphan(ctx context.Context, pc *placement.Client, cfg *config.Config, rp, why string, w io.Writer) error {
+// provider gone from this host's tree with none at its address and no
+// PCI device there either (or force, with why).
+func placementUnquarantineOrphan(ctx context.Context, pc *placement.Client, cfg *config.Config, o orphanRelease, w io.Writer) error {
 	store, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()))
 	if err != nil {
 		return fmt.Errorf("opening the claims store (where quarantines are recorded): %w", err)
 	}
 	defer store.Close()
-	if err := unquarantineOrphan(ctx, pc, store, cfg, rp, why, w); err != nil {
+	be, err := backend.Open(cfg.Hardware, quietLog())
+	if err != nil {
+		return fmt.Errorf("opening hardware discovery (to check that no PCI device is at the quarantine's address): %w", err)
+	}
+	if err := unquarantineOrphan(ctx, pc, store, hardware.Presence{Backend: be}, cfg, o, w); err != nil {
 		return err
 	}
-	if err := admin.NewClient(adminSocket(cfg)).Rescan(ctx, "release of orphaned quarantine "+rp+" by "+operatorName()); err != nil {
+	if err := admin.NewClient(adminSocket(cfg)).Rescan(ctx, "release of orphaned quarantine "+o.rp+" by "+operatorName()); err != nil {
 		fmt.Fprintf(w, "could not ask scourd to scan now (%v); scour_lifecycle_quarantines_orphaned drops at its next scan\n", err)
 	}
 	return nil
+}
+
+// orphanRelease is what unquarantine --rp was asked: the provider, why,
+// and whether to release past the hardware checks.
+type orphanRelease struct {
+	rp, why string
+	force   bool
 }
 
 // orphanStore is what releasing an orphaned quarantine asks of the
@@ -289,17 +312,32 @@ type orphanStore interface {
 	ReleaseQuarantine(ctx context.Context, host, deviceRP, by, reason string) (bool, error)
 }
 
+// presence is this host's hardware discovery (hardware.Presence).
+type presence interface {
+	Present(ctx context.Context, addr hardware.Address) (bool, error)
+}
+
 // unquarantineOrphan releases the open quarantine of rp that only the
 // store holds: rp is not in this host's tree and no provider is at the
 // quarantine's address. Either one in the tree would be the device (the
 // scan moves a quarantine to the provider at its address): then the
 // ordinary unquarantine, which fences it first, is the way, and this
-// refuses. It writes nothing to Placement. The tree is read again after
-// the release: a provider that came back at the address meanwhile is
-// reported, with what to do.
-func unquarantineOrphan(ctx context.Context, pc unquarantinePlacement, store orphanStore, cfg *config.Config, rp, why string, w io.Writer) error {
+// refuses. A provider missing from the tree is not a card gone from the
+// host (a device_spec mistake, report_in_placement toggled, the trait
+// dropped): when Nova re-creates it, it starts unreserved and the
+// released quarantine is not there to follow it, so the card would reach
+// the pool uncleaned. So it also refuses, unless forced, when the
+// quarantine has no address or hardware discovery finds a PCI device at
+// it (safety rule 3). It writes nothing to Placement. The tree is read
+// again after the release: a provider that came back at the address
+// meanwhile is reported, with what to do.
+func unquarantineOrphan(ctx context.Context, pc unquarantinePlacement, store orphanStore, hw presence, cfg *config.Config, o orphanRelease, w io.Writer) error {
+	rp := o.rp
 	if rp == "" {
 		return usagef("--rp needs the provider's UUID (scourctl status, or the WARN line naming the orphaned quarantine)")
+	}
+	if o.force && strings.TrimSpace(o.why) == "" {
+		return usagef("--force needs --reason: why the device may go without its quarantine (it is recorded with the release)")
 	}
 	atAddress := func(devs []placement.Device, addr string) (placement.Device, bool) {
 		for _, d := range devs {
@@ -335,14 +373,25 @@ func unquarantineOrphan(ctx context.Context, pc unquarantinePlacement, store orp
 		return fmt.Errorf("provider %s is not in host %s's Placement tree, but provider %s (%s) is at its address %s: that is the device now, and scourd moves the quarantine to it at its next scan; refusing; release it with scourctl placement unquarantine %s once it has (after an RMA: once the replacement card is in)",
 			rp, cfg.Host, d.UUID, d.Name, d.Address, d.Address)
 	}
+	hwDoubt, err := orphanHardwareDoubt(ctx, hw, q.Address)
+	if err != nil {
+		return err
+	}
+	if hwDoubt != "" && !o.force {
+		return fmt.Errorf("provider %s is not in host %s's Placement tree, but %s: refusing; if its provider comes back (a [pci] device_spec mistake, report_in_placement toggled, the one-time-use trait dropped), Nova creates it unreserved and the quarantine would not be there to follow it, so the card would reach the pool uncleaned. Fix the provider instead: scourd moves the quarantine to it. --force --reason \"...\" releases it anyway (recorded): right only when the card will never be offered to tenants again from this host, or is not the quarantined card",
+			rp, cfg.Host, hwDoubt)
+	}
 	kind := "quarantine of run " + q.RunID
 	if q.Retired() {
 		kind = "retirement"
 	}
 	addr := cmp.Or(q.Address, "unknown")
 	reason := fmt.Sprintf("scourctl placement unquarantine --rp: provider not in host %s's Placement tree, none at address %s", cfg.Host, addr)
-	if why != "" {
-		reason += "; " + why
+	if hwDoubt != "" {
+		reason = fmt.Sprintf("scourctl placement unquarantine --rp --force: provider not in host %s's Placement tree, none at address %s, but %s", cfg.Host, addr, hwDoubt)
+	}
+	if o.why != "" {
+		reason += "; " + o.why
 	}
 	released, err := store.ReleaseQuarantine(ctx, cfg.Host, rp, operatorName(), reason)
 	if err != nil {
@@ -360,4 +409,24 @@ func unquarantineOrphan(ctx context.Context, pc unquarantinePlacement, store orp
 			d.UUID, d.Name, d.Address, d.Address, d.Address)
 	}
 	return nil
+}
+
+// orphanHardwareDoubt says why this host's hardware may still hold the
+// quarantined device at addr ("" when discovery finds none there).
+func orphanHardwareDoubt(ctx context.Context, hw presence, addr string) (string, error) {
+	if addr == "" {
+		return "the quarantine records no PCI address, so nothing shows that the card left this host", nil
+	}
+	a, err := hardware.ParseAddress(addr)
+	if err != nil {
+		return fmt.Sprintf("its recorded address %q is no PCI address (%v)", addr, err), nil
+	}
+	ok, err := hw.Present(ctx, a)
+	if err != nil {
+		return "", fmt.Errorf("checking that no PCI device is at the quarantine's address %s: %w; nothing released (run again once scourctl devices %s works)", addr, err, addr)
+	}
+	if ok {
+		return fmt.Sprintf("hardware discovery finds a PCI device at its address %s (the card is still in this host)", addr), nil
+	}
+	return "", nil
 }

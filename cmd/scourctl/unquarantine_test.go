@@ -150,7 +150,7 @@ func TestUnquarantineOrphanReleasesOnlyAGoneProvider(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeOrphans{devs: tc.devs, open: tc.open}
 			var out strings.Builder
-			err := unquarantineOrphan(context.Background(), f, f, cfg, gone, "card returned to the vendor", &out)
+			err := unquarantineOrphan(context.Background(), f, f, hwAt{}, cfg, orphanRelease{rp: gone, why: "card returned to the vendor"}, &out)
 			if tc.refusal != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refusal) || len(f.released) != 0 {
 					t.Fatalf("err %v, released %v; want the refusal %q and nothing released", err, f.released, tc.refusal)
@@ -166,6 +166,70 @@ func TestUnquarantineOrphanReleasesOnlyAGoneProvider(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), "released the retirement (RMA 42)") {
 				t.Errorf("output:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// hwAt is hardware discovery finding PCI devices at the addresses listed.
+type hwAt map[hardware.Address]bool
+
+func (h hwAt) Present(_ context.Context, a hardware.Address) (bool, error) {
+	if h["error"] {
+		return false, errors.New("sysfs unreadable")
+	}
+	return h[a], nil
+}
+
+// unquarantine --rp trusts Placement's listing only as far as this
+// host's hardware agrees: a provider missing from the tree while its card
+// is still in the host (device_spec mistake, trait dropped) comes back
+// unreserved, so releasing its quarantine would pool the card uncleaned.
+// It refuses when discovery finds a PCI device at the address, when the
+// quarantine has no address, and when discovery fails; --force without
+// --reason is refused; --force --reason releases past the first two and
+// records what it overrode.
+func TestUnquarantineOrphanRefusesWhileTheCardIsInTheHost(t *testing.T) {
+	t.Setenv("SUDO_USER", "alice")
+	cfg := &config.Config{Host: "compute-1"}
+	const gone, addr = "5f1c0000-0000-4000-8000-0000000000aa", "0000:81:00.0"
+	quarantine := func(address string) []claims.Quarantine {
+		return []claims.Quarantine{{Host: "compute-1", DeviceRP: gone, Address: address, RunID: "run-7", Reason: "wipe failed"}}
+	}
+	for _, tc := range []struct {
+		name     string
+		open     []claims.Quarantine
+		hw       hwAt
+		o        orphanRelease
+		refusal  string // "" releases
+		recorded string
+	}{
+		{"card at its address", quarantine(addr), hwAt{addr: true}, orphanRelease{rp: gone}, "hardware discovery finds a PCI device at its address 0000:81:00.0", ""},
+		{"no address", quarantine(""), hwAt{}, orphanRelease{rp: gone}, "records no PCI address", ""},
+		{"discovery fails", quarantine(addr), hwAt{"error": true}, orphanRelease{rp: gone, why: "x", force: true}, "sysfs unreadable", ""},
+		{"force without reason", quarantine(addr), hwAt{addr: true}, orphanRelease{rp: gone, force: true}, "--force needs --reason", ""},
+		{"forced past the card", quarantine(addr), hwAt{addr: true}, orphanRelease{rp: gone, why: "card moved to the host's own use", force: true}, "", "--force: provider not in host compute-1's Placement tree, none at address 0000:81:00.0, but hardware discovery finds a PCI device"},
+		{"forced past no address", quarantine(""), hwAt{}, orphanRelease{rp: gone, why: "card gone, checked by hand", force: true}, "", "but the quarantine records no PCI address"},
+		{"card pulled", quarantine(addr), hwAt{"0000:82:00.0": true}, orphanRelease{rp: gone, why: "dead card pulled"}, "", "none at address 0000:81:00.0; dead card pulled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeOrphans{open: tc.open}
+			var out strings.Builder
+			err := unquarantineOrphan(context.Background(), f, f, tc.hw, cfg, tc.o, &out)
+			if tc.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refusal) || len(f.released) != 0 {
+					t.Fatalf("err %v, released %v; want the refusal %q and nothing released", err, f.released, tc.refusal)
+				}
+				if strings.Contains(tc.refusal, "PCI") && !strings.Contains(err.Error(), "--force") {
+					t.Errorf("refusal %q does not say what --force does", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unquarantine --rp: %v\n%s", err, out.String())
+			}
+			if len(f.released) != 1 || !strings.Contains(f.released[0], tc.recorded) || !strings.Contains(f.released[0], tc.o.why) {
+				t.Errorf("releases %q; want one recording %q and the reason", f.released, tc.recorded)
 			}
 		})
 	}
