@@ -34,23 +34,31 @@ type GenerationRecorder interface {
 
 // keepClearGeneration stores, once per run and before its first
 // destructive attempt starts, the generation of the all-clear that
-// attempt starts on. A failed write only costs a needless clean: a run
-// with no generation is never resumed past a destructive step.
-func (r *run) keepClearGeneration(ctx context.Context) {
+// attempt starts on. A run without it would, at its un-reserve, fall
+// back to asking whether anybody holds the device now, which a tenant
+// that came and went during the run passes: when the store refuses the
+// write, the attempt (s, after done) does not start and the run ends
+// retry-later, the device reserved.
+func (r *run) keepClearGeneration(ctx context.Context, s *Step, done string) error {
 	gc, ok := r.e.alloc.(GenerationChecker)
 	rec, records := r.e.cp.(GenerationRecorder)
 	if !ok || !records || r.run.HasClearGen || r.retiring != retireNone {
-		return
+		return nil
 	}
 	gen, ok := gc.CheckedGeneration(r.t.RPUUID)
 	if !ok {
-		return
+		return nil
 	}
 	if err := rec.NoteClearGeneration(ctx, r.run.ID, gen); err != nil {
-		r.log.Warn("could not record Placement's generation before the first destructive step; if scourd stops before the verdict, the run starts over", "error", err)
-		return
+		untouched := ", without touching the device"
+		if done != "" {
+			untouched = fmt.Sprintf(", after %s: the device may be partly erased", done)
+		}
+		return errStop{VerdictRetryLater, fmt.Sprintf("device %s (rp %s): could not store Placement's generation %d in run %s before destructive step %s: %v; without it the un-reserve could not tell whether a tenant used the device during the run, so the step does not start%s; it stays reserved and is retried (check the claims store)",
+			r.t.Address, r.t.RPUUID, gen, r.run.ID, s.Name, err, untouched)}
 	}
 	r.run.ClearGen, r.run.HasClearGen = gen, true
+	return nil
 }
 
 // movedSince says why the open run must not be resumed although its

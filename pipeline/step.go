@@ -422,7 +422,9 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 			if err := r.clearNow(ctx, s, done); err != nil {
 				return nil, err
 			}
-			r.keepClearGeneration(ctx)
+			if err := r.keepClearGeneration(ctx, s, done); err != nil {
+				return nil, err
+			}
 		}
 		rec.Attempts++
 		r.retried = rec.Attempts > 1 || r.startedBefore(rec.Index, s.Name)

@@ -94,6 +94,10 @@ var mutations = []mutation{
 		"if true || details[hardware.HiddenNamespacesCheckedKey] != false {",
 		"plugins/builtin", "^TestFormatRecordsHiddenNamespaceCheck$|^TestOverwriteFailsClosedWhenUnchecked$"},
 
+	{1, "destructive step starts without its all-clear generation stored", "pipeline/step.go",
+		"\t\t\tif err := r.keepClearGeneration(ctx, s, done); err != nil {\n",
+		"\t\t\tif err := r.keepClearGeneration(ctx, s, done); false && err != nil {\n",
+		"pipeline", "^TestRunStopsWhenTheClearGenerationCannotBeStored$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
