@@ -59,17 +59,13 @@ func (r *Reconciler) refence(ctx context.Context, devs []Device, snapshot readMa
 			r.noteNotHeld(d, epoch)
 			continue // cleaned since its last tenant: available
 		}
-		r.refencedDuringRun(d.RPUUID, true) // before the write: its run must not report a return (M3)
-		err = r.p.Refence(ctx, d)
-		switch {
-		case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
-			continue // allocated since the scan (the next scan burns it), or no longer ours
-		case err != nil:
-			r.m.refences.WithLabelValues("error").Inc()
+		fenced, err := r.fenceAgain(ctx, d)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("device %s: fencing again (reserved=total) a device whose fence was lifted while it holds instance %s's data: %w (retried at the next scan; until then its free units are schedulable uncleaned: check Placement)", d.RPName, t.Instance, err))
+		}
+		if !fenced {
 			continue
 		}
-		r.m.refences.WithLabelValues("ok").Inc()
 		if t.DeviceRP != "" && t.DeviceRP != d.RPUUID {
 			r.m.recreated.WithLabelValues(knowledgeTenant).Inc()
 			r.log.Warn("device provider was re-created at the same PCI address before scour cleaned the device; fenced again, it is cleaned before it returns",
@@ -95,19 +91,35 @@ func (r *Reconciler) unfencedMidRun(rp string, snapshot readMark) bool {
 
 // refenceMidRun fences again a device found below reserved = total while
 // its run cleans it: someone un-reserved it mid-clean and it is
-// schedulable half wiped. The run is marked first (refencedDuringRun).
+// schedulable half wiped.
 func (r *Reconciler) refenceMidRun(ctx context.Context, d Device) error {
-	r.refencedDuringRun(d.RPUUID, true)
-	err := r.p.Refence(ctx, d)
-	switch {
-	case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
-		return nil // allocated since the scan (the run's checks stop it; the next scan burns it), or no longer ours
-	case err != nil:
-		r.m.refences.WithLabelValues("error").Inc()
+	fenced, err := r.fenceAgain(ctx, d)
+	if err != nil {
 		return fmt.Errorf("device %s: fencing again (reserved=total) a device found un-reserved while scour cleans it: %w (retried at the next scan; until then it is schedulable half wiped: check Placement, and look for another cleaner)", d.RPName, err)
 	}
-	r.m.refences.WithLabelValues("ok").Inc()
-	r.log.Warn("device was un-reserved while scour cleaned it (another cleaner, Cyborg's device enable, an inventory set without --amend); fenced again; its run will not return it, and a new run cleans it",
-		"device", d.RPName, "rp", d.RPUUID, "reserved_found", d.Reserved, "total", d.Total)
+	if fenced {
+		r.log.Warn("device was un-reserved while scour cleaned it (another cleaner, Cyborg's device enable, an inventory set without --amend); fenced again; its run will not return it, and a new run cleans it",
+			"device", d.RPName, "rp", d.RPUUID, "reserved_found", d.Reserved, "total", d.Total)
+	}
 	return nil
+}
+
+// fenceAgain sets reserved = total on d, counted in refences_total. A run
+// in flight on d is marked first (refencedDuringRun), before the write:
+// whatever its un-reserve meets, it reports the device as having left its
+// fence, never as returned. fenced is false, with no error, when d is
+// allocated since the scan (the scan burns it; a run's checks stop it)
+// or no longer scour's.
+func (r *Reconciler) fenceAgain(ctx context.Context, d Device) (fenced bool, err error) {
+	r.refencedDuringRun(d.RPUUID, true)
+	err = r.p.Refence(ctx, d)
+	switch {
+	case errors.Is(err, placement.ErrAllocated), errors.Is(err, placement.ErrUnmanaged):
+		return false, nil
+	case err != nil:
+		r.m.refences.WithLabelValues("error").Inc()
+		return false, err
+	}
+	r.m.refences.WithLabelValues("ok").Inc()
+	return true, nil
 }
