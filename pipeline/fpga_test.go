@@ -36,7 +36,14 @@ func simBitstream(t *testing.T, id string) (string, string) {
 // nothing allocated.
 func fpgaEngine(t *testing.T, cfg Config, s *sim.Simulator, pr PluginRunner) *Engine {
 	t.Helper()
-	e, err := New(cfg, Options{Backend: s, Checkpoints: NewMemCheckpoints(), Registerer: prometheus.NewRegistry(), Plugins: pr,
+	return fpgaEngineOn(t, cfg, s, pr, NewMemCheckpoints())
+}
+
+// fpgaEngineOn is fpgaEngine keeping its runs in cp (a restart: a second
+// engine on the same checkpoints).
+func fpgaEngineOn(t *testing.T, cfg Config, s *sim.Simulator, pr PluginRunner, cp Checkpoints) *Engine {
+	t.Helper()
+	e, err := New(cfg, Options{Backend: s, Checkpoints: cp, Registerer: prometheus.NewRegistry(), Plugins: pr,
 		Logger:      slog.New(slog.DiscardHandler),
 		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
 	if err != nil {
@@ -178,15 +185,7 @@ profiles:
 		t.Fatal(err)
 	}
 	cp := NewMemCheckpoints()
-	engine := func(pr PluginRunner) *Engine {
-		e, err := New(cfg, Options{Backend: s, Checkpoints: cp, Registerer: prometheus.NewRegistry(), Plugins: pr,
-			Logger:      slog.New(slog.DiscardHandler),
-			Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	engine := func(pr PluginRunner) *Engine { return fpgaEngineOn(t, cfg, s, pr, cp) }
 	target := Target{Address: addr, RPUUID: "rp-fpga"}
 
 	// First process: the tool is programming region0 when scourd stops.
