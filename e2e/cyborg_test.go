@@ -151,18 +151,14 @@ func TestE2ECyborgAcceleratorLifecycle(t *testing.T) {
 	if inv.Reserved != 0 || inv.Total != 4 || inv.MaxUnit != 4 {
 		t.Fatalf("FPGA after the return: %+v; want all 4 units back, max_unit kept", inv)
 	}
-	if st := aRecordStates(t, h, fpga); len(st) != 1 || st[0] != "returned" {
-		t.Fatalf("FPGA records: %v; want one, returned", st)
-	}
+	aReturnedOnce(t, h, fpga)
 	if st := tryAllocate(t, c, h, card); st != http.StatusNoContent {
 		t.Fatalf("a unit of the returned FPGA: status %d, want 204", st)
 	}
 
 	c.releaseAccelerator(t, cy, h, gi, "instance.shelve_offload.end")
 	c.WaitAvailable(t, h, gpu, 60*time.Second)
-	if st := aRecordStates(t, h, gpu); len(st) != 1 || st[0] != "returned" {
-		t.Fatalf("GPU records after the shelve offload: %v; want one, returned", st)
-	}
+	aReturnedOnce(t, h, gpu)
 }
 
 // An ARQ whose attach handle names a function this host does not have:

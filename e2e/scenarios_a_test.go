@@ -42,9 +42,7 @@ func TestShelveOffloadUnshelve(t *testing.T) {
 			if !h.MediaZeroed(t, first) {
 				t.Fatal("shelve offload: device returned to the pool but its media was not wiped")
 			}
-			if st := aRecordStates(t, h, first); len(st) != 1 || st[0] != "returned" {
-				t.Fatalf("shelve offload: want one returned record, got %v", st)
-			}
+			aReturnedOnce(t, h, first)
 			if aCountLog(h, "claim dormant until unshelve", "instance="+inst) == 0 {
 				t.Fatalf("shelve offload did not keep the claim dormant; log tail:\n%s", tail(h.Logs(), 30))
 			}
@@ -117,9 +115,7 @@ func TestLostNotificationReconcilerCleans(t *testing.T) {
 	if !h.MediaZeroed(t, addr) {
 		t.Error("device returned to the pool but its media was not wiped")
 	}
-	if st := aRecordStates(t, h, addr); len(st) != 1 || st[0] != "returned" {
-		t.Errorf("want one returned record, got %v", st)
-	}
+	aReturnedOnce(t, h, addr)
 	m := aMetrics(t, h)
 	if n, _ := aMetric(m, "scour_notifications_received_total", `event_type="instance.delete.end"`); n != 0 {
 		t.Errorf("a delete.end was received (%v) though none was published", n)
@@ -408,9 +404,7 @@ func TestBurstOfDeletesOnOneHost(t *testing.T) {
 		if !h.MediaZeroed(t, d.Address) {
 			t.Errorf("%s returned but not wiped", d.Address)
 		}
-		if st := aRecordStates(t, h, d.Address); len(st) != 1 || st[0] != "returned" {
-			t.Errorf("%s: want exactly one returned record, got %v", d.Address, st)
-		}
+		aReturnedOnce(t, h, d.Address)
 	}
 	m := aMetrics(t, h)
 	aWantMetric(t, m, "scour_notifications_received_total", n, `event_type="instance.delete.end"`)
