@@ -183,14 +183,8 @@ func eraseStep(ctx context.Context, be hardware.Backend, t *Target) (*plugins.Re
 	// hidden-namespace check was really made: a tenant's detached namespace
 	// is reached by neither.
 	if shared != nil {
-		if c, ok := be.(namespaceChecker); ok {
-			checked, err := c.CheckHiddenNamespaces(ctx, d.Address, "erase")
-			if err != nil {
-				return nil, err
-			}
-			if err := hiddenUnchecked(d.Address, checked, shared); err != nil {
-				return nil, err
-			}
+		if _, err := checkHidden(ctx, be, d.Address, "erase", shared); err != nil {
+			return nil, err
 		}
 	}
 

@@ -23,6 +23,42 @@ type namespaceChecker interface {
 
 var _ namespaceChecker = (*hardware.Real)(nil)
 
+// HiddenNamespaces is the hidden-namespace check an erase (or any work
+// that claims to cover the drive) through addr's controller makes first,
+// where the backend can make it (the real one; the simulator and test
+// fakes cannot, and nothing is checked): erase names the work in the
+// backend's messages and details. It returns the details for the step's
+// record (hardware.HiddenNamespacesCheckedKey, ...; nil when the drive
+// has no namespace management or the backend cannot check), or fails
+// closed: an error wrapping hardware.ErrHiddenNamespaces when the
+// subsystem holds a namespace attached to no controller (code 12), a
+// try-again-later *plugins.Error when the backend reports the check as
+// not made (hiddenUnchecked), or the backend's error when it could not
+// make it. The built-in overwrite and nvme-erase's fallbacks call it, and
+// so does the pipeline before a plugin step that wipes or reads an NVMe
+// device's media.
+func HiddenNamespaces(ctx context.Context, be hardware.Backend, addr hardware.Address, erase string) (map[string]any, error) {
+	return checkHidden(ctx, be, addr, erase, nil)
+}
+
+// checkHidden is HiddenNamespaces; shared is why a sanitize was refused
+// for a shared subsystem (nil when none was), for hiddenUnchecked's
+// message.
+func checkHidden(ctx context.Context, be hardware.Backend, addr hardware.Address, erase string, shared error) (map[string]any, error) {
+	c, ok := be.(namespaceChecker)
+	if !ok {
+		return nil, nil
+	}
+	checked, err := c.CheckHiddenNamespaces(ctx, addr, erase)
+	if err != nil {
+		return nil, err
+	}
+	if err := hiddenUnchecked(addr, checked, shared); err != nil {
+		return nil, err
+	}
+	return checked, nil
+}
+
 // overwriteAll is the overwrite step and nvme-erase's overwrite fallback:
 // it writes every media the backend lists, which are only the namespaces
 // attached to the device's controller. A namespace a tenant created and
@@ -32,16 +68,9 @@ var _ namespaceChecker = (*hardware.Real)(nil)
 // fails closed when it could not be made (hiddenUnchecked, nothing
 // written). What it checked goes into the step's details.
 func overwriteAll(ctx context.Context, be hardware.Backend, t *Target, o MediaOptions) (*plugins.Result, error) {
-	var checked map[string]any
-	if c, ok := be.(namespaceChecker); ok {
-		d, err := c.CheckHiddenNamespaces(ctx, t.Device.Address, "overwrite")
-		if err != nil {
-			return nil, err
-		}
-		if err := hiddenUnchecked(t.Device.Address, d, nil); err != nil {
-			return nil, err
-		}
-		checked = d
+	checked, err := HiddenNamespaces(ctx, be, t.Device.Address, "overwrite")
+	if err != nil {
+		return nil, err
 	}
 	res, err := onMedia(ctx, be, t, o, false, Overwrite)
 	if err != nil {
