@@ -127,6 +127,9 @@ type harness struct {
 	// dated, when set, is the checker instead of alloc, saying how old
 	// each answer is (DatedChecker).
 	dated func(ctx context.Context, rp string) (bool, time.Time, error)
+	// backend, when set, is the engine's backend around be (a backend
+	// with more than fakehw's methods).
+	backend func(be *fakehw.Backend) hardware.Backend
 }
 
 // datedChecker is the harness's DatedChecker.
@@ -157,7 +160,11 @@ func newHarness(t testing.TB, cfg Config, mods ...func(*harness)) *harness {
 	if h.dated != nil {
 		alloc = datedChecker{h}
 	}
-	e, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: h.be, Checkpoints: h.cp, Plugins: h.pr, Registerer: h.reg,
+	var be hardware.Backend = h.be
+	if h.backend != nil {
+		be = h.backend(h.be)
+	}
+	e, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Checkpoints: h.cp, Plugins: h.pr, Registerer: h.reg,
 		Allocations: alloc})
 	if err != nil {
 		t.Fatalf("New: %v", err)

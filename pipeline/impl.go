@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
@@ -72,7 +73,7 @@ func (p pluginImpl) check(ctx context.Context, r *run, s *Step, dev *hardware.De
 	if err != nil {
 		return "", err
 	}
-	req, err := r.request(ctx, s, dev)
+	req, _, err := r.request(ctx, s, dev)
 	if err != nil {
 		return "", err
 	}
@@ -88,36 +89,67 @@ func (p pluginImpl) exec(ctx context.Context, r *run, s *Step, dev *hardware.Dev
 	if err != nil {
 		return nil, err
 	}
-	req, err := r.request(ctx, s, dev)
+	req, checked, err := r.request(ctx, s, dev)
 	if err != nil {
 		return nil, err
 	}
-	return p.pr.Clean(ctx, s.Path, v, req, progress)
+	res, err := p.pr.Clean(ctx, s.Path, v, req, progress)
+	if err != nil || res == nil || len(checked) == 0 {
+		return res, err
+	}
+	// What the hidden-namespace check found goes into the record, as for
+	// the built-in overwrite: scour's word, never the plugin's.
+	details := maps.Clone(res.Details)
+	if details == nil {
+		details = map[string]any{}
+	}
+	maps.Copy(details, checked)
+	out := *res
+	out.Details = details
+	return &out, nil
 }
 
 // request builds the plugin's stdin from local discovery and Placement
 // facts the caller gave; nothing comes from a notification's content
 // except the previous instance and project, passed as data, never to a
 // shell.
-func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plugins.Request, error) {
-	return NewRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev, touchesMedia(s))
+func (r *run) request(ctx context.Context, s *Step, dev *hardware.Device) (*plugins.Request, map[string]any, error) {
+	return newRequest(ctx, r.e.be, r.t, s.Name, s.Args, dev, touchesMedia(s))
 }
 
 // touchesMedia: the step writes or reads the device's media (destructive
 // or verifying), so a media it cannot use fails it (NewRequest).
 func touchesMedia(s *Step) bool { return *s.Destructive || s.verifies() }
 
-// NewRequest builds a plugin request for dev. A backend that cannot list
+// NewRequest builds a plugin request for dev (newRequest, without what
+// the hidden-namespace check found).
+func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device, media bool) (*plugins.Request, error) {
+	req, _, err := newRequest(ctx, be, t, step, args, dev, media)
+	return req, err
+}
+
+// newRequest builds a plugin request for dev. A backend that cannot list
 // block devices for this kind of device (hardware.ErrUnsupported) gives
 // the plugin no media; any other failure to list them is an error
 // (code 11, retryable): the plugin must not run believing there is
-// nothing to wipe. For a step that touches the media (media: destructive
-// or verifying), a media of size 0 (a namespace whose LBA format the
-// block layer cannot use) is a permanent failure (code 12) naming it, as
-// for the built-in overwrite and verify: a plugin would wipe or read
-// nothing of it and could still answer ok. Any other step (a firmware
-// query, a reset) gets it as listed, size 0, and runs.
-func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device, media bool) (*plugins.Request, error) {
+// nothing to wipe.
+//
+// For a step that touches the media (media: destructive or verifying):
+//   - a media of size 0 (a namespace whose LBA format the block layer
+//     cannot use) is a permanent failure (code 12) naming it, as for the
+//     built-in overwrite and verify: a plugin would wipe or read nothing
+//     of it and could still answer ok;
+//   - on an NVMe device, the hidden-namespace check of the built-in
+//     overwrite runs first (hiddenNamespaces), and its details are
+//     returned for the step's record: the media are only the namespaces
+//     attached to the device's controller;
+//   - an NVMe device whose namespaces cannot be listed
+//     (hardware.ErrUnsupported: none attached) is no device without
+//     media: the step fails permanently (code 12).
+//
+// Any other step (a firmware query, a reset) gets its media as listed,
+// size 0 included, and runs; none when they cannot be listed.
+func newRequest(ctx context.Context, be hardware.Backend, t Target, step string, args map[string]any, dev *hardware.Device, media bool) (*plugins.Request, map[string]any, error) {
 	d := plugins.Device{Address: string(dev.Address), Kind: string(dev.Kind), VendorID: dev.VendorID,
 		DeviceID: dev.DeviceID, Class: dev.Class, Driver: dev.Driver, Model: dev.Model, Serial: dev.Serial,
 		Firmware: dev.Firmware, Absent: dev.Absent}
@@ -137,15 +169,28 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 	if dev.NVMe != nil {
 		d.Namespaces = dev.NVMe.Namespaces
 	}
+	nvmeMedia := media && dev.Kind == hardware.KindNVMe
+	var checked map[string]any
+	if nvmeMedia {
+		var err error
+		if checked, err = hiddenNamespaces(ctx, be, step, dev.Address); err != nil {
+			return nil, nil, err
+		}
+	}
 	listed, err := be.Media(ctx, dev.Address)
-	if err != nil && !errors.Is(err, hardware.ErrUnsupported) {
-		return nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: cannot list the block devices of %s for the plugin: %v", step, dev.Address, err)
+	switch {
+	case err == nil:
+	case nvmeMedia && errors.Is(err, hardware.ErrUnsupported):
+		return nil, nil, plugins.Errorf(plugins.CodePermanent, "step %s not run (the plugin was not called): NVMe %s lists no namespace block device to wipe or read (%v): a plugin handed no media would touch nothing and could still answer ok, while the tenant's data may sit in namespaces detached from the controller; "+
+			"attach them (nvme attach-ns) or erase the drive with an nvme-sanitize step, then release the device (scourctl placement unquarantine)", step, dev.Address, err)
+	case !errors.Is(err, hardware.ErrUnsupported):
+		return nil, nil, plugins.Errorf(plugins.CodeTryAgainLater, "step %s: cannot list the block devices of %s for the plugin: %v", step, dev.Address, err)
 	}
 	for _, m := range listed {
 		if media && m.Size <= 0 {
 			pe := builtin.EmptyMedia(dev.Address, m.Path)
 			pe.Msg = fmt.Sprintf("step %s not run: %s", step, pe.Msg)
-			return nil, pe
+			return nil, nil, pe
 		}
 		d.Media = append(d.Media, plugins.Media{Path: m.Path, Size: m.Size})
 	}
@@ -154,7 +199,41 @@ func NewRequest(ctx context.Context, be hardware.Backend, t Target, step string,
 	if t.PreviousInstance != "" || t.PreviousProject != "" {
 		req.Previous = &plugins.Previous{Instance: t.PreviousInstance, Project: t.PreviousProject}
 	}
-	return req, nil
+	return req, checked, nil
+}
+
+// hiddenNamespaces makes, before a plugin step wipes or reads an NVMe
+// device's media, the hidden-namespace check the built-in overwrite makes
+// before writing a byte (builtin.HiddenNamespaces), and fails closed the
+// same way without calling the plugin: the plugin is handed only the
+// namespaces attached to the device's controller, so a namespace a
+// tenant created, wrote and detached would keep its data behind the
+// plugin's ok (and behind a verifying plugin's passed read-back). Such a
+// namespace fails the step permanently (code 12: quarantine); a check
+// that could not be made fails it as try-again-later (code 11: the device
+// stays reserved, the step and the run are retried, then quarantined
+// once the run budget is spent). It returns what was checked, for the
+// record (nil where the backend cannot check).
+func hiddenNamespaces(ctx context.Context, be hardware.Backend, step string, addr hardware.Address) (map[string]any, error) {
+	checked, err := builtin.HiddenNamespaces(ctx, be, addr, "plugin step "+step)
+	if err == nil {
+		return checked, nil
+	}
+	pe := plugins.AsError(err)
+	out := &plugins.Error{Code: plugins.CodeTryAgainLater, Details: maps.Clone(pe.Details),
+		Msg: fmt.Sprintf("step %s not run (the plugin was not called): %s", step, pe.Msg)}
+	var said *plugins.Error
+	switch {
+	case errors.Is(err, hardware.ErrHiddenNamespaces):
+		out.Code = plugins.CodePermanent
+	case !errors.As(err, &said):
+		// The backend could not make the check (a tool, the driver; a
+		// check it reports as not made says so itself): unknown is no
+		// "none", and retrying may help.
+		out.Msg += fmt.Sprintf("; whether the NVM subsystem of %s holds a namespace attached to no controller (a tenant's created-then-detached one, which the plugin cannot reach) could not be checked: the device stays reserved and this is retried. "+
+			"If it persists, make `nvme list-ns --all` and `nvme list-ctrl -n` work for the drive (nvme-cli version, controller firmware; the step needs driver: nvme when the device lives on vfio-pci)", addr)
+	}
+	return nil, out
 }
 
 // succeededDetails are the details of the run's succeeded steps, oldest

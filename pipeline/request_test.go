@@ -2,10 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/pipeline/fakehw"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -48,14 +52,27 @@ func TestPluginRequestAndStderr(t *testing.T) {
 	}
 }
 
-// TestMediaErrorFailsPluginStep: only ErrUnsupported means "no media"; any
-// other failure to list the device's block devices fails the step as
-// retryable (even with on_unsupported: skip) instead of handing the plugin
-// an empty media list it could "wipe" successfully.
+// TestMediaErrorFailsPluginStep: only ErrUnsupported means "no media",
+// and only for a device that is not an NVMe or a step that neither wipes
+// nor verifies; any other failure to list the device's block devices
+// fails the step as retryable (even with on_unsupported: skip) instead of
+// handing the plugin an empty media list it could "wipe" successfully.
+// An NVMe whose namespaces cannot be listed (a tenant detached every one
+// of them: the real backend says ErrUnsupported) fails a wiping or
+// verifying plugin step permanently, the plugin never called (found in
+// review, H1: it answered ok over an empty SCOUR_MEDIA).
 func TestMediaErrorFailsPluginStep(t *testing.T) {
 	skip := func(s *Step) { s.OnUnsupported = OnUnsupportedSkip }
+	quiet := func(s *Step) { s.Destructive = new(bool) }
 	withCheck := func(h *harness) {
 		h.pr.check["a"] = func(context.Context, *plugins.Request) (*plugins.Result, error) { return plugins.OK(nil), nil }
+	}
+	gpu := func(h *harness) {
+		h.be.DiscoverF = func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+			d := nvmeDevice(a)
+			d.Kind, d.Class = hardware.KindGPU, "0x030200"
+			return d, nil
+		}
 	}
 	tests := []struct {
 		name     string
@@ -63,11 +80,15 @@ func TestMediaErrorFailsPluginStep(t *testing.T) {
 		mods     []func(*Step)
 		hmod     func(*harness)
 		want     Verdict
+		code     int
 	}{
-		{name: "unsupported means no media", mediaErr: hardware.ErrUnsupported, want: VerdictClean},
-		{name: "sysfs error at CLEAN", mediaErr: errBoom, want: VerdictRetryLater},
-		{name: "sysfs error, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, want: VerdictRetryLater},
-		{name: "sysfs error at CHECK, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, hmod: withCheck, want: VerdictRetryLater},
+		{name: "unsupported means no media on a GPU", mediaErr: hardware.ErrUnsupported, hmod: gpu, want: VerdictClean},
+		{name: "unsupported means no media for a step that touches none", mediaErr: hardware.ErrUnsupported, mods: []func(*Step){quiet}, want: VerdictClean},
+		{name: "unsupported on an NVMe", mediaErr: hardware.ErrUnsupported, want: VerdictQuarantine, code: plugins.CodePermanent},
+		{name: "unsupported on an NVMe at CHECK, skip step", mediaErr: hardware.ErrUnsupported, mods: []func(*Step){skip}, hmod: withCheck, want: VerdictQuarantine, code: plugins.CodePermanent},
+		{name: "sysfs error at CLEAN", mediaErr: errBoom, want: VerdictRetryLater, code: plugins.CodeTryAgainLater},
+		{name: "sysfs error, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, want: VerdictRetryLater, code: plugins.CodeTryAgainLater},
+		{name: "sysfs error at CHECK, skip step", mediaErr: errBoom, mods: []func(*Step){skip}, hmod: withCheck, want: VerdictRetryLater, code: plugins.CodeTryAgainLater},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,8 +104,8 @@ func TestMediaErrorFailsPluginStep(t *testing.T) {
 			if tc.want == VerdictClean {
 				return
 			}
-			if res.Code != plugins.CodeTryAgainLater || !strings.Contains(res.Reason, "0000:01:00.0") {
-				t.Fatalf("code %d reason %q; want code 11 naming the device", res.Code, res.Reason)
+			if res.Code != tc.code || !strings.Contains(res.Reason, "0000:01:00.0") {
+				t.Fatalf("code %d reason %q; want code %d naming the device", res.Code, res.Reason, tc.code)
 			}
 			for _, c := range h.pr.Calls() {
 				if c == "CLEAN a" {
@@ -145,5 +166,145 @@ func TestZeroSizeMediaFailsOnlyStepsThatTouchIt(t *testing.T) {
 	}
 	if res.Verdict != VerdictQuarantine || res.Code != plugins.CodePermanent || !strings.Contains(res.Reason, "step verify not run") || !strings.Contains(res.Reason, "/dev/nvme0n2") {
 		t.Fatalf("verdict %s code %d (%s); want the verifying step failed permanently, naming /dev/nvme0n2", res.Verdict, res.Code, res.Reason)
+	}
+}
+
+// hiddenNSBackend is fakehw's backend with the real backend's
+// hidden-namespace check (hardware.Real.CheckHiddenNamespaces), answering
+// details and err and recording what asked.
+type hiddenNSBackend struct {
+	*fakehw.Backend
+	details map[string]any
+	err     error
+	mu      sync.Mutex
+	asked   []string
+}
+
+func (b *hiddenNSBackend) CheckHiddenNamespaces(_ context.Context, _ hardware.Address, erase string) (map[string]any, error) {
+	b.mu.Lock()
+	b.asked = append(b.asked, erase)
+	b.mu.Unlock()
+	return b.details, b.err
+}
+
+func (b *hiddenNSBackend) Asked() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.asked)
+}
+
+// TestPluginStepChecksHiddenNamespaces: a plugin is handed only the
+// namespaces attached to the NVMe controller (SCOUR_MEDIA), so a tenant
+// that created a second namespace, wrote it and detached it would keep
+// its data behind the plugin's ok, the built-in verify's pass (it reads
+// the attached ones too) and a clean verdict. Before a plugin step that
+// wipes or verifies, the pipeline makes the built-in overwrite's
+// hidden-namespace check: a hidden namespace fails the step permanently
+// (quarantine), a check that could not be made (an error, or one the
+// backend reports as not made) fails it as try-again-later, and in
+// neither case is the plugin called (CHECK nor CLEAN). A check that
+// finds none lets the step run and is recorded in its details. Found in
+// review (H1).
+func TestPluginStepChecksHiddenNamespaces(t *testing.T) {
+	hidden := fmt.Errorf("plugin step wipe 0000:01:00.0: NSIDs 0x2 are allocated but not attached to nvme0: %w", hardware.ErrHiddenNamespaces)
+	verifies := func(s *Step) { s.Destructive, s.Verifies = new(bool), true }
+	skip := func(s *Step) { s.OnUnsupported = OnUnsupportedSkip }
+	tests := []struct {
+		name    string
+		details map[string]any
+		err     error
+		mods    []func(*Step)
+		verdict Verdict
+		code    int
+		says    string
+	}{
+		{name: "hidden namespace", err: hidden, verdict: VerdictQuarantine, code: plugins.CodePermanent, says: "NSIDs 0x2"},
+		{name: "hidden namespace, verifying plugin", err: hidden, mods: []func(*Step){verifies}, verdict: VerdictQuarantine, code: plugins.CodePermanent, says: "NSIDs 0x2"},
+		{name: "hidden namespace, on_unsupported skip", err: hidden, mods: []func(*Step){skip}, verdict: VerdictQuarantine, code: plugins.CodePermanent, says: "NSIDs 0x2"},
+		{name: "check failed", err: fmt.Errorf("plugin step wipe 0000:01:00.0: list namespaces (namespace management is on, oacs bit 3): %w", errBoom),
+			verdict: VerdictRetryLater, code: plugins.CodeTryAgainLater, says: "could not be checked"},
+		{name: "check reported not made", details: map[string]any{hardware.HiddenNamespacesCheckedKey: false, hardware.HiddenNamespacesNoteKey: "nvme list-ctrl: exit status 1"},
+			verdict: VerdictRetryLater, code: plugins.CodeTryAgainLater, says: "could not be checked"},
+	}
+	for _, tc := range tests {
+		for _, withCheck := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/CHECK=%v", tc.name, withCheck), func(t *testing.T) {
+				var be *hiddenNSBackend
+				h := newHarness(t, testConfig(pluginStep("wipe", tc.mods...)), func(h *harness) {
+					h.backend = func(f *fakehw.Backend) hardware.Backend {
+						be = &hiddenNSBackend{Backend: f, details: tc.details, err: tc.err}
+						return be
+					}
+				})
+				if withCheck {
+					h.pr.check["wipe"] = func(context.Context, *plugins.Request) (*plugins.Result, error) { return plugins.OK(nil), nil }
+				}
+				h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+					return []hardware.Media{{Path: "/dev/nvme0n1", Size: 1 << 30}}, nil
+				}
+				res := h.clean(t, target(1))
+				if res.Verdict != tc.verdict || res.Code != tc.code || !strings.Contains(res.Reason, "step wipe") ||
+					!strings.Contains(res.Reason, "0000:01:00.0") || !strings.Contains(res.Reason, tc.says) {
+					t.Fatalf("verdict %s code %d (%s); want %s, code %d, naming the step, the device and %q", res.Verdict, res.Code, res.Reason, tc.verdict, tc.code, tc.says)
+				}
+				if calls := h.pr.Calls(); len(calls) != 0 {
+					t.Fatalf("the plugin was called without the hidden-namespace check passing: %v", calls)
+				}
+				if asked := be.Asked(); len(asked) == 0 || asked[0] != "plugin step wipe" {
+					t.Fatalf("hidden-namespace check asked %v; want it asked for plugin step wipe", asked)
+				}
+			})
+		}
+	}
+}
+
+// TestPluginStepRecordsTheHiddenNamespaceCheck: a check that finds no
+// hidden namespace lets the plugin run and goes into the step's record,
+// the plugin's own keys kept; a step that neither wipes nor verifies, and
+// a device that is not an NVMe, are not checked.
+func TestPluginStepRecordsTheHiddenNamespaceCheck(t *testing.T) {
+	quiet := func(s *Step) { s.Destructive = new(bool) }
+	checked := map[string]any{hardware.HiddenNamespacesCheckedKey: true, hardware.HiddenNamespacesNoteKey: "NSIDs 0x3 are attached to other controllers"}
+	var be *hiddenNSBackend
+	h := newHarness(t, testConfig(pluginStep("query", quiet), pluginStep("wipe")), func(h *harness) {
+		h.backend = func(f *fakehw.Backend) hardware.Backend {
+			be = &hiddenNSBackend{Backend: f, details: checked}
+			return be
+		}
+	})
+	h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+		return []hardware.Media{{Path: "/dev/nvme0n1", Size: 1 << 30}}, nil
+	}
+	h.pr.clean["wipe"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		return plugins.OK(map[string]any{"bytes": 1 << 30, hardware.HiddenNamespacesCheckedKey: "the plugin's word"}), nil
+	}
+	res := h.clean(t, target(1))
+	if res.Verdict != VerdictClean {
+		t.Fatalf("verdict %s (%s); want clean", res.Verdict, res.Reason)
+	}
+	if asked := be.Asked(); !slices.Equal(asked, []string{"plugin step wipe", "plugin step wipe"}) {
+		t.Fatalf("hidden-namespace check asked %v; want it for the wiping step only, before its CHECK and again before its CLEAN", asked)
+	}
+	d := res.Steps[1].Details
+	if d[hardware.HiddenNamespacesCheckedKey] != true || d[hardware.HiddenNamespacesNoteKey] != checked[hardware.HiddenNamespacesNoteKey] || d["bytes"] != 1<<30 {
+		t.Fatalf("wipe's details %v; want the check's keys (scour's word) beside the plugin's", d)
+	}
+	if _, ok := res.Steps[0].Details[hardware.HiddenNamespacesCheckedKey]; ok {
+		t.Fatalf("query's details %v: a step that touches no media was checked", res.Steps[0].Details)
+	}
+
+	gpu := newHarness(t, testConfig(pluginStep("wipe")), func(h *harness) {
+		h.be.DiscoverF = func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+			d := nvmeDevice(a)
+			d.Kind, d.Class = hardware.KindGPU, "0x030200"
+			return d, nil
+		}
+		h.backend = func(f *fakehw.Backend) hardware.Backend {
+			be = &hiddenNSBackend{Backend: f, err: errBoom}
+			return be
+		}
+	})
+	if res := gpu.clean(t, target(1)); res.Verdict != VerdictClean || len(be.Asked()) != 0 {
+		t.Fatalf("GPU: verdict %s (%s), check asked %v; want clean, never asked", res.Verdict, res.Reason, be.Asked())
 	}
 }
