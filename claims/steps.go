@@ -213,7 +213,7 @@ func finishSet(r StepResult) (string, []any, error) {
 // boundDetails drops every other key before them.
 var keptDetails = map[string]bool{
 	plugins.TechniqueKey: true, plugins.VerificationKey: true, "scour_pipeline_definition": true, "tool": true, triesKey: true,
-	plugins.EraseKey: true, plugins.ExpectKey: true, plugins.SampledKey: true, "readback": true,
+	plugins.EraseKey: true, plugins.ExpectKey: true, plugins.SampledKey: true, plugins.SampleErrorKey: true, "readback": true,
 	retireWipeKey: true, retireReadBackKey: true,
 }
 

@@ -19,6 +19,12 @@ const (
 	// a verify resumed from the stored record tells "nothing could be
 	// sampled" (0) from "samples were taken and lost", which must fail.
 	SampledKey = "pre_erase_sampled"
+	// SampleErrorKey says why some media could not be sampled before a
+	// crypto erase (a namespace that could not be read, media that could
+	// not be listed). Small (bounded) and always kept: the verify after
+	// the erase must fail, never be skipped as "nothing could be
+	// sampled" nor pass on the namespaces that could be.
+	SampleErrorKey = "pre_erase_sample_error"
 )
 
 // ExpectNone: no read-back pattern can be expected after the technique

@@ -617,9 +617,9 @@ func TestSamplingSkipsAnEmptyNamespace(t *testing.T) {
 	be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) {
 		return []hardware.Media{empty, full}, nil
 	}}
-	s, why := sampleMedia(context.Background(), be, &hardware.Device{Address: addr})
-	if why != "" || len(s) != sampleBlocks {
-		t.Fatalf("sampled %d blocks (%s), want %d of %s", len(s), why, sampleBlocks, full.Path)
+	s, err := sampleMedia(context.Background(), be, &hardware.Device{Address: addr})
+	if err != nil || len(s) != sampleBlocks {
+		t.Fatalf("sampled %d blocks (%v), want %d of %s", len(s), err, sampleBlocks, full.Path)
 	}
 	for _, b := range s {
 		if b.Path != full.Path || b.Media != 1 {

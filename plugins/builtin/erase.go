@@ -23,10 +23,13 @@ type Erasure struct {
 	// they changed); Sampled says the erase sampled some (or a
 	// prediction expects it to). SamplesLost: the step's record says
 	// blocks were sampled, but they are not in it (dropped for size by
-	// the claims store): verify must fail, never skip.
+	// the claims store): verify must fail, never skip. SampleError: some
+	// media could not be sampled (why; verify must fail, never skip nor
+	// pass on the others).
 	Samples     []BlockSample
 	Sampled     bool
 	SamplesLost bool
+	SampleError string
 }
 
 // truncatedKeysKey is where the claims store names the details keys it
@@ -48,18 +51,31 @@ func ErasureOf(details map[string]any) (*Erasure, bool) {
 	n, _ := argInt(details, plugins.SampledKey, 0)
 	truncated, _ := details[truncatedKeysKey].([]any)
 	e.SamplesLost = int(n) > len(e.Samples) || slices.Contains(truncated, any(preEraseKey))
-	e.Sampled = len(e.Samples) > 0 || e.SamplesLost
+	e.SampleError, _ = details[plugins.SampleErrorKey].(string)
+	if e.SampleError == "" && slices.Contains(truncated, any(plugins.SampleErrorKey)) {
+		e.SampleError = "why some media could not be sampled was dropped from the stored record"
+	}
+	e.Sampled = len(e.Samples) > 0 || e.SamplesLost || e.SampleError != ""
 	return e, true
 }
 
 // withSamples reads, just before a technique that leaves noise runs, the
-// blocks verify will check afterwards (see sample.go).
+// blocks verify will check afterwards (see sample.go). Media that could
+// not be sampled do not stop the erase (a pipeline without a verify
+// relies on the controller's completion alone), but their error goes
+// into the step's details (plugins.SampleErrorKey) and fails the verify
+// after it: the data of a namespace nobody could read before the erase
+// is no "nothing to sample".
 func withSamples(ctx context.Context, be hardware.Backend, dev *hardware.Device, e Erasure) Erasure {
 	if e.Expect != plugins.ExpectNone {
 		return e
 	}
-	e.Samples, _ = sampleMedia(ctx, be, dev)
-	e.Sampled = len(e.Samples) > 0
+	var err error
+	e.Samples, err = sampleMedia(ctx, be, dev)
+	if err != nil {
+		e.SampleError = bounded(err.Error(), maxSampleError)
+	}
+	e.Sampled = len(e.Samples) > 0 || e.SampleError != ""
 	return e
 }
 
@@ -75,6 +91,9 @@ func erased(e Erasure, details map[string]any) *plugins.Result {
 	}
 	if e.Expect == plugins.ExpectNone {
 		details[plugins.SampledKey] = len(e.Samples)
+	}
+	if e.SampleError != "" {
+		details[plugins.SampleErrorKey] = e.SampleError
 	}
 	return plugins.OK(details)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
@@ -48,26 +49,55 @@ type BlockSample struct {
 	Serial string `json:"serial,omitempty"`
 }
 
+// maxSampleError bounds the sampling error kept in an erase step's
+// details (the claims store keeps it whatever their size).
+const maxSampleError = 512
+
 // sampleMedia reads sampleBlocks blocks of every media of dev, spread
-// from the first to the last. It returns none (and why) when the media
-// cannot be read: verify then says it cannot compare.
-func sampleMedia(ctx context.Context, be hardware.Backend, dev *hardware.Device) ([]BlockSample, string) {
+// from the first to the last. A device without media (none listed, or
+// hardware.ErrUnsupported: no block device to read) gives none and no
+// error: verify then says it cannot compare. Media that cannot be listed
+// otherwise, and each namespace that cannot be read, are an error
+// (naming device and namespace) beside the samples of the namespaces
+// that could be read: a tenant's unreadable namespace must not make the
+// erase look like one with nothing to sample, or hide the others'.
+func sampleMedia(ctx context.Context, be hardware.Backend, dev *hardware.Device) ([]BlockSample, error) {
 	media, err := be.Media(ctx, dev.Address)
-	if err != nil || len(media) == 0 {
-		return nil, fmt.Sprintf("media of %s not listed before the erase: %v", dev.Address, err)
+	if errors.Is(err, hardware.ErrUnsupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("media of %s not listed to sample them before the erase: %w", dev.Address, err)
 	}
 	var out []BlockSample
+	var errs []error
 	for i, m := range media {
+		if err := ctx.Err(); err != nil {
+			return out, errors.Join(append(errs, err)...)
+		}
 		s, err := sampleOne(m)
 		if err != nil {
-			return nil, err.Error()
+			errs = append(errs, fmt.Errorf("namespace %d of %s: %w", i+1, dev.Address, err))
+			continue
 		}
 		for j := range s {
 			s[j].Media, s[j].Size, s[j].Serial = i, m.Size, dev.Serial
 		}
 		out = append(out, s...)
 	}
-	return out, ""
+	return out, errors.Join(errs...)
+}
+
+// bounded is s cut to at most n bytes (on a rune boundary), marked.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(" [truncated]")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " [truncated]"
 }
 
 func sampleOne(m hardware.Media) ([]BlockSample, error) {
@@ -216,12 +246,29 @@ func verifyChanged(ctx context.Context, be hardware.Backend, t *Target) (*plugin
 		}
 	}
 	v.Samples = len(e.Samples)
+	if e.SampleError != "" {
+		return nil, samplesMissing(v, dev.Address, e.ID, e.SampleError)
+	}
 	if informative == 0 {
 		v.Result, v.Reason = plugins.VerifyNotApplicable, "every sampled block was uniform before the erase (unwritten?): its change or not proves nothing"
 		return plugins.OK(map[string]any{plugins.VerificationKey: v.Map()}), nil
 	}
 	v.Result = plugins.VerifyPassed
 	return plugins.OK(map[string]any{plugins.VerificationKey: v.Map(), "changed_blocks": informative}), nil
+}
+
+// samplesMissing fails a verify whose erase step could not sample every
+// media before the erase (why: a namespace it could not read, media it
+// could not list): whether that media's data is gone cannot be checked,
+// which is no "not applicable", and the samples of the others prove
+// nothing about it. Try-again-later keeps the device reserved; the next
+// run repeats the erase and samples again (a read error that lasts ends
+// in quarantine once the run budget is spent).
+func samplesMissing(v plugins.Verification, addr hardware.Address, erase, why string) error {
+	v.Result = plugins.VerifyFailed
+	v.Reason = fmt.Sprintf("some media of %s could not be sampled before the %s (%s): whether their data is gone cannot be checked", addr, erase, why)
+	return &plugins.Error{Code: plugins.CodeTryAgainLater, Details: map[string]any{plugins.VerificationKey: v.Map(), plugins.SampleErrorKey: why},
+		Msg: fmt.Sprintf("verify of %s: %s; the device is not called clean and stays reserved, and the next run repeats the erase. If this recurs, check the namespace's reads (dmesg; nvme id-ns: an LBA format with metadata or protection information a tenant set), reformat it (nvme format <ns> -l 0) or sanitize the drive, then release the device", addr, v.Reason)}
 }
 
 // samplesLost fails a verify whose erase step sampled blocks that its

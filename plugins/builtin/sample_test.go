@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -108,6 +109,28 @@ func TestVerifyFollowsTheNamespaceNotItsName(t *testing.T) {
 	}
 }
 
+// verifyTriesAgainLater runs verify after erasure e and wants it to fail
+// as try-again-later with a failed verification, its message saying each
+// of says (what: the case, for the failure message).
+func verifyTriesAgainLater(t *testing.T, be hardware.Backend, dev *hardware.Device, e *Erasure, what string, says ...string) {
+	t.Helper()
+	spec, _ := Lookup("verify")
+	res, err := spec.Run(context.Background(), be, &Target{Device: dev, Erased: e})
+	if err == nil {
+		t.Fatalf("verify with %s answered ok: %v", what, res.Details)
+	}
+	pe := plugins.AsError(err)
+	v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
+	if pe.Code != plugins.CodeTryAgainLater || v["result"] != plugins.VerifyFailed {
+		t.Fatalf("verify with %s: error %v (code %d), verification %v; want try-again-later, verification failed", what, err, pe.Code, v)
+	}
+	for _, w := range says {
+		if !strings.Contains(pe.Msg, w) {
+			t.Fatalf("verify with %s: %q does not say %q", what, pe.Msg, w)
+		}
+	}
+}
+
 // jsonRoundTrip is what a checkpoint store does to step details; legacy
 // drops the namespace index, as samples stored before it was kept.
 func jsonRoundTrip(t *testing.T, details map[string]any, legacy bool) map[string]any {
@@ -187,16 +210,89 @@ func TestLostSamplesFailVerify(t *testing.T) {
 			if why != "" {
 				t.Fatalf("lost samples skipped as not applicable: %s", why)
 			}
-			spec, _ := Lookup("verify")
-			vres, err := spec.Run(context.Background(), be, &Target{Device: dev, Erased: e})
-			if err == nil {
-				t.Fatalf("verify with the samples lost answered ok: %v", vres.Details)
-			}
-			pe := plugins.AsError(err)
-			v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
-			if pe.Code != plugins.CodeTryAgainLater || v["result"] != plugins.VerifyFailed || !strings.Contains(pe.Msg, string(addr)) {
-				t.Fatalf("verify with the samples lost: error %v (code %d), verification %v; want try-again-later naming %s, verification failed", err, plugins.CodeOf(err), v, addr)
-			}
+			verifyTriesAgainLater(t, be, dev, e, "the samples lost", string(addr))
 		})
+	}
+}
+
+// TestUnreadableNamespaceFailsVerify: before a crypto erase, a namespace
+// that cannot be read (a tenant may cause the I/O error) used to make
+// sampleMedia drop every sample, the error discarded: verify was then
+// skipped as "no blocks could be sampled". Now the readable namespaces
+// keep their samples, the erase records why the other could not be
+// sampled (also through a checkpoint store, and when the store dropped
+// the key), and the verify after it fails as try-again-later with a
+// failed verification naming the namespace, even when every sample it
+// has changed. Media that cannot be listed are such an error too; a
+// device without media (ErrUnsupported) is not. Found in review (M5).
+func TestUnreadableNamespaceFailsVerify(t *testing.T) {
+	ns1, ns3 := mediaFile(t, 1<<20), mediaFile(t, 1<<20)
+	ns2 := hardware.Media{Path: t.TempDir(), Size: 1 << 20} // a directory: every read fails (EISDIR)
+	be := &fakehw.Backend{
+		MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) {
+			return []hardware.Media{ns1, ns2, ns3}, nil
+		},
+		SanitizeF: func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+			for _, m := range []hardware.Media{ns1, ns3} {
+				if err := os.WriteFile(m.Path, bytes.Repeat([]byte{0x5a, 0xa5}, 1<<19), 0o600); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	dev := &hardware.Device{Address: addr, Kind: hardware.KindNVMe, Driver: "nvme", Serial: "S1", NVMe: &hardware.NVMeInfo{Controller: "nvme1", SANICAP: 1}}
+
+	samples, err := sampleMedia(context.Background(), be, dev)
+	if err == nil || !strings.Contains(err.Error(), "namespace 2 of "+string(addr)) || !strings.Contains(err.Error(), ns2.Path) {
+		t.Fatalf("sampling with namespace 2 unreadable: %v; want an error naming namespace 2 of %s and its path", err, addr)
+	}
+	if len(samples) != 2*sampleBlocks || samples[0].Media != 0 || samples[len(samples)-1].Media != 2 {
+		t.Fatalf("sampled %d blocks; want %d, of namespaces 1 and 3", len(samples), 2*sampleBlocks)
+	}
+
+	res, err := run(t, "nvme-sanitize", be, dev, nil)
+	if err != nil {
+		t.Fatalf("the erase itself failed: %v; want it to run, its verify to fail", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		store func(d map[string]any)
+	}{
+		{name: "in memory"},
+		{name: "via the store"},
+		{name: "via a store that dropped the error", store: func(d map[string]any) {
+			delete(d, plugins.SampleErrorKey)
+			d[truncatedKeysKey] = []any{plugins.SampleErrorKey}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			details := res.Details
+			if tc.name != "in memory" {
+				details = jsonRoundTrip(t, details, false)
+			}
+			if tc.store != nil {
+				tc.store(details)
+			}
+			e, ok := ErasureOf(details)
+			if !ok || e.SampleError == "" {
+				t.Fatalf("erasure %+v from details %v; want the sampling error kept", e, details)
+			}
+			if why, _ := SkipVerify(nil, e); why != "" {
+				t.Fatalf("verify skipped as not applicable: %s", why)
+			}
+			verifyTriesAgainLater(t, be, dev, e, "namespace 2 never sampled", "could not be sampled", string(addr))
+		})
+	}
+
+	for _, tc := range []struct {
+		listed error
+		fails  bool
+	}{{errors.New("sysfs: size of nvme1n2: input/output error"), true}, {hardware.ErrUnsupported, false}} {
+		be := &fakehw.Backend{MediaF: func(context.Context, hardware.Address) ([]hardware.Media, error) { return nil, tc.listed }}
+		samples, err := sampleMedia(context.Background(), be, dev)
+		if (err != nil) != tc.fails || len(samples) != 0 {
+			t.Fatalf("media listing %v: samples %d, error %v; want an error: %v", tc.listed, len(samples), err, tc.fails)
+		}
 	}
 }
