@@ -337,10 +337,17 @@ func doneIn(prior []StepRecord, runID string, i int, name string) (StepRecord, b
 // dirty device of a fleet.
 var deploymentCodes = []int{plugins.CodeIncompatibleVersion, plugins.CodeInvalidConfig, plugins.CodeInvalidRequest}
 
-// verdictFor turns a required step's failure into a verdict.
+// verdictFor turns a required step's failure into a verdict. A failure
+// whose verification found the previous tenant's data (verificationFinding)
+// is quarantine, whatever retryable_codes and the run budget say.
 func (r *run) verdictFor(s *Step, rec StepRecord) (Verdict, string) {
 	msg := fmt.Sprintf("step %s failed: %s", s.Name, rec.Message)
+	why, found := verificationFinding(rec.Details)
 	switch {
+	case found && rec.Code != plugins.CodeRetire:
+		// Whatever retryable_codes list (a 12 among them): a later run
+		// would only verify again until a sample misses the data.
+		return VerdictQuarantine, fmt.Sprintf("%s (%s: permanent, never retried; fix the erase, then release the device with scourctl placement unquarantine)", msg, why)
 	case slices.Contains(deploymentCodes, rec.Code):
 		what := "the step's configuration"
 		if s.Type == TypePlugin {

@@ -402,7 +402,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // attempts runs the step up to Retry.Attempts times, each under the step's
-// timeout, backing off (Retry.waits) between retryable failures. A
+// timeout, backing off (Retry.waits) between retryable failures; never
+// after an attempt whose verification found the previous tenant's data
+// (verificationFinding), whatever its code and Retry say. A
 // destructive step asks Placement again before every retry: the first
 // answer is as old as the attempts before it (hours, for a sanitize).
 func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, impl stepImpl, dev *hardware.Device) (*plugins.Result, error) {
@@ -443,6 +445,12 @@ func (r *run) attempts(ctx context.Context, s *Step, rec *StepRecord, t *tries, 
 			pe := *plugins.AsError(err)
 			pe.Code, pe.Msg = plugins.CodeTimeout, fmt.Sprintf("step %s ran past its %s timeout: %s", s.Name, s.Timeout, pe.Msg)
 			err = &pe
+		}
+		if why, found := verificationFinding(plugins.AsError(err).Details); found {
+			// The previous tenant's data was read back: a retry could
+			// only draw other samples, or ask the plugin again, until an
+			// answer passes.
+			return nil, r.tenantDataFound(s, err, why)
 		}
 		if ctx.Err() != nil || rec.Attempts >= s.Retry.Attempts || !s.retryable(plugins.CodeOf(err)) {
 			return nil, err

@@ -87,3 +87,62 @@ func (r *run) unverified() (step, why string) {
 	}
 	return "", ""
 }
+
+// verificationFinding reports whether a step's answer (an error's
+// details, or a record's) holds a verification that found the previous
+// tenant's data or cannot rule it out, and what it says: a failed one
+// naming a mismatch, a failed one naming neither a mismatch nor a reason,
+// no result, or a result scour does not know (the engine's "not reported"
+// for a verifying step that reported none included). Such a finding is
+// permanent: a step's retry, or a later run, would only draw new samples
+// or ask the plugin again until an answer passes (see attempts and
+// verdictFor). A failed verification that gives only a reason, no
+// mismatch, says why nothing could be compared (the built-in verify's
+// pre-erase samples lost across a restart): like a read error or a
+// timeout it checked nothing, and its code decides. Passed,
+// not-applicable, or no verification object: no finding.
+func verificationFinding(details map[string]any) (why string, found bool) {
+	m, ok := details[plugins.VerificationKey].(map[string]any)
+	if !ok {
+		return "", false
+	}
+	result, _ := m["result"].(string)
+	mismatch, _ := m["mismatch"].(string)
+	reason, _ := m["reason"].(string)
+	switch result {
+	case plugins.VerifyPassed, plugins.VerifyNotApplicable:
+		return "", false
+	case plugins.VerifyFailed:
+		switch {
+		case mismatch != "":
+			return "its verification failed: " + mismatch, true
+		case reason != "":
+			return "", false
+		}
+		return "its verification failed (no mismatch or reason given)", true
+	case "":
+		return "its verification has no result", true
+	}
+	return fmt.Sprintf("its verification result is %q, not %s", result, plugins.VerifyPassed), true
+}
+
+// tenantDataFound turns a failed attempt whose verification found the
+// previous tenant's data (verificationFinding: why) into the step's
+// permanent failure, never retried whatever retry.attempts and
+// retry.retryable_codes say: code 12, or the step's own 13 (retire),
+// which quarantines too. Its details, stderr and file hash stay.
+func (r *run) tenantDataFound(s *Step, err error, why string) error {
+	pe := *plugins.AsError(err)
+	said := ""
+	if pe.Code != plugins.CodeRetire {
+		if pe.Code != plugins.CodePermanent {
+			said = fmt.Sprintf(" (it answered code %d)", pe.Code)
+		}
+		pe.Code = plugins.CodePermanent
+	}
+	r.log.Error("step's verification found the previous tenant's data: failing it permanently, no retry", "step", s.Name, "reason", why, "code", pe.Code)
+	pe.Msg = fmt.Sprintf("device %s: step %s: %s%s: %s; a verification that found the previous tenant's data is never retried (retry.attempts and retry.retryable_codes do not apply), so the device stays reserved (quarantined): "+
+		"read the step's details and stderr in the run's record (scourctl records show), fix the erase, then release it with scourctl placement unquarantine (it is cleaned again before it returns)",
+		r.t.Address, s.Name, why, said, pe.Msg)
+	return &pe
+}

@@ -3,10 +3,12 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/hardware/gpu"
@@ -235,5 +237,149 @@ func TestGPUScrubDetailsAreNotAFailedVerification(t *testing.T) {
 	res, err := e.Clean(context.Background(), target(1))
 	if err != nil || res.Verdict != VerdictClean {
 		t.Fatalf("Clean = %v, %v; want clean", res, err)
+	}
+}
+
+// A verification that found the previous tenant's data is never retried,
+// within the step or by a later run, whatever retry.attempts and
+// retryable_codes say: a later attempt that passes (fresh random samples,
+// a plugin that answers otherwise the second time) must not outweigh the
+// finding. The run ends quarantined, the step's CLEAN having run once.
+// Found in review (H2): a verifying plugin answering code 11 with a
+// failed verification, then ok, came out clean, the mismatch kept only in
+// the earlier tries' errors that the claims store drops first.
+func TestFailedVerificationIsNeverRetried(t *testing.T) {
+	verifying := func(s *Step) { s.Verifies = true }
+	retry := func(attempts int, codes ...int) func(*Step) {
+		return func(s *Step) { s.Retry.Attempts, s.Retry.RetryableCodes = attempts, codes }
+	}
+	// firstFails answers code with a failed verification (a mismatch),
+	// then ok with a passed one.
+	firstFails := func(code int) func(context.Context, *plugins.Request) (*plugins.Result, error) {
+		n := 0
+		return func(context.Context, *plugins.Request) (*plugins.Result, error) {
+			if n++; n == 1 {
+				return nil, &plugins.Error{Code: code, Msg: "tenant data at offset 0", Details: verificationDetails(plugins.VerifyFailed)}
+			}
+			return plugins.OK(verificationDetails(plugins.VerifyPassed)), nil
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		mods  []func(*Step)
+		clean func(context.Context, *plugins.Request) (*plugins.Result, error)
+	}{
+		{"code 11 with a mismatch, attempts 2", []func(*Step){verifying, retry(2)}, firstFails(plugins.CodeTryAgainLater)},
+		{"code 11 with a mismatch, attempts 1: no retry-later run either", []func(*Step){verifying, retry(1)}, firstFails(plugins.CodeTryAgainLater)},
+		{"code 15 with a mismatch, attempts 3", []func(*Step){verifying, retry(3)}, firstFails(plugins.CodeTimeout)},
+		{"plugin code listed retryable, attempts 2", []func(*Step){verifying, retry(2, 11, 15, 101)}, firstFails(101)},
+		{"code 12 listed retryable, attempts 2", []func(*Step){verifying, retry(2, 11, 12, 15)}, firstFails(plugins.CodePermanent)},
+		{"code 12 listed retryable, attempts 1", []func(*Step){verifying, retry(1, 11, 12, 15)}, firstFails(plugins.CodePermanent)},
+		{"ok with a failed verification, code 12 listed retryable", []func(*Step){verifying, retry(1, 11, 12, 15)},
+			answer(verificationDetails(plugins.VerifyFailed))},
+		{"a step not marked verifies reporting a mismatch", []func(*Step){retry(2)}, firstFails(plugins.CodeTryAgainLater)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig(pluginStep("wipe"), pluginStep("check", tc.mods...)))
+			h.pr.clean["check"] = tc.clean
+			res := h.clean(t, target(1))
+			if res.Verdict != VerdictQuarantine || res.Step != "check" || res.Code != plugins.CodePermanent {
+				t.Fatalf("verdict %s at %q code %d (%s), want quarantine at check with code %d; steps %s",
+					res.Verdict, res.Step, res.Code, res.Reason, plugins.CodePermanent, states(res.Steps))
+			}
+			if !strings.Contains(res.Reason, "byte at offset 0 is 0xab") {
+				t.Errorf("reason %q does not name the mismatch", res.Reason)
+			}
+			n := 0
+			for _, c := range h.pr.Calls() {
+				if c == "CLEAN check" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("check's CLEAN ran %d times, want once (calls %v)", n, h.pr.Calls())
+			}
+			check := res.Steps[len(res.Steps)-1]
+			if check.State != StepFailed || check.Attempts > 1 {
+				t.Errorf("check %s after %d attempt(s), want failed after 1", check.State, check.Attempts)
+			}
+			if got, _ := plugins.VerificationResult(check.Details); got != plugins.VerifyFailed {
+				t.Errorf("check's recorded verification %q, want failed", got)
+			}
+		})
+	}
+}
+
+// A verifying step that could not verify (an I/O error, a timeout; a
+// failed verification that gives only the reason nothing could be
+// compared, as the built-in verify reports samples lost across a
+// restart) checked nothing: that may be retried, and a later attempt
+// that passes counts.
+func TestVerificationThatCouldNotBeMadeIsRetried(t *testing.T) {
+	couldNot := plugins.Verification{Method: "none", Result: plugins.VerifyFailed, Reason: "the pre-erase samples are gone"}
+	for _, tc := range []struct {
+		name string
+		err  *plugins.Error
+	}{
+		{"read error, no verification", plugins.Errorf(plugins.CodeTryAgainLater, "reading /dev/nvme0n1: input/output error")},
+		{"failed verification giving only why nothing was compared", &plugins.Error{Code: plugins.CodeTryAgainLater, Msg: "samples lost",
+			Details: map[string]any{plugins.VerificationKey: couldNot.Map()}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig(pluginStep("wipe"), pluginStep("check", func(s *Step) { s.Verifies = true; s.Retry.Attempts = 2 })))
+			n := 0
+			h.pr.clean["check"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+				if n++; n == 1 {
+					return nil, tc.err
+				}
+				return plugins.OK(verificationDetails(plugins.VerifyPassed)), nil
+			}
+			if res := h.clean(t, target(1)); res.Verdict != VerdictClean || n != 2 {
+				t.Fatalf("verdict %s (%s) after %d CLEANs, want clean after 2", res.Verdict, res.Reason, n)
+			}
+		})
+	}
+}
+
+// The built-in verify under retryable_codes [11, 12, 15]: a sampled block
+// showing the tenant's data is code 12; retried, the next attempt draws
+// new random samples that can miss the one block left. Here the media
+// are zeroed during the backoff, standing for such a lucky draw: the run
+// must be quarantined after one attempt whatever the next would find.
+func TestBuiltinVerifyMismatchIsNeverRetried(t *testing.T) {
+	for _, attempts := range []int{1, 2} {
+		t.Run(fmt.Sprintf("attempts=%d", attempts), func(t *testing.T) {
+			media := filepath.Join(t.TempDir(), "nvme0n1")
+			data := make([]byte, 1<<20)
+			data[100] = 0xab // one tenant byte, in the first block (always sampled)
+			if err := os.WriteFile(media, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			verify := Step{Name: "verify", Type: "verify", Args: map[string]any{"mode": "sample", "samples": 3},
+				Retry: Retry{Attempts: attempts, Backoff: time.Millisecond, RetryableCodes: []int{11, 12, 15}}}
+			h := newHarness(t, testConfig(pluginStep("wipe"), verify), func(h *harness) {
+				h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) {
+					return []hardware.Media{{Path: media, Size: int64(len(data))}}, nil
+				}
+			})
+			h.e.sleep = func(context.Context, time.Duration) bool {
+				if err := os.WriteFile(media, make([]byte, len(data)), 0o600); err != nil {
+					t.Error(err)
+				}
+				return true
+			}
+			res := h.clean(t, target(1))
+			if res.Verdict != VerdictQuarantine || res.Step != "verify" || res.Code != plugins.CodePermanent {
+				t.Fatalf("verdict %s at %q code %d (%s), want quarantine at verify with code %d; steps %s",
+					res.Verdict, res.Step, res.Code, res.Reason, plugins.CodePermanent, states(res.Steps))
+			}
+			v := res.Steps[len(res.Steps)-1]
+			if v.Attempts != 1 {
+				t.Errorf("verify ran %d attempts, want 1", v.Attempts)
+			}
+			if got, _ := plugins.VerificationResult(v.Details); got != plugins.VerifyFailed {
+				t.Errorf("verify's recorded verification %q, want failed", got)
+			}
+		})
 	}
 }

@@ -114,6 +114,14 @@ var mutations = []mutation{
 		"\t\t\tif err := r.keepClearGeneration(ctx, s, done); err != nil {\n",
 		"\t\t\tif err := r.keepClearGeneration(ctx, s, done); false && err != nil {\n",
 		"pipeline", "^TestRunStopsWhenTheClearGenerationCannotBeStored$"},
+	{1, "failed verification retried within its step", "pipeline/step.go",
+		"if why, found := verificationFinding(plugins.AsError(err).Details); found {",
+		"if why, found := verificationFinding(plugins.AsError(err).Details); false && found {",
+		"pipeline", "^TestFailedVerificationIsNeverRetried$|^TestBuiltinVerifyMismatchIsNeverRetried$"},
+	{1, "failed verification with a retryable code left to a later run", "pipeline/run.go",
+		"\tcase found && rec.Code != plugins.CodeRetire:\n",
+		"\tcase false && found && rec.Code != plugins.CodeRetire:\n",
+		"pipeline", "^TestFailedVerificationIsNeverRetried$|^TestBuiltinVerifyMismatchIsNeverRetried$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
