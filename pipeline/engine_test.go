@@ -457,3 +457,95 @@ func TestAllocationCheckedBeforeEveryRetry(t *testing.T) {
 		}
 	})
 }
+
+// A requirement on a capability discovery could not read is neither met
+// nor unmet: the step is neither skipped nor failed as unsupported,
+// whatever on_unsupported says, and nothing is done to the device. Found
+// in review (M1): `nvme id-ctrl` timing out after the bind to nvme left
+// nvme.sanitize absent, the sanitize step (on_unsupported: skip) was
+// recorded skipped, and the verify after it, comparing the unerased
+// media with zeros, could pass: a clean verdict with no erase. With
+// on_unsupported: fail the passing timeout became a permanent
+// quarantine (code 2) where the built-in answers try-again-later.
+func TestUnreadableRequirementIsNeitherMetNorUnmet(t *testing.T) {
+	const timedOut = "nvme id-ctrl timed out: context deadline exceeded"
+	offNVMe := `bound to "vfio-pci", not nvme: no controller or block device; bind to nvme to discover`
+	device := func(a hardware.Address, driver string) *hardware.Device {
+		d := nvmeDevice(a)
+		d.Driver = driver
+		d.NVMe = &hardware.NVMeInfo{BoundToVFIO: driver == "vfio-pci"}
+		why := offNVMe
+		if driver == "nvme" {
+			d.NVMe.Controller, d.NVMe.Namespaces, why = "nvme0", []string{"/dev/nvme0n1"}, timedOut
+		}
+		d.Absent = map[string]string{"nvme.format": why, "nvme.crypto_format": why, "nvme.sanitize": why}
+		return d
+	}
+	sanitize := func(driver, onUnsupported string) Step {
+		return Step{Name: "sanitize", Type: "nvme-sanitize", Driver: driver, OnUnsupported: onUnsupported,
+			Requires: Requires{"nvme.sanitize": ">=block"}, Args: map[string]any{"action": "block"}}
+	}
+	for _, tc := range []struct {
+		name      string
+		home      string // the device's driver, and the pipeline's home
+		driver    string // the step's
+		code      int
+		wantInMsg string
+	}{
+		{"bound to nvme for the step, id-ctrl timed out", "vfio-pci", "nvme", plugins.CodeTryAgainLater, timedOut},
+		{"living on nvme, id-ctrl timed out", "nvme", "", plugins.CodeTryAgainLater, timedOut},
+		{"on vfio-pci, step without driver: nvme", "vfio-pci", "", plugins.CodeInvalidConfig, "driver: nvme"},
+	} {
+		for _, on := range []string{OnUnsupportedSkip, OnUnsupportedFail} {
+			t.Run(tc.name+"/on_unsupported="+on, func(t *testing.T) {
+				cfg := testConfig(sanitize(tc.driver, on), pluginStep("verify", func(s *Step) { s.Verifies = true }))
+				cfg.Profiles[0].Pipeline.HomeDriver = tc.home
+				sanitized := 0
+				driver := tc.home
+				h := newHarness(t, cfg, func(h *harness) {
+					h.be.DiscoverF = func(_ context.Context, a hardware.Address) (*hardware.Device, error) { return device(a, driver), nil }
+					h.be.BindDriverF = func(_ context.Context, _ hardware.Address, d string) (string, error) { driver = d; return d, nil }
+					h.be.SanitizeF = func(context.Context, hardware.Address, hardware.SanitizeAction, time.Duration, hardware.Progress) error {
+						sanitized++
+						return nil
+					}
+				})
+				h.pr.clean["verify"] = func(context.Context, *plugins.Request) (*plugins.Result, error) {
+					return plugins.OK(map[string]any{plugins.VerificationKey: map[string]any{"result": plugins.VerifyPassed}}), nil
+				}
+				res := h.clean(t, target(1))
+				if res.Clean() || res.Verdict != VerdictRetryLater || res.Step != "sanitize" || res.Code != tc.code {
+					t.Fatalf("verdict %s at %q code %d (%s), want retry-later at sanitize with code %d; steps %s",
+						res.Verdict, res.Step, res.Code, res.Reason, tc.code, states(res.Steps))
+				}
+				rec := res.Steps[0]
+				if rec.State != StepFailed || rec.Code != tc.code || !strings.Contains(rec.Message, "nvme.sanitize") || !strings.Contains(rec.Message, tc.wantInMsg) {
+					t.Fatalf("sanitize %s code %d: %q; want failed with code %d naming nvme.sanitize and %q", rec.State, rec.Code, rec.Message, tc.code, tc.wantInMsg)
+				}
+				if sanitized != 0 || len(h.pr.Calls()) != 0 {
+					t.Fatalf("sanitized %d times, plugin calls %v: want nothing run", sanitized, h.pr.Calls())
+				}
+				if driver != tc.home {
+					t.Fatalf("device left on %q, want home %q", driver, tc.home)
+				}
+			})
+		}
+	}
+	// A device seen to lack the capability (its controller answered
+	// id-ctrl, with no sanitize method) is unmet as before: skip skips.
+	t.Run("known to lack it: on_unsupported decides", func(t *testing.T) {
+		cfg := testConfig(sanitize("", OnUnsupportedSkip), pluginStep("wipe"))
+		cfg.Profiles[0].Pipeline.HomeDriver = "nvme"
+		h := newHarness(t, cfg, func(h *harness) {
+			h.be.DiscoverF = func(_ context.Context, a hardware.Address) (*hardware.Device, error) {
+				d := device(a, "nvme")
+				d.Absent = map[string]string{"nvme.sanitize": "controller reports no sanitize support (sanicap 0)"}
+				d.Capabilities["nvme.format"] = hardware.Bool(true)
+				return d, nil
+			}
+		})
+		if res := h.clean(t, target(1)); res.Verdict != VerdictClean || states(res.Steps) != "sanitize=skipped wipe=succeeded" {
+			t.Fatalf("verdict %s (%s), steps %s; want clean with sanitize skipped", res.Verdict, res.Reason, states(res.Steps))
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/scour-project/scour/hardware"
+	"github.com/scour-project/scour/plugins"
 	"github.com/scour-project/scour/plugins/builtin"
 )
 
@@ -236,11 +237,19 @@ func planStep(s *Step, dev *hardware.Device, home string, prior *builtin.Erasure
 	}
 	ok, unmet := req.Match(dev.Capabilities)
 	remembered := dev.NVMe != nil && dev.NVMe.Remembered
+	unknown := unknownRequirement(s, dev)
 	switch {
-	case !ok && rebinds && !remembered:
+	case rebinds && ((!ok && !remembered) || unknown != nil):
 		// Requirements are evaluated on the device as bound for the step.
-		ps.Why = fmt.Sprintf("requirements decided once bound to %s (bound to %q now: %s)", s.Driver, dev.Driver, strings.Join(unmet, "; "))
-		ps.Warnings = append(ps.Warnings, fmt.Sprintf("cannot tell before binding %s whether the device meets %v: on %q its capabilities are unknown; if unmet there the step will %s", s.Driver, map[string]any(s.Requires), dev.Driver, s.OnUnsupported))
+		said := strings.Join(unmet, "; ")
+		if said == "" {
+			said = "required capabilities unknown there"
+		}
+		ps.Why = fmt.Sprintf("requirements decided once bound to %s (bound to %q now: %s)", s.Driver, dev.Driver, said)
+		ps.Warnings = append(ps.Warnings, fmt.Sprintf("cannot tell before binding %s whether the device meets %v: on %q its capabilities are unknown; if unmet there the step will %s, and if discovery cannot read them there either the step fails, try again later", s.Driver, map[string]any(s.Requires), dev.Driver, s.OnUnsupported))
+	case unknown != nil:
+		// Neither met nor unmet: on_unsupported does not apply.
+		ps.Action, ps.Why = "fail", plugins.AsError(unknown).Msg
 	case !ok:
 		ps.Action, ps.Why = s.OnUnsupported, "requirements unmet: "+strings.Join(unmet, "; ")
 		if remembered {

@@ -177,3 +177,38 @@ profiles:
 		t.Errorf("GPU dry run does not say plainly that it would be retired unwiped:\n%s", out)
 	}
 }
+
+// The dry run says what a run does with a requirement on a capability
+// discovery could not read: the step fails (try again later, or the
+// step's configuration when the NVMe is off nvme), whatever
+// on_unsupported says; a step that binds another driver decides there.
+func TestDryRunUnreadableRequirementFails(t *testing.T) {
+	yes := true
+	step := func(driver string) *Step {
+		return &Step{Name: "erase", Type: "nvme-sanitize", Driver: driver, OnUnsupported: OnUnsupportedSkip,
+			Requires: Requires{"nvme.sanitize": ">=block"}, Destructive: &yes, Required: &yes}
+	}
+	dev := func(driver, why string) *hardware.Device {
+		d := nvmeDevice("0000:81:00.0")
+		d.Driver = driver
+		d.Absent = map[string]string{"nvme.format": why, "nvme.sanitize": why}
+		return d
+	}
+	for _, tc := range []struct {
+		name         string
+		s            *Step
+		d            *hardware.Device
+		action, frag string
+	}{
+		{"on nvme, id-ctrl timed out", step(""), dev("nvme", "nvme id-ctrl timed out"), "fail", "nvme id-ctrl timed out"},
+		{"on vfio-pci without driver: nvme", step(""), dev("vfio-pci", "bound to vfio-pci"), "fail", "give the step `driver: nvme`"},
+		{"on vfio-pci, the step binds nvme", step("nvme"), dev("vfio-pci", "bound to vfio-pci"), "run", "decided once bound to nvme"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := planStep(tc.s, tc.d, "vfio-pci", nil, true)
+			if ps.Action != tc.action || !strings.Contains(ps.Why, tc.frag) {
+				t.Fatalf("planned %s: %s; want %s saying %q", ps.Action, ps.Why, tc.action, tc.frag)
+			}
+		})
+	}
+}

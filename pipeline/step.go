@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,11 +188,15 @@ func (r *run) notRun(rec *StepRecord, s *Step, why string, err error) {
 // unsupported checks the step's capability requirements against dev (as
 // discovered on the driver the step runs on), then (plugins) the plugin's
 // VERSION and CHECK. It returns why the device is unsupported, or an
-// error for any other failure.
+// error for any other failure, a requirement on a capability discovery
+// could not read among them (unknownRequirement).
 func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hardware.Device) (string, error) {
 	req, err := ParseRequirements(s.Requires)
 	if err != nil {
 		return "", plugins.Errorf(plugins.CodeInvalidConfig, "step %s requires: %v", s.Name, err)
+	}
+	if err := unknownRequirement(s, dev); err != nil {
+		return "", err
 	}
 	if ok, unmet := req.Match(dev.Capabilities); !ok {
 		where := ""
@@ -200,6 +206,40 @@ func (r *run) unsupported(ctx context.Context, s *Step, impl stepImpl, dev *hard
 		return fmt.Sprintf("requirements unmet%s: %v", where, unmet), nil
 	}
 	return impl.check(ctx, r, s, dev)
+}
+
+// unknownRequirement fails step s when one of its requirements names a
+// capability discovery could not read on dev (hardware.Device.Unknown:
+// a tool missing, failing or timing out, a driver that hides it). Such a
+// requirement is neither met nor unmet: the step must neither be skipped
+// (on_unsupported: skip would let a run whose only erase was never tried
+// come out clean) nor fail as unsupported (code 2, a permanent
+// quarantine for a tool that timed out once). It fails as the built-ins
+// do when id-ctrl could not be read: an NVMe capability unknown because
+// the device is not bound to nvme, on a step that does not bind it,
+// is the step's configuration (code 3: give it driver: nvme; retried,
+// never quarantined); anything else is try-again-later (code 11).
+func unknownRequirement(s *Step, dev *hardware.Device) error {
+	var unknown []string
+	offNVMe := false
+	for _, name := range slices.Sorted(maps.Keys(s.Requires)) {
+		why, ok := dev.Unknown(name)
+		if !ok {
+			continue
+		}
+		unknown = append(unknown, fmt.Sprintf("%s (%s)", name, why))
+		offNVMe = offNVMe || (strings.HasPrefix(name, "nvme.") && dev.Kind == hardware.KindNVMe && dev.Driver != "nvme" && s.Driver != "nvme")
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	list := strings.Join(unknown, "; ")
+	if offNVMe {
+		return plugins.Errorf(plugins.CodeInvalidConfig, "device %s: step %s requires capabilities that cannot be read while the NVMe is bound to %q (no controller to ask): %s; nothing was done to the device: give the step `driver: nvme` in its pipeline (docs/pipelines.md), which binds nvme for the step and evaluates its requirements there; the device stays reserved and is retried",
+			dev.Address, s.Name, dev.Driver, list)
+	}
+	return plugins.Errorf(plugins.CodeTryAgainLater, "device %s: step %s requires capabilities discovery could not read on driver %q: %s; unknown is neither met nor unmet, so the step was neither run nor skipped and nothing was done to the device; it stays reserved and is tried again later: check the tool named (hardware.tools, hardware.tool_timeout; scourctl devices shows why each capability is absent)",
+		dev.Address, s.Name, dev.Driver, list)
 }
 
 // checkOutcome is what a step's requirements and CHECK said: why the

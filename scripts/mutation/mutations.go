@@ -122,6 +122,10 @@ var mutations = []mutation{
 		"\tcase found && rec.Code != plugins.CodeRetire:\n",
 		"\tcase false && found && rec.Code != plugins.CodeRetire:\n",
 		"pipeline", "^TestFailedVerificationIsNeverRetried$|^TestBuiltinVerifyMismatchIsNeverRetried$"},
+	{1, "requirement on an unreadable capability counted unmet (skippable)", "pipeline/step.go",
+		"\tif err := unknownRequirement(s, dev); err != nil {\n",
+		"\tif err := unknownRequirement(s, dev); false && err != nil {\n",
+		"pipeline", "^TestUnreadableRequirementIsNeitherMetNorUnmet$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
