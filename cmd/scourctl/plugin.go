@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,7 +41,7 @@ func init() {
 			},
 		}
 		fs := test.Flags()
-		fs.StringVar(&f.device, "device", "", "PCI address of the simulated device (required)")
+		fs.StringVar(&f.device, "device", "", "PCI address of the simulated device (required; refused when a PCI device of this host is at it)")
 		fs.StringVar(&f.kind, "kind", "nvme", "device kind: nvme, gpu, nic or generic")
 		fs.StringVar(&f.vendor, "vendor", "0x144d", "PCI vendor id")
 		fs.StringVar(&f.product, "product", "0xa80a", "PCI device id")
@@ -59,7 +62,10 @@ const pluginHelp = `Runs the plugin at PATH the way scour would (same permission
 environment, process group, bounded output) against a simulated device
 whose media are temporary files filled with 0xab, and checks VERSION, CHECK
 and CLEAN answers against the plugin protocol (docs/plugins.md). CHECK must
-not modify the media. Exit status 0 when every check passed.`
+not modify the media. The plugin gets --device as SCOUR_PCI_ADDRESS, so
+plugin test refuses, before running the plugin at all, an address at which
+this host's sysfs lists a PCI device (or a sysfs it cannot read), with or
+without --sim-config. Exit status 0 when every check passed.`
 
 type pluginTestFlags struct {
 	device     string
@@ -105,6 +111,14 @@ func (t *pluginTest) run(ctx context.Context, path string, f pluginTestFlags) {
 	addr, err := hardware.ParseAddress(f.device)
 	if err != nil {
 		t.fail("--device: %v", err)
+		return
+	}
+	// Before the plugin runs at all (VERSION included): whatever the
+	// simulated device, the plugin gets its address, and one that works
+	// by address would act on the real device there.
+	if why := realDeviceAt(hardware.NewFS(pluginTestSysfs), addr); why != "" {
+		t.fail("--device %s: %s; plugin test never hands a plugin the address of a device of this host (it may be a tenant's): "+
+			"give --device an address no PCI device of this host has (ls /sys/bus/pci/devices), and in --sim-config too", addr, why)
 		return
 	}
 	var stepArgs map[string]any
@@ -264,6 +278,29 @@ func simRequest(ctx context.Context, path string, addr hardware.Address, f plugi
 	}
 	req.Previous = &plugins.Previous{Instance: "00000000-0000-0000-0000-00000000abcd", Project: "plugin-test"}
 	return req, nil
+}
+
+// pluginTestSysfs is the sysfs plugin test reads to tell whether a PCI
+// device is at --device (tests point it at a fake tree).
+var pluginTestSysfs = hardware.DefaultSysfsRoot
+
+// realDeviceAt says why addr may be a real PCI device of this host (""
+// when sysfs lists none there). A sysfs that cannot be read counts as a
+// device there: plugin test cannot tell, so it refuses.
+func realDeviceAt(fs hardware.FS, addr hardware.Address) string {
+	addrs, err := fs.PCIAddresses()
+	if err != nil {
+		return fmt.Sprintf("cannot tell whether a PCI device of this host is at that address (%v)", err)
+	}
+	path := fs.Path("bus", "pci", "devices", string(addr))
+	_, err = os.Lstat(path)
+	switch {
+	case err == nil || slices.Contains(addrs, addr):
+		return fmt.Sprintf("this host's hardware discovery finds a PCI device there (%s)", path)
+	case !errors.Is(err, iofs.ErrNotExist):
+		return fmt.Sprintf("cannot tell whether a PCI device of this host is at that address (%v)", err)
+	}
+	return ""
 }
 
 func fakeRequest(dir string, addr hardware.Address, f pluginTestFlags, args map[string]any) (*plugins.Request, error) {

@@ -22,6 +22,7 @@ func TestPluginTestJudgesVerification(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("plugins must be root-owned: run as root")
 	}
+	fakePCI(t)
 	dir := t.TempDir()
 	write := func(name, details string) string {
 		p := filepath.Join(dir, name)

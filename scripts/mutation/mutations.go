@@ -204,6 +204,14 @@ var mutations = []mutation{
 		"return age >= 0 && age <= w && c.unreservable(d)",
 		"return age >= 0 && c.unreservable(d)",
 		"placement", "^TestCheckReuseOnlyFreshCompleteDirtyReads$"},
+	{2, "plugin test hands a plugin the address of a device of this host", "cmd/scourctl/plugin.go",
+		"addr); why != \"\" {",
+		"addr); why != \"\" && false {",
+		"cmd/scourctl", "^TestPluginTestRefusesARealDevice$"},
+	{2, "plugin test counts an unreadable sysfs as no device there", "cmd/scourctl/plugin.go",
+		"\t\treturn fmt.Sprintf(\"cannot tell whether a PCI device of this host is at that address (%v)\", err)\n\t}\n\tpath :=",
+		"\t\treturn \"\"\n\t}\n\tpath :=",
+		"cmd/scourctl", "^TestPluginTestRefusesARealDevice$"},
 
 	// Rule 3: device identity comes from this host's Placement tree plus
 	// local hardware discovery plus config, never from a notification.
