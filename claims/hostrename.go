@@ -1,0 +1,236 @@
+package claims
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// HostOpen is what one host name holds open in the store: what a scourd
+// under that name acts on, and a scourd under any other name never sees
+// (every row is keyed by host).
+type HostOpen struct {
+	Host string
+	// Quarantines are open quarantines and retirements (rule 4).
+	Quarantines int
+	// Runs are cleaning runs not ended: running, or cleaned and waiting
+	// for their un-reserve.
+	Runs int
+	// Claims are live claims (active or dormant): tenants on the
+	// devices, whose cleaning records and re-fence name them.
+	Claims int
+	// Why says why the name is this scourd's own (the store is a sqlite
+	// file of this machine, or its claims name this scourd's node).
+	Why string
+}
+
+// openByHost counts each host's open quarantines, open runs and live
+// claims (three parameters: the host to leave out).
+const openByHost = `SELECT h, SUM(q), SUM(r), SUM(c) FROM (
+		SELECT host AS h, 1 AS q, 0 AS r, 0 AS c FROM quarantines WHERE released_at IS NULL AND host <> ?
+		UNION ALL SELECT host, 0, 1, 0 FROM cleaning_runs WHERE ended_at IS NULL AND host <> ?
+		UNION ALL SELECT host, 0, 0, 1 FROM claims WHERE state IN ('active', 'dormant') AND host <> ?
+	) x GROUP BY h ORDER BY h`
+
+// OpenUnderOtherNames lists the host names other than host that hold
+// open records (HostOpen) and are this machine's earlier names: every
+// one in a sqlite store (one scourd at a time uses a state_path, so
+// another name in it is one this state_path ran under), and in a
+// PostgreSQL store (shared by a fleet) a name whose claims were recorded
+// for one of nodes, the compute node this scourd's Placement tree is
+// under. A name with no claim at all is not found there: nothing in the
+// store ties its quarantines to a node.
+func (s *Store) OpenUnderOtherNames(ctx context.Context, host string, nodes []string) ([]HostOpen, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(openByHost), host, host, host)
+	if err != nil {
+		return nil, fmt.Errorf("claims: look for other host names' open records: %w", err)
+	}
+	var all []HostOpen
+	for rows.Next() {
+		var h HostOpen
+		if err := rows.Scan(&h.Host, &h.Quarantines, &h.Runs, &h.Claims); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claims: look for other host names' open records: %w", err)
+		}
+		all = append(all, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claims: look for other host names' open records: %w", err)
+	}
+	var out []HostOpen
+	for _, h := range all {
+		if s.d.name == DriverSQLite {
+			h.Why = "the sqlite store " + s.cfg.SQLitePath() + " is this state_path's, so every host name in it is one scourd ran under here"
+			out = append(out, h)
+			continue
+		}
+		node, err := s.claimNode(ctx, h.Host, nodes)
+		if err != nil {
+			return nil, err
+		}
+		if node != "" {
+			h.Why = "its claims were recorded for Placement node " + node + ", this scourd's"
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// claimNode is the first of nodes that a claim of host was recorded for
+// ("" when none).
+func (s *Store) claimNode(ctx context.Context, host string, nodes []string) (string, error) {
+	for _, n := range nodes {
+		if n == "" {
+			continue
+		}
+		var found bool
+		if err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT EXISTS (SELECT 1 FROM claims WHERE host = ? AND node = ?)`),
+			host, n).Scan(&found); err != nil {
+			return "", fmt.Errorf("claims: look for host %s's claims on node %s: %w", host, n, err)
+		}
+		if found {
+			return n, nil
+		}
+	}
+	return "", nil
+}
+
+// Adopted is what AdoptHost moved.
+type Adopted struct {
+	HostOpen
+	// Superseded are from's open quarantines of devices to already held
+	// open: closed under from, to's stands.
+	Superseded int
+	// Tenants are released claims and seen holders not covered by a clean
+	// since (previous tenants, for the next clean's record and the
+	// re-fence).
+	Tenants int
+}
+
+// AdoptHost moves to host to what host from holds open, in one
+// transaction: open quarantines and retirements, cleaning runs not
+// ended (with their steps), live claims, and the previous tenants no
+// clean has covered since (released claims and seen holders), with the
+// devices' addresses, Cyborg ARQ records and delete tombstones. What a
+// clean covered, and every closed record with from's signed chain, stays
+// under from. It is for a host renamed (scourctl host adopt; scourd
+// stopped): scourd under to then keeps from's quarantines, resumes its
+// runs and knows its tenants. An open quarantine of a device to holds
+// quarantined already is closed under from (to's stands). It refuses,
+// moving nothing, when to has an open run of a device from has one of, or
+// a live claim of an instance from has one of.
+func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, error) {
+	if from == "" || to == "" || from == to {
+		return Adopted{}, fmt.Errorf("claims: adopt host %q as %q: two different host names needed", from, to)
+	}
+	var a Adopted
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		a = Adopted{HostOpen: HostOpen{Host: from}}
+		var clash []string
+		for _, c := range []struct{ what, q string }{
+			{"open cleaning runs of the same devices", `SELECT a.device_rp FROM cleaning_runs a JOIN cleaning_runs b ON b.device_rp = a.device_rp
+				WHERE a.host = ? AND b.host = ? AND a.ended_at IS NULL AND b.ended_at IS NULL`},
+			{"live claims of the same instances", `SELECT a.instance_uuid FROM claims a JOIN claims b
+				ON b.instance_uuid = a.instance_uuid AND b.resize_target = a.resize_target
+				WHERE a.host = ? AND b.host = ? AND a.state IN ('active', 'dormant') AND b.state IN ('active', 'dormant')`},
+		} {
+			ids, err := strings1(ctx, tx, s.d.rebind(c.q), from, to)
+			if err != nil {
+				return err
+			}
+			if len(ids) > 0 {
+				clash = append(clash, fmt.Sprintf("%s (%s)", c.what, strings.Join(ids, ", ")))
+			}
+		}
+		if len(clash) > 0 {
+			return fmt.Errorf("claims: host %s and host %s both hold %s: scourd ran under %s over them; nothing moved. "+
+				"Let scourd under %s finish its runs (scourctl status) and its instances go, then run this again",
+				from, to, strings.Join(clash, " and "), to, to)
+		}
+		now := s.stamp()
+		n, err := execN(ctx, tx, s.d.rebind(`UPDATE quarantines SET released_at = ?, released_by = ?,
+			release_reason = ? WHERE host = ? AND released_at IS NULL
+			AND device_rp IN (SELECT device_rp FROM quarantines WHERE host = ? AND released_at IS NULL)`),
+			now, by, "host "+from+" adopted as "+to+", which holds its own open quarantine of the device", from, to)
+		if err != nil {
+			return err
+		}
+		a.Superseded = n
+		// A clean covers a tenant known since before its run started
+		// (lastCleanQuery); cleanAfter is "no clean of from's covers the
+		// tenant known since the time in the column given".
+		cleanAfter := func(device, since string) string {
+			return `NOT EXISTS (SELECT 1 FROM cleaning_runs r WHERE r.host = ? AND r.device_rp = ` + device +
+				` AND r.state IN ('cleaned', 'returned') AND r.started_at >= ` + since + `)`
+		}
+		// Claims first: which ones move is read from claim_devices,
+		// moved after them.
+		if a.Tenants, err = execN(ctx, tx, s.d.rebind(`UPDATE claims SET host = ? WHERE host = ?
+			AND state NOT IN ('active', 'dormant') AND EXISTS (SELECT 1 FROM claim_devices cd WHERE cd.claim_id = claims.id
+			AND `+cleanAfter("cd.device_rp", `CASE WHEN claims.reactivated_at > cd.created_at THEN claims.reactivated_at ELSE cd.created_at END`)+`)`),
+			to, from, from); err != nil {
+			return err
+		}
+		steps := []struct {
+			n    *int
+			q    string
+			args []any
+		}{
+			{&a.Quarantines, `UPDATE quarantines SET host = ? WHERE host = ? AND released_at IS NULL`, []any{to, from}},
+			{&a.Runs, `UPDATE cleaning_runs SET host = ? WHERE host = ? AND ended_at IS NULL`, []any{to, from}},
+			{&a.Claims, `UPDATE claims SET host = ? WHERE host = ? AND state IN ('active', 'dormant')`, []any{to, from}},
+			{nil, `UPDATE claim_devices SET host = ? WHERE host = ? AND claim_id IN (SELECT id FROM claims WHERE host = ?)`, []any{to, from, to}},
+			{nil, `UPDATE device_holders SET host = ? WHERE host = ? AND ` + cleanAfter("device_holders.device_rp", "device_holders.seen_at") + `
+				AND device_rp NOT IN (SELECT device_rp FROM device_holders WHERE host = ?)`, []any{to, from, from, to}},
+			{nil, `UPDATE device_addresses SET host = ? WHERE host = ?
+				AND device_rp NOT IN (SELECT device_rp FROM device_addresses WHERE host = ?)`, []any{to, from, to}},
+			{nil, `UPDATE cyborg_arqs SET host = ? WHERE host = ? AND NOT EXISTS (SELECT 1 FROM cyborg_arqs b
+				WHERE b.host = ? AND b.instance_uuid = cyborg_arqs.instance_uuid AND b.device_rp = cyborg_arqs.device_rp)`, []any{to, from, to}},
+			{nil, `UPDATE deleted_instances SET host = ? WHERE host = ?
+				AND instance_uuid NOT IN (SELECT instance_uuid FROM deleted_instances WHERE host = ?)`, []any{to, from, to}},
+		}
+		for _, st := range steps {
+			n, err := execN(ctx, tx, s.d.rebind(st.q), st.args...)
+			if err != nil {
+				return err
+			}
+			if st.n != nil {
+				*st.n = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Adopted{}, fmt.Errorf("claims: adopt host %s's open records as host %s: %w", from, to, err)
+	}
+	return a, nil
+}
+
+func execN(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// strings1 returns the first column of q's rows.
+func strings1(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,174 @@
+package claims
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// claimOn records a live claim of instance on rps under host, recorded
+// for node.
+func claimOn(t *testing.T, s *Store, host, node, instance string, rps ...string) {
+	t.Helper()
+	c := gpuClaim(instance, rps...)
+	c.Host, c.Node = host, node
+	if _, err := s.RecordClaim(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// OpenUnderOtherNames counts each other host name's open quarantines,
+// open runs and live claims (released and closed ones not), and lists a
+// name as this machine's: in a sqlite store every one; in PostgreSQL
+// (shared by a fleet) only one whose claims name this scourd's node.
+func TestOpenUnderOtherNames(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		if _, _, err := s.Retire(ctx, "cmp-a", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		rs := nvmeRun()
+		rs.Host, rs.DeviceRP = "cmp-a", "rp-2"
+		if _, _, err := s.OpenRun(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+		claimOn(t, s, "cmp-a", "node-1", "inst-1", "rp-3")
+		// Another machine's (PostgreSQL), or this state_path's (sqlite).
+		claimOn(t, s, "cmp-z", "node-9", "inst-9", "rp-9")
+		// Nothing open: a released claim, a released quarantine.
+		claimOn(t, s, "cmp-old", "node-1", "inst-old", "rp-5")
+		if _, err := s.ReleaseInstance(ctx, "cmp-old", "inst-old", "deleted", "m"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Retire(ctx, "cmp-old", "rp-6", "0000:86:00.0", "alice", "RMA", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.ReleaseQuarantine(ctx, "cmp-old", "rp-6", "bob", "back"); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		// This scourd's own records are not another name's.
+		claimOn(t, s, "cmp-b", "node-1", "inst-b", "rp-7")
+
+		got, err := s.OpenUnderOtherNames(ctx, "cmp-b", []string{"node-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]HostOpen{"cmp-a": {Host: "cmp-a", Quarantines: 1, Runs: 1, Claims: 1}}
+		if cfg.Driver == DriverSQLite {
+			want["cmp-z"] = HostOpen{Host: "cmp-z", Claims: 1}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %+v, want %+v", got, want)
+		}
+		for _, h := range got {
+			w := want[h.Host]
+			if h.Why == "" {
+				t.Errorf("%s: no reason given why it is this machine's", h.Host)
+			}
+			h.Why = ""
+			if h != w {
+				t.Errorf("got %+v, want %+v", h, w)
+			}
+		}
+		if cfg.Driver == DriverPostgres && !strings.Contains(got[0].Why, "node-1") {
+			t.Errorf("why %q does not name the node", got[0].Why)
+		}
+	})
+}
+
+// AdoptHost moves a renamed host's open quarantines, open runs, live
+// claims and uncovered previous tenants to the new name, leaving what a
+// clean covered (and closed records) under the old one; an open
+// quarantine of a device the new name holds quarantined already is closed
+// under the old name. Afterwards nothing open is left under the old name,
+// and the new one holds the quarantines, resumes the run and knows the
+// tenants. A clash (open runs of one device, live claims of one instance
+// under both names) moves nothing.
+func TestAdoptHost(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		retire := func(host, rp string) {
+			t.Helper()
+			_, _, err := s.Retire(ctx, host, rp, "0000:81:00.0", "alice", "RMA", "", "")
+			must(err)
+		}
+		retire("cmp-a", "rp-1")
+		retire("cmp-a", "rp-3")
+		retire("cmp-b", "rp-3")
+		rs := nvmeRun()
+		rs.Host, rs.DeviceRP = "cmp-a", "rp-2"
+		open, _, err := s.OpenRun(ctx, rs)
+		must(err)
+		claimOn(t, s, "cmp-a", "node-1", "inst-live", "rp-4")
+		claimOn(t, s, "cmp-a", "node-1", "inst-gone", "rp-5")
+		_, err = s.ReleaseInstance(ctx, "cmp-a", "inst-gone", "deleted", "m1")
+		must(err)
+		claimOn(t, s, "cmp-a", "node-1", "inst-cleaned", "rp-6")
+		_, err = s.ReleaseInstance(ctx, "cmp-a", "inst-cleaned", "deleted", "m2")
+		must(err)
+		must(s.SawHolder(ctx, "cmp-a", "rp-7", "inst-seen"))
+		clock.Advance(time.Minute)
+		rs.DeviceRP = "rp-6"
+		clean, _, err := s.OpenRun(ctx, rs)
+		must(err)
+		runStep(t, s, clean.ID, "sanitize", false, StepOK, "")
+		must(finish(ctx, s, clean.ID, RunReturned, "returned"))
+		clock.Advance(time.Minute)
+
+		// A clash first: cmp-b cleaning rp-2 too.
+		rsB := nvmeRun()
+		rsB.Host, rsB.DeviceRP = "cmp-b", "rp-2"
+		clash, _, err := s.OpenRun(ctx, rsB)
+		must(err)
+		if _, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice"); err == nil || !strings.Contains(err.Error(), "open cleaning runs of the same devices (rp-2)") {
+			t.Fatalf("adopt with both names cleaning rp-2: %v", err)
+		}
+		if q, err := s.OpenQuarantines(ctx, "cmp-a"); err != nil || len(q) != 2 {
+			t.Fatalf("the refused adopt moved quarantines: %d left, %v", len(q), err)
+		}
+		must(s.FinishRun(ctx, clash.ID, RunAborted, "test"))
+
+		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
+		must(err)
+		if want := (Adopted{HostOpen: HostOpen{Host: "cmp-a", Quarantines: 1, Runs: 1, Claims: 1}, Superseded: 1, Tenants: 1}); got != want {
+			t.Errorf("adopted %+v, want %+v", got, want)
+		}
+		if left, err := s.OpenUnderOtherNames(ctx, "cmp-b", []string{"node-1"}); err != nil || len(left) != 0 {
+			t.Errorf("open under cmp-a after the adopt: %+v, %v", left, err)
+		}
+		for _, rp := range []string{"rp-1", "rp-3"} {
+			if _, ok, err := s.ActiveQuarantine(ctx, "cmp-b", rp); err != nil || !ok {
+				t.Errorf("cmp-b's quarantine of %s: %v, %v", rp, ok, err)
+			}
+		}
+		if runs, err := s.UnfinishedRuns(ctx, "cmp-b"); err != nil || len(runs) != 1 || runs[0].ID != open.ID {
+			t.Errorf("cmp-b's unfinished runs: %+v, %v; want run %s", runs, err, open.ID)
+		}
+		if live, err := s.LiveClaims(ctx, "cmp-b"); err != nil || len(live) != 1 || live[0].InstanceUUID != "inst-live" {
+			t.Errorf("cmp-b's live claims: %+v, %v", live, err)
+		}
+		for rp, want := range map[string]string{"rp-4": "inst-live", "rp-5": "inst-gone", "rp-7": "inst-seen", "rp-6": ""} {
+			p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp)
+			if err != nil || ok != (want != "") || p.Instance != want {
+				t.Errorf("cmp-b's previous tenant of %s: %+v %v %v; want %q", rp, p, ok, err, want)
+			}
+		}
+		// Covered by its clean: stays with cmp-a's closed records.
+		if p, ok, err := s.PreviousTenant(ctx, "cmp-a", "rp-6"); err != nil || ok {
+			t.Errorf("cmp-a's rp-6 tenant after its clean: %+v %v %v", p, ok, err)
+		}
+		if r, err := s.GetRun(ctx, clean.ID); err != nil || r.Host != "cmp-a" {
+			t.Errorf("the closed run moved: %+v, %v", r, err)
+		}
+	})
+}
