@@ -73,6 +73,9 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if err := cfg.CheckDefaultHost(ctx, store); err != nil {
 		return fail(err)
 	}
+	if err := cfg.CheckRenamedHost(ctx, store); err != nil {
+		return fail(err)
+	}
 	if err := store.RegisterKey(ctx, cfg.Host); err != nil {
 		return fail(err)
 	}

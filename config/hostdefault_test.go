@@ -3,8 +3,11 @@ package config
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/scour-project/scour/claims"
 )
 
 // hostRecords answers HostHasRecords from a set of hosts with rows.
@@ -56,5 +59,49 @@ func TestCheckDefaultHost(t *testing.T) {
 				t.Fatalf("start refused: %v", err)
 			}
 		})
+	}
+}
+
+// openElsewhere answers OpenUnderOtherNames with its records, and
+// remembers the nodes asked about.
+type openElsewhere struct {
+	open  []claims.HostOpen
+	err   error
+	nodes []string
+}
+
+func (o *openElsewhere) OpenUnderOtherNames(_ context.Context, host string, nodes []string) ([]claims.HostOpen, error) {
+	o.nodes = nodes
+	return o.open, o.err
+}
+
+// A store holding open quarantines, runs or live claims under another
+// name of this machine stops the start with an ErrInvalid naming both
+// names, the counts and the two ways out; nothing open elsewhere starts;
+// a store that cannot answer stops the start with its error. The store
+// is asked about the node and Placement's node.
+func TestCheckRenamedHost(t *testing.T) {
+	t.Parallel()
+	cfg := &Config{Host: "cmp-b", Node: "node-1"}
+	cfg.Placement.Node = "node-1.example.com"
+	store := &openElsewhere{open: []claims.HostOpen{{Host: "cmp-a", Quarantines: 2, Runs: 1, Claims: 3, Why: "its claims name node-1"}}}
+	err := cfg.CheckRenamedHost(context.Background(), store)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("got %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"start as cmp-b", "host cmp-a (its claims name node-1): 2 open quarantines or retirements, 1 open cleaning runs, 3 live claims",
+		"set host: cmp-a", "scourctl host adopt cmp-a", "moves those records to cmp-b"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if !slices.Equal(store.nodes, []string{"node-1", "node-1.example.com"}) {
+		t.Errorf("asked about nodes %v, want node and placement.node", store.nodes)
+	}
+	if err := cfg.CheckRenamedHost(context.Background(), &openElsewhere{}); err != nil {
+		t.Errorf("nothing open under another name: %v", err)
+	}
+	if err := cfg.CheckRenamedHost(context.Background(), &openElsewhere{err: errors.New("db down")}); err == nil || errors.Is(err, ErrInvalid) {
+		t.Errorf("store down: got %v, want the store's error", err)
 	}
 }

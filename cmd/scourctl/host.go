@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/config"
+)
+
+func init() {
+	register(func(c *cli) *cobra.Command {
+		adopt := &cobra.Command{
+			Use:   "adopt OLD-HOST",
+			Short: "move a renamed host's open quarantines, runs and claims to this host's name (scourd stopped)",
+			Long:  hostAdoptHelp,
+			Args:  exactArgs(1, "the host name scourd ran under before (OLD-HOST)"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cfg, err := c.loadConfig(false)
+				if err != nil {
+					return err
+				}
+				return hostAdopt(cmd.Context(), cfg, args[0], c.stdout)
+			},
+		}
+		return group("host", "this host's name in the claims store (host adopt OLD-HOST)", hostAdoptHelp, adopt)
+	})
+}
+
+const hostAdoptHelp = `Every row of the claims store is keyed by host, so a scourd whose host
+changed (scour.yaml's host, SCOUR_HOST) does not see what it recorded
+under its old name: its open quarantines and retirements, its open
+cleaning runs, its instances' claims and the previous tenants of its
+devices. scourd refuses to start while the store holds such open records
+under a name that was this machine's (docs/operations.md, Renaming a host).
+
+host adopt OLD-HOST, run with scourd stopped and with the configuration it
+will start with (the new host), moves them to that host in one
+transaction: open quarantines and retirements (one of a device the new
+name holds quarantined already is closed, the new name's stands), open
+cleaning runs (resumed by scourd), live claims, and the previous tenants
+no clean has covered since (released claims, seen holders), with the
+devices' addresses, Cyborg ARQ records and delete tombstones. Closed
+records and OLD-HOST's signed record chain stay under OLD-HOST
+(scourctl records verify --host OLD-HOST). Nothing is written to Placement.
+
+Only a name that was this machine's is adopted: any other name in a sqlite
+store (one scourd at a time uses a state_path), and on PostgreSQL a name
+whose claims were recorded for this host's node. It is refused while
+scourd runs (it takes this host's lock, on PostgreSQL OLD-HOST's too), and
+when both names hold an open cleaning run of one device or a live claim of
+one instance.`
+
+// hostAdopt moves old's open records to cfg.Host (claims.AdoptHost),
+// holding both names' locks, once the store says old was this machine's.
+func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer) error {
+	if old == cfg.Host {
+		return usagef("OLD-HOST is this host's name (%s): give the name scourd ran under before", old)
+	}
+	store, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()), claims.WithHostLock(cfg.Host))
+	if err != nil {
+		return fmt.Errorf("opening the claims store for host %s (stop scourd first): %w", cfg.Host, err)
+	}
+	defer store.Close()
+	if cfg.Claims.Driver == claims.DriverPostgres {
+		oldLock, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()), claims.WithHostLock(old))
+		if err != nil {
+			return fmt.Errorf("taking host %s's lock (a scourd still running as %s must be stopped first): %w", old, old, err)
+		}
+		defer oldLock.Close()
+	}
+	nodes := []string{cfg.Node}
+	if cfg.Placement.Node != cfg.Node {
+		nodes = append(nodes, cfg.Placement.Node)
+	}
+	others, err := store.OpenUnderOtherNames(ctx, cfg.Host, nodes)
+	if err != nil {
+		return err
+	}
+	var found *claims.HostOpen
+	for i := range others {
+		if others[i].Host == old {
+			found = &others[i]
+		}
+	}
+	if found == nil {
+		return fmt.Errorf("host %s holds no open quarantine, run or claim that is this machine's (on PostgreSQL: none of its claims names node %s): nothing to adopt; refusing to take another machine's records",
+			old, cfg.Node)
+	}
+	a, err := store.AdoptHost(ctx, old, cfg.Host, operatorName())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "moved from host %s to host %s: %d open quarantines or retirements, %d open cleaning runs, %d live claims, %d earlier claims of tenants no clean has covered",
+		old, cfg.Host, a.Quarantines, a.Runs, a.Claims, a.Tenants)
+	if a.Superseded > 0 {
+		fmt.Fprintf(w, "; %d quarantines of devices %s holds quarantined already closed under %s", a.Superseded, cfg.Host, old)
+	}
+	fmt.Fprintf(w, "\nclosed records and %s's record chain stay under %s; start scourd as %s\n", old, old, cfg.Host)
+	return nil
+}

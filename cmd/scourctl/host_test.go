@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scour-project/scour/claims"
+)
+
+// scourctl host adopt OLD moves OLD's open retirement to the configured
+// host, and only with scourd stopped (this host's lock free), only a name
+// that holds open records of this machine, never the host's own name.
+func TestHostAdopt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ccfg := claims.Config{StatePath: dir}
+	s, err := claims.Open(ctx, ccfg, claims.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Retire(ctx, "cmp-a", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cfg := filepath.Join(t.TempDir(), "scour.yaml")
+	if err := os.WriteFile(cfg, []byte(`host: cmp-b
+claims:
+  state_path: `+dir+`
+pipelines:
+  profiles:
+    - name: nvme
+      match: {kinds: [nvme]}
+      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(configEnv, "")
+	adopt := func(old string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(ctx, []string{"host", "adopt", old, "--config", cfg}, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+
+	running, err := claims.Open(ctx, ccfg, claims.WithLogger(quietLog()), claims.WithHostLock("cmp-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := adopt("cmp-a"); code == 0 || !strings.Contains(out, "stop scourd first") {
+		t.Errorf("adopt while scourd holds the lock: exit %d\n%s", code, out)
+	}
+	running.Close()
+	if code, out := adopt("cmp-b"); code != 2 {
+		t.Errorf("adopt of the host's own name: exit %d, want 2\n%s", code, out)
+	}
+	if code, out := adopt("cmp-x"); code == 0 || !strings.Contains(out, "nothing to adopt") {
+		t.Errorf("adopt of a name with nothing open: exit %d\n%s", code, out)
+	}
+	code, out := adopt("cmp-a")
+	if code != 0 || !strings.Contains(out, "moved from host cmp-a to host cmp-b: 1 open quarantines or retirements") {
+		t.Fatalf("adopt cmp-a: exit %d\n%s", code, out)
+	}
+	s, err = claims.Open(ctx, ccfg, claims.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok, err := s.ActiveQuarantine(ctx, "cmp-b", "rp-1"); err != nil || !ok {
+		t.Errorf("cmp-b's retirement of rp-1 after the adopt: %v, %v", ok, err)
+	}
+}
