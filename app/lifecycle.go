@@ -59,9 +59,11 @@ func newLifecycle(cfg *config.Config, log *slog.Logger, reg prometheus.Registere
 	if kf.Created {
 		heads.events.WithLabelValues("key_created").Inc()
 	}
-	// The host lock: a second scourd for this host (a container beside the
-	// systemd unit, a second machine with the same host) fails here
-	// instead of cleaning this host's devices at the same time.
+	// The host lock: a second scourd on this store (a container beside
+	// the systemd unit sharing /var/lib/scour; on PostgreSQL, a second
+	// machine with the same host) fails here instead of cleaning this
+	// host's devices at the same time. One with the same host on another
+	// store is not caught (docs/claims.md, One scourd per host).
 	store, err := claims.Open(ctx, cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer), claims.WithHostLock(cfg.Host),
 		claims.WithChainHead(heads.advanced))
 	if err != nil {

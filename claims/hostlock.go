@@ -24,6 +24,10 @@ var ErrHostLockLost = errors.New("host lock lost")
 
 // WithHostLock makes Open take an exclusive lock for host and hold it
 // until Close, failing with ErrHostLocked when another process holds it.
+// The lock is the store's: on sqlite one per database file (whatever host
+// each process names), on PostgreSQL one per host in a database and
+// schema. Two processes naming the same host on two stores both get theirs
+// (docs/claims.md, One scourd per host).
 // scourd uses it; readers (scourctl) do not, so they work beside it. On
 // sqlite it is a flock on <claim_db>.lock; on PostgreSQL a session-level
 // advisory lock on a connection set aside for it (see CheckHostLock).
@@ -57,7 +61,7 @@ func (s *Store) flockHost() error {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("claims: %w: another scourd for host %s holds %s (%s); stop it, or give each host its own `host` and state_path (a systemd unit and a container on one machine must not share one)",
+			return fmt.Errorf("claims: %w: another scourd for host %s holds %s (%s); stop it, or give each host its own `host` and state_path (a systemd unit and a container on one machine are one host: run only one of them; a state_path of its own would hide the second from this lock, not keep both from cleaning the host's devices)",
 				ErrHostLocked, s.lockHost, path, holderText(string(holder)))
 		}
 		return fmt.Errorf("claims: lock %s: %w", path, err)
