@@ -18,7 +18,8 @@ import (
 // With host set, or with a fresh store, it starts.
 func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	seed := func(t *testing.T, cfg *config.Config) {
+	// seed registers cmp1's key and, with retire, an open retirement.
+	seed := func(t *testing.T, cfg *config.Config, retire bool) {
 		t.Helper()
 		signer, _, err := claims.LoadOrCreateKey(cfg.Claims.SigningKeyPath())
 		if err != nil {
@@ -32,6 +33,9 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 		if err := s.RegisterKey(context.Background(), "cmp1"); err != nil {
 			t.Fatal(err)
 		}
+		if !retire {
+			return
+		}
 		if _, _, err := s.Retire(context.Background(), "cmp1", "rp-1", "0000:81:00.0", "alice", "RMA", "", ""); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +43,7 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 	t.Run("defaulted", func(t *testing.T) {
 		cfg := lifecycleConfig(t, t.TempDir(), "cmp1.example.com")
 		cfg.HostDefaulted = true // as Load leaves it where the hostname is cmp1.example.com and host is unset
-		seed(t, cfg)
+		seed(t, cfg, true)
 		_, cleanup, err := New(cfg, log, Deps{})
 		if err == nil {
 			cleanup()
@@ -71,7 +75,7 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 		// host set skips this check; the store's open retirement under
 		// cmp1 still stops the start (TestRenamedHostRefusesOpenRecords).
 		cfg := lifecycleConfig(t, t.TempDir(), "cmp1.example.com")
-		seed(t, cfg)
+		seed(t, cfg, true)
 		_, cleanup, err := New(cfg, log, Deps{})
 		if err == nil {
 			cleanup()
@@ -83,18 +87,7 @@ func TestDefaultFQDNHostRefusesShortNameStore(t *testing.T) {
 	})
 	t.Run("explicit with nothing open", func(t *testing.T) {
 		cfg := lifecycleConfig(t, t.TempDir(), "cmp1.example.com")
-		signer, _, err := claims.LoadOrCreateKey(cfg.Claims.SigningKeyPath())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := claims.Open(context.Background(), cfg.Claims, claims.WithLogger(log), claims.WithSigner(signer))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.RegisterKey(context.Background(), "cmp1"); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
+		seed(t, cfg, false)
 		_, cleanup, err := New(cfg, log, Deps{})
 		if err != nil {
 			t.Fatalf("host set in scour.yaml, cmp1 holding nothing open: %v", err)

@@ -136,7 +136,7 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 				ON b.instance_uuid = a.instance_uuid AND b.resize_target = a.resize_target
 				WHERE a.host = ? AND b.host = ? AND a.state IN ('active', 'dormant') AND b.state IN ('active', 'dormant')`},
 		} {
-			ids, err := strings1(ctx, tx, s.d.rebind(c.q), from, to)
+			ids, err := column(ctx, tx, s.d.rebind(c.q), from, to)
 			if err != nil {
 				return err
 			}
@@ -217,9 +217,9 @@ func execN(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) 
 	return int(n), err
 }
 
-// strings1 returns the first column of q's rows.
-func strings1(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
+// column returns the one column of q's rows.
+func column(ctx context.Context, db querier, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

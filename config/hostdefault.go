@@ -40,6 +40,15 @@ func (cfg *Config) CheckDefaultHost(ctx context.Context, store HostRecords) erro
 		ErrInvalid, short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, cfg.Host, short, short)
 }
 
+// Nodes names this host's compute node: node, and placement.node when it
+// differs (claims record the first, the Placement tree is the second's).
+func (cfg *Config) Nodes() []string {
+	if cfg.Placement.Node != "" && cfg.Placement.Node != cfg.Node {
+		return []string{cfg.Node, cfg.Placement.Node}
+	}
+	return []string{cfg.Node}
+}
+
 // RenamedHosts is what CheckRenamedHost asks the claims store.
 type RenamedHosts interface {
 	OpenUnderOtherNames(ctx context.Context, host string, nodes []string) ([]claims.HostOpen, error)
@@ -57,11 +66,7 @@ type RenamedHosts interface {
 // tenants would be lost to its re-fence and record (rule 1). The way out
 // is to set host back, or to move the records (scourctl host adopt).
 func (cfg *Config) CheckRenamedHost(ctx context.Context, store RenamedHosts) error {
-	nodes := []string{cfg.Node}
-	if cfg.Placement.Node != cfg.Node {
-		nodes = append(nodes, cfg.Placement.Node)
-	}
-	others, err := store.OpenUnderOtherNames(ctx, cfg.Host, nodes)
+	others, err := store.OpenUnderOtherNames(ctx, cfg.Host, cfg.Nodes())
 	if err != nil || len(others) == 0 {
 		return err
 	}

@@ -72,11 +72,7 @@ func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer)
 		}
 		defer oldLock.Close()
 	}
-	nodes := []string{cfg.Node}
-	if cfg.Placement.Node != cfg.Node {
-		nodes = append(nodes, cfg.Placement.Node)
-	}
-	others, err := store.OpenUnderOtherNames(ctx, cfg.Host, nodes)
+	others, err := store.OpenUnderOtherNames(ctx, cfg.Host, cfg.Nodes())
 	if err != nil {
 		return err
 	}
