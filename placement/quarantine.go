@@ -8,27 +8,76 @@ import (
 	"github.com/scour-project/scour/hardware"
 )
 
-// Quarantine keeps a device out of the pool until an operator acts: it
-// makes sure reserved=total, then adds the quarantine trait. Placement has
-// no place for the reason, so it is logged here and belongs in scour's own
-// record. Idempotent.
+// Quarantine keeps a device out of the pool until an operator acts:
+// reserved=total and the quarantine trait. Placement has no place for the
+// reason, so it is logged here and belongs in scour's own record.
+// Idempotent.
+//
+// It returns nil only once Placement showed both at one generation: the
+// inventory read at G with reserved=total and the traits read at G with
+// the trait, or the trait written at G (quarantineOnce). A run's
+// un-reserve PUT may be in flight when a retirement or a scan's
+// re-quarantine comes (journaled at G, sent, not yet landed): "reserved =
+// total" read before it lands proves nothing, and a trait write that
+// conflicts with it lands after it. Once the trait is on at G+k, a PUT
+// sent at an older generation can only conflict, and every un-reserve
+// refuses a device with the trait (ErrQuarantined).
 func (c *Client) Quarantine(ctx context.Context, dev Ref, reason string) error {
 	if err := checkRef(dev); err != nil {
 		return devErr("quarantine", dev, err)
 	}
-	if err := c.reserveAll(ctx, dev); err != nil {
+	if err := c.ensureTrait(ctx, c.cfg.QuarantineTrait); err != nil {
 		return devErr("quarantine", dev, err)
 	}
-	err := c.editTraits(ctx, dev, func(t []string) []string {
-		if slices.Contains(t, c.cfg.QuarantineTrait) {
-			return nil
-		}
-		return append(t, c.cfg.QuarantineTrait)
+	err := c.withTraits(ctx, func(ctx context.Context) error {
+		return c.retry(ctx, func(ctx context.Context) error { return c.quarantineOnce(ctx, dev) }, dev.logAttrs()...)
 	})
 	if err != nil {
 		return devErr("quarantine", dev, err)
 	}
 	c.log.Warn("device quarantined", "device", dev.Name, "rp", dev.UUID, "address", dev.Address, "reason", reason)
+	return nil
+}
+
+// quarantineOnce is one attempt of Quarantine. The fence comes first (a
+// trait write that keeps failing must not leave the device schedulable),
+// then the traits are read: at the inventory's generation, so nothing
+// was written between the two reads (an un-reserve PUT landing moves the
+// generation: errChanged, both read again). The trait is then written at
+// that generation: a conflict (the un-reserve landed meanwhile) re-reads
+// everything and fences again.
+func (c *Client) quarantineOnce(ctx context.Context, dev Ref) error {
+	inv, err := c.readInventory(ctx, dev.UUID)
+	if err != nil {
+		return err
+	}
+	if inv.Count != 1 {
+		return fmt.Errorf("%w: %d inventories", ErrUnmanaged, inv.Count)
+	}
+	if inv.Inv.Reserved < inv.Inv.Total {
+		if err := c.writeReserved(ctx, dev.UUID, inv, inv.Inv.Total); err != nil {
+			return err
+		}
+		if inv, err = c.readInventory(ctx, dev.UUID); err != nil {
+			return err
+		}
+		if inv.Count != 1 || inv.Inv.Reserved < inv.Inv.Total {
+			return errChanged
+		}
+	}
+	gen, traits, err := c.traitsOf(ctx, dev.UUID)
+	if err != nil {
+		return err
+	}
+	if gen != inv.Generation {
+		return errChanged
+	}
+	if slices.Contains(traits, c.cfg.QuarantineTrait) {
+		return nil
+	}
+	if err := c.putTraits(ctx, dev.UUID, gen, append(slices.Clone(traits), c.cfg.QuarantineTrait)); err != nil {
+		return fmt.Errorf("updating traits: %w", err)
+	}
 	return nil
 }
 
