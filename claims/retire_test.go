@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -71,6 +72,54 @@ func TestRetireClosesARunWaitingForItsReturn(t *testing.T) {
 		run, resumed, err := s.OpenRun(ctx, rs)
 		if err != nil || resumed || run.ID == waiting.ID {
 			t.Fatalf("OpenRun after the release = %s resumed=%t, %v; want a new run", run.ID, resumed, err)
+		}
+	})
+}
+
+// Review rev5 F2: a device retired while its run still cleans it (not
+// yet waiting for its return, so Retire leaves the run open), and the
+// retirement's Placement write failed: nothing moved the generation the
+// run's un-reserve PUT is sent at. The store, the authority, refuses to
+// journal that PUT while the device has an open quarantine, so it is
+// never sent; the refusal names the retirement and leaves the run open
+// for its caller to close. Another device's retirement, and a released
+// one, refuse nothing.
+func TestNoUnreservePutWhileTheDeviceIsRetired(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		s := mustOpen(t, cfg)
+		run, _, err := s.OpenRun(ctx, nvmeRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+		if _, _, err := s.Retire(ctx, "compute-1", "rp-nvme-0", "0000:81:00.0", "alice", "RMA 42", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Retire(ctx, "compute-1", "rp-nvme-1", "0000:82:00.0", "alice", "other device", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishRun(ctx, run.ID, RunCleaned, "clean"); err != nil {
+			t.Fatal(err)
+		}
+		j := s.PutJournal(run.ID)
+		err = j.NotePut(ctx, 7)
+		var qe *QuarantineOpenError
+		if !errors.Is(err, ErrQuarantineOpen) || !errors.As(err, &qe) || errors.Is(err, ErrNotCleaned) ||
+			!strings.Contains(err.Error(), "retired by alice: RMA 42") {
+			t.Fatalf("NotePut on a retired device = %v; want ErrQuarantineOpen naming the retirement", err)
+		}
+		if g, pending, err := j.LastPut(ctx); err != nil || pending {
+			t.Fatalf("LastPut after the refusal = %d, %t, %v; want no PUT journaled", g, pending, err)
+		}
+		if got, _ := s.GetRun(ctx, run.ID); got.Closed() || !got.AwaitingReturn() {
+			t.Fatalf("run after the refusal = %s closed=%t; want open, cleaned, for its caller to close", got.State, got.Closed())
+		}
+		if _, err := s.ReleaseQuarantine(ctx, "compute-1", "rp-nvme-0", "bob", "back from RMA"); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.NotePut(ctx, 8); err != nil {
+			t.Fatalf("NotePut once the retirement was released: %v", err)
 		}
 	})
 }

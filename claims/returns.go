@@ -253,16 +253,66 @@ func (s *Store) lastPut(ctx context.Context, q querier, runID string) (gen int, 
 
 // NotePut stores gen before an un-reserve PUT at gen is sent. Only a
 // cleaned run still waiting for its return sends one: for any other run
-// it is ErrNotCleaned, and the PUT must not be sent.
+// it is ErrNotCleaned, and the PUT must not be sent. Nor is one sent
+// while the device has an open quarantine (an operator's retirement, or
+// a quarantine verdict): *QuarantineOpenError, the run left open for its
+// caller to close. The check is the UPDATE's own, so it is atomic with
+// Store.Retire: a retirement committed before it refuses the PUT, one
+// after it finds the journaled PUT (its closeCleaned says the PUT may
+// have returned the device) and its Placement write fences the device
+// again (placement.Client.Quarantine waits for the PUT's outcome).
+// Store.Retire closes only the runs already waiting for their return; a
+// run still cleaning when the operator retired the device, whose
+// retirement's Placement write failed, would otherwise reach its PUT at
+// an unmoved generation and return a retired device to the pool.
 func (j PutJournal) NotePut(ctx context.Context, gen int) error {
-	n, err := j.s.exec(ctx, `UPDATE cleaning_runs SET unreserve_put_gen = ? WHERE id = ? AND state = 'cleaned' AND ended_at IS NULL`, gen, j.runID)
+	n, err := j.s.exec(ctx, `UPDATE cleaning_runs SET unreserve_put_gen = ? WHERE id = ? AND state = 'cleaned' AND ended_at IS NULL
+		AND NOT EXISTS (SELECT 1 FROM quarantines q
+			WHERE q.host = cleaning_runs.host AND q.device_rp = cleaning_runs.device_rp AND q.released_at IS NULL)`, gen, j.runID)
 	if err == nil && n == 0 {
-		err = fmt.Errorf("%w: not a cleaned run waiting for its return", ErrNotCleaned)
+		err = j.s.whyNoPut(ctx, j.runID)
 	}
 	if err != nil {
 		return fmt.Errorf("claims: journal the un-reserve PUT of cleaning run %s at generation %d: %w", j.runID, gen, err)
 	}
 	return nil
+}
+
+// ErrQuarantineOpen: the device has an open quarantine in the store (an
+// operator's retirement or a quarantine verdict), so a cleaned run of it
+// sends no un-reserve (*QuarantineOpenError).
+var ErrQuarantineOpen = errors.New("the device is held quarantined (retired) in the claims store")
+
+// QuarantineOpenError is NotePut's refusal while the device has an open
+// quarantine: Quarantine is that quarantine, the run is still open.
+type QuarantineOpenError struct{ Quarantine Quarantine }
+
+func (e *QuarantineOpenError) Error() string {
+	return fmt.Sprintf("%v since %s: %s", ErrQuarantineOpen, e.Quarantine.QuarantinedAt.Format(tsLayout), e.Quarantine.Reason)
+}
+
+func (e *QuarantineOpenError) Unwrap() error { return ErrQuarantineOpen }
+
+// whyNoPut says why NotePut changed no row of run runID: the device's
+// open quarantine while the run still waits for its return, else
+// ErrNotCleaned. A quarantine released between the two (or a store that
+// cannot be read) is neither: a plain error, the PUT retried later.
+func (s *Store) whyNoPut(ctx context.Context, runID string) error {
+	rs, err := s.queryRuns(ctx, s.r, `id = ?`, runID)
+	if err != nil {
+		return fmt.Errorf("no PUT journaled, and reading why failed: %w", err)
+	}
+	if len(rs) != 1 || !rs[0].AwaitingReturn() {
+		return fmt.Errorf("%w: not a cleaned run waiting for its return", ErrNotCleaned)
+	}
+	q, ok, err := s.ActiveQuarantine(ctx, rs[0].Host, rs[0].DeviceRP)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no PUT journaled, and reading why failed: %w", err)
+	case !ok:
+		return errors.New("no PUT journaled: the device's quarantine was released meanwhile; retried later")
+	}
+	return &QuarantineOpenError{Quarantine: q}
 }
 
 // ClearGeneration returns the generation of the all-clear the run's

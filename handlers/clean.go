@@ -187,6 +187,23 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
 		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
 		return
+	case errors.Is(err, claims.ErrQuarantineOpen):
+		// Retired (or quarantined) in the store during the run, and the
+		// retirement's Placement write did not land, so the generation
+		// the PUT needs did not move: the store refused to journal the
+		// PUT, and nothing was sent. The run was still cleaning when the
+		// operator retired the device, so Store.Retire left it open.
+		r.m.unreserves.WithLabelValues("quarantined").Inc()
+		why := "the claims store holds the device retired or quarantined"
+		var qe *claims.QuarantineOpenError
+		if errors.As(err, &qe) {
+			why += " (" + qe.Quarantine.Reason + ")"
+		}
+		log.Warn("cleaned device not un-reserved: "+why+"; nothing was sent: it stays reserved until released, and its release cleans it again", "error", err)
+		notReturned(why+" at the un-reserve, so no un-reserve was sent; it stays reserved, and its release (scourctl placement unquarantine) starts a new cleaning run", true)
+		// A scan sets reserved = total and the trait again when the
+		// retirement's own Placement write failed.
+		return "retired during cleaning"
 	case errors.Is(err, claims.ErrNotCleaned):
 		// Closed meanwhile (retired: its release cleans it again; or
 		// settled): nothing was sent, nothing to retry or page about.

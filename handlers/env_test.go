@@ -68,7 +68,9 @@ func newEnv(t *testing.T, n int, cfg func(*handlers.Config)) *env {
 	for i := 1; i <= n; i++ {
 		e.w.AddDevice(rp(i), hardware.Address(fmt.Sprintf("0000:%02x:00.0", 0x80+i)))
 	}
-	e.p = &handlerstest.Placement{W: e.w}
+	// The gate journals each un-reserve PUT with the run before sending
+	// it; the store refuses while the device has an open quarantine.
+	e.p = &handlerstest.Placement{W: e.w, Journal: e.c.NotePut}
 	// A clean verdict is stored, as the pipeline's store does: the
 	// device's tenant is no previous tenant any more (refence).
 	e.cl = &handlerstest.Cleaner{W: e.w, OnClean: e.c.Cleaned}

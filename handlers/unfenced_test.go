@@ -107,3 +107,46 @@ func TestUnfencedMidRunWithUnknownTenantIsFencedAgain(t *testing.T) {
 	e.reconcile()
 	wantUnfencedDuringRun(t, e, logs, "fenced it again (refence)")
 }
+
+// Review rev5 F2: an operator retires the device while its run still
+// cleans it (Store.Retire closes only runs waiting for their return, so
+// this one goes on), and the retirement's Placement write fails (a 5xx):
+// nothing moved the generation the run's un-reserve PUT is sent at. The
+// store refuses to journal that PUT while the retirement is open, so
+// nothing is sent: the record is closed as cleaned, not returned, naming
+// the retirement, and the next scan sets the trait the retirement could
+// not write. No second run starts.
+func TestRetiredDuringTheRunIsNotReturned(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 1)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		e.c.Retire(rp(1), "retired by alice: RMA 42") // its Placement write then fails
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", e.cl.CallsFor(rp(1)))}, nil
+	}
+	e.reconcile()
+	if n, d := e.w.Count("unreserve", rp(1)), e.w.Device(rp(1)); n != 0 || !d.Fenced() {
+		t.Fatalf("retired device un-reserved: unreserves=%d reserved=%d/%d", n, d.Reserved, d.Total)
+	}
+	got := strings.Join(e.cl.NotReturned(), "\n")
+	if !strings.HasPrefix(got, "run-1 final=true: ") || !strings.Contains(got, "RMA 42") || !strings.Contains(got, "no un-reserve was sent") {
+		t.Errorf("records told = %q; want run-1 closed as not returned, naming the retirement", got)
+	}
+	if r := e.cl.Returned(); len(r) != 0 {
+		t.Errorf("records closed as returned: %v", r)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `level=WARN msg="cleaned device not un-reserved: the claims store holds the device retired or quarantined (retired by alice: RMA 42)`) ||
+		!strings.Contains(out, "run=run-1") || strings.Contains(out, "level=ERROR") {
+		t.Errorf("log:\n%s", out)
+	}
+	if q, ok := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "quarantined"),
+		metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "ok"); q != 1 || ok != 0 {
+		t.Errorf("unreserves{quarantined} = %v, {ok} = %v; want 1, 0", q, ok)
+	}
+	e.reconcile()
+	if d := e.w.Device(rp(1)); !d.Fenced() || !d.Quarantined {
+		t.Errorf("retired device after the next scan: reserved %d/%d quarantined=%t; want fenced and quarantined", d.Reserved, d.Total, d.Quarantined)
+	}
+	e.wantDevice(1, placement.StateQuarantined, 1, 0)
+}

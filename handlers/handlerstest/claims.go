@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/hardware"
 )
@@ -360,6 +361,17 @@ func (s *Claims) Cleaned(rp string) {
 // does (the first open quarantine stands).
 func (s *Claims) Retire(rp, reason string) {
 	s.open(rp, handlers.OpenQuarantine{Reason: reason, Retired: true})
+}
+
+// NotePut refuses an un-reserve PUT of rp's run while rp has an open
+// quarantine, as claims.PutJournal.NotePut does (Placement.Journal).
+func (s *Claims) NotePut(rp, runID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.quarantines[rp]; ok {
+		return &claims.QuarantineOpenError{Quarantine: claims.Quarantine{DeviceRP: rp, Reason: q.Reason, QuarantinedAt: s.now()}}
+	}
+	return nil
 }
 
 // RetireToWipe opens an operator's retirement of rp that waits for its

@@ -2,6 +2,7 @@ package handlerstest
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/scour-project/scour/handlers"
 )
@@ -15,6 +16,10 @@ type Placement struct {
 	BurnF                func(ctx context.Context, d handlers.Device) error
 	UnreserveF           func(ctx context.Context, d handlers.Device) error
 	QuarantineF          func(ctx context.Context, d handlers.Device, reason string) error
+	// Journal, when set, is asked before an un-reserve's PUT, as the gate
+	// asks the run's claims.PutJournal.NotePut: its error is returned and
+	// nothing is sent (Claims.NotePut refuses as the store does).
+	Journal func(rp, runID string) error
 }
 
 var _ handlers.Placement = (*Placement)(nil)
@@ -54,6 +59,11 @@ func (p *Placement) Refence(ctx context.Context, d handlers.Device) error {
 func (p *Placement) Unreserve(ctx context.Context, d handlers.Device, runID string) error {
 	if p.UnreserveF != nil {
 		return p.UnreserveF(ctx, d)
+	}
+	if p.Journal != nil {
+		if err := p.Journal(d.RPUUID, runID); err != nil {
+			return fmt.Errorf("un-reserve %s: recording the PUT in the claims store before sending it (nothing sent): %w", d.RPName, err)
+		}
 	}
 	return p.W.Unreserve(ctx, d)
 }
