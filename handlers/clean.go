@@ -230,11 +230,25 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 	r.mu.Lock()
 	delete(r.backoff, d.RPUUID)
 	r.mu.Unlock()
-	log.Info("device cleaned and returned to the pool")
-	if recorder {
-		if err := rr.RecordReturned(ctx, res.RunID, d); err != nil {
-			log.Error("device returned but its record still says cleaned; scourd's next start settles it from Placement", "error", err)
-		}
+	if !recorder {
+		log.Info("device cleaned and returned to the pool")
+		return ""
+	}
+	switch err := rr.RecordReturned(ctx, res.RunID, d); {
+	case err == nil:
+		log.Info("device cleaned and returned to the pool")
+	case errors.Is(err, claims.ErrNotCleaned):
+		// Closed while the PUT was in flight: by an operator's
+		// retirement (Store.Retire closes a run waiting for its return,
+		// saying its journaled PUT may have returned the device). No
+		// settle looks at a closed record; the retirement's Placement
+		// write fences the device again (placement.Client.Quarantine
+		// waits for this PUT's outcome), and so does a scan if that
+		// write failed.
+		log.Warn("device un-reserved, but its run's record was closed while the un-reserve was in flight (retired by an operator?): the record says the un-reserve may have returned it; a retirement keeps it reserved (set again by its Placement write or the next scan)", "error", err)
+		return "record closed during the un-reserve"
+	default:
+		log.Error("device returned but its record still says cleaned; scourd settles it from Placement within the hour, or at its next start", "error", err)
 	}
 	return ""
 }

@@ -150,3 +150,36 @@ func TestRetiredDuringTheRunIsNotReturned(t *testing.T) {
 	}
 	e.wantDevice(1, placement.StateQuarantined, 1, 0)
 }
+
+// Review rev5 F1, the run's side: its un-reserve PUT lands while an
+// operator retires the device, whose Store.Retire closes the run waiting
+// for its return. MarkReturned then finds the record closed: that is no
+// ERROR saying "the next start settles it" (no settle looks at a closed
+// record), but a WARN saying what happened, and a scan, which keeps the
+// retired device reserved and quarantined should the retirement's own
+// Placement write have failed.
+func TestRecordClosedDuringTheUnreserveIsSaidSo(t *testing.T) {
+	t.Parallel()
+	e, logs := newLoggedEnv(t, 1)
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		err := e.w.Unreserve(ctx, d) // journaled, sent, landed
+		e.c.Retire(rp(1), "retired by alice: RMA 42")
+		e.cl.CloseRun("run-1", "retired by alice: RMA 42")
+		return err
+	}
+	e.reconcile()
+	out := logs.String()
+	if strings.Contains(out, "level=ERROR") || strings.Contains(out, "settles it") ||
+		!strings.Contains(out, `level=WARN msg="device un-reserved, but its run's record was closed while the un-reserve was in flight`) ||
+		!strings.Contains(out, "run=run-1") {
+		t.Errorf("log:\n%s", out)
+	}
+	if r := e.cl.Returned(); len(r) != 0 {
+		t.Errorf("records closed as returned: %v", r)
+	}
+	e.reconcile()
+	if d := e.w.Device(rp(1)); !d.Fenced() || !d.Quarantined {
+		t.Errorf("retired device after the next scan: reserved %d/%d quarantined=%t; want fenced and quarantined", d.Reserved, d.Total, d.Quarantined)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/scour-project/scour/pipeline"
 	"sync"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
 )
 
@@ -29,6 +30,7 @@ type Cleaner struct {
 	returned    []string
 	notReturned []string
 	quarantined []string
+	closed      map[string]bool // runs CloseRun closed
 }
 
 var (
@@ -77,8 +79,24 @@ func (c *Cleaner) Clean(ctx context.Context, req handlers.CleanRequest) (handler
 func (c *Cleaner) RecordReturned(ctx context.Context, runID string, d handlers.Device) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed[runID] {
+		return fmt.Errorf("claims: mark cleaning run %s returned: %w: it is cleaned (closed)", runID, claims.ErrNotCleaned)
+	}
 	c.returned = append(c.returned, runID)
 	return nil
+}
+
+// CloseRun closes runID as cleaned, not returned, from outside its
+// reconciler, as claims.Store.Retire closes a run waiting for its return:
+// a later RecordReturned of it is claims.ErrNotCleaned.
+func (c *Cleaner) CloseRun(runID, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed == nil {
+		c.closed = map[string]bool{}
+	}
+	c.closed[runID] = true
+	c.notReturned = append(c.notReturned, fmt.Sprintf("%s closed: %s", runID, why))
 }
 
 func (c *Cleaner) RecordNotReturned(ctx context.Context, runID string, d handlers.Device, why string, final bool) error {
