@@ -264,12 +264,18 @@ func (l *lifecycle) Clean(ctx context.Context, device, by string) (string, error
 	if err := l.operator.CleanRefusal(ctx, d); err != nil {
 		return "", err
 	}
+	// A run of the device in flight around Reserve may have its own
+	// un-reserve PUT in flight: Reserve then reads reserved = total and
+	// writes nothing, and the PUT lands after (handlers.CleanReport).
+	before := l.reconciler.RunMark(d.UUID)
 	if err := l.placement.Reserve(ctx, d.Ref); err != nil {
 		return "", err
 	}
-	l.log.Info("operator asked to clean the device; reserved, cleaning at the next scan (now)", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by)
+	after := l.reconciler.RunMark(d.UUID)
+	l.log.Info("operator asked to clean the device; Placement shows it reserved, and a scan follows now", "device", d.Name, "rp", d.UUID, "address", d.Address, "by", by,
+		"run_in_flight", handlers.RanDuring(before, after), "backoff_until", after.BackoffUntil)
 	l.reconciler.Trigger("operator clean by " + by)
-	return fmt.Sprintf("device %s (%s) is reserved and scourd cleans it now; it returns to the pool after a clean run (follow it: scourctl status)\n", d.Address, d.UUID), nil
+	return handlers.CleanReport(d, before, after), nil
 }
 
 // Retire keeps an operator's device reserved and out of cleaning, with

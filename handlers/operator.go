@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
@@ -48,6 +49,28 @@ func (o Operator) CleanRefusal(ctx context.Context, d placement.Device) error {
 		return &admin.OperatorError{Msg: fmt.Sprintf("device %s is quarantined in the store (%s): release it first (scourctl placement unquarantine %s)", d.Address, q.Reason, d.Address)}
 	}
 	return nil
+}
+
+// CleanReport is what an operator's scourctl clean of d answers once
+// Placement showed it reserved (placement.Client.Reserve), before and
+// after being the reconciler's RunMarks of d taken around that read or
+// write. A device with a run in flight meanwhile is not said to be
+// reserved: that run's un-reserve PUT may have been in flight too, so
+// Reserve read reserved = total and wrote nothing, and the PUT landed
+// after (review rev5 F9). The device is then back in the pool, cleaned by
+// that run. A device backing off after a failed run is cleaned when its
+// backoff ends, not now.
+func CleanReport(d placement.Device, before, after RunMark) string {
+	follow := "(follow it: scourctl status)"
+	switch {
+	case RanDuring(before, after):
+		return fmt.Sprintf("device %s (%s) was being cleaned by scourd already (a run of it was in flight): it returns to the pool only after a clean run, that one or a new one, and may be back already if that run just ended clean %s\n",
+			d.Address, d.UUID, follow)
+	case !after.BackoffUntil.IsZero():
+		return fmt.Sprintf("device %s (%s) is reserved; its last cleaning run failed, so scourd cleans it when its backoff ends, at %s; it returns to the pool after a clean run %s\n",
+			d.Address, d.UUID, after.BackoffUntil.UTC().Format(time.RFC3339), follow)
+	}
+	return fmt.Sprintf("device %s (%s) is reserved and scourd cleans it now; it returns to the pool after a clean run %s\n", d.Address, d.UUID, follow)
 }
 
 // RetireWipe decides what an operator's retirement of d waits for: a

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scour-project/scour/admin"
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
+	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/placement"
 )
 
@@ -232,5 +234,66 @@ func TestRetireReportSaysItsWipeState(t *testing.T) {
 		if (len(tc.d.Consumers) > 0) != strings.Contains(got, "in use by") {
 			t.Errorf("RetireReport(%v, %+v) = %q: says in use for a device with consumers %v", tc.outcome, tc.q, got, tc.d.Consumers)
 		}
+	}
+}
+
+// Review rev5 F9: scourctl clean while a run's un-reserve PUT is in
+// flight. Reserve reads reserved = total and writes nothing, then the PUT
+// lands and the device is back in the pool (cleaned by that run): the
+// answer must not say it is reserved and cleaned now. Nor after a run
+// that started and ended around Reserve. With no run in flight it is
+// reserved and cleaned now, and one backing off after a failed run is
+// cleaned when its backoff ends.
+func TestOperatorCleanReportDuringARun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1, nil)
+	dev := operatorDevice(func(d *placement.Device) { d.Inventory.Reserved = 1 })
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	sent, land := make(chan struct{}), make(chan struct{})
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		close(sent)
+		<-land
+		return e.w.Unreserve(ctx, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.r.Scan(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	<-sent // the run's PUT is in flight
+	before := e.r.RunMark(rp(1))
+	// Reserve: reserved 1/1, nothing written; then the PUT lands.
+	close(land)
+	if err := e.r.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := e.r.RunMark(rp(1))
+	if got := e.state(1); got != placement.StateAvailable {
+		t.Fatalf("device %s after the run's PUT landed; want available", got)
+	}
+	if msg := handlers.CleanReport(dev, before, after); strings.Contains(msg, "is reserved") || !strings.Contains(msg, "was being cleaned by scourd already") {
+		t.Errorf("clean with the run's un-reserve in flight answers %q; the device is back in the pool", msg)
+	}
+
+	quiet := e.r.RunMark(rp(1))
+	if msg := handlers.CleanReport(dev, quiet, quiet); !strings.Contains(msg, "is reserved and scourd cleans it now") {
+		t.Errorf("clean with no run in flight answers %q", msg)
+	}
+	e.p.UnreserveF = nil
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.reconcile() // a whole run between the two marks
+	if msg := handlers.CleanReport(dev, quiet, e.r.RunMark(rp(1))); strings.Contains(msg, "is reserved") {
+		t.Errorf("clean around a whole run answers %q", msg)
+	}
+
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-3"}, nil
+	}
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+	e.reconcile()
+	m := e.r.RunMark(rp(1))
+	if msg := handlers.CleanReport(dev, m, m); m.BackoffUntil.IsZero() || strings.Contains(msg, "cleans it now") ||
+		!strings.Contains(msg, "when its backoff ends, at "+m.BackoffUntil.UTC().Format(time.RFC3339)) {
+		t.Errorf("clean of a device backing off answers %q (backoff until %v)", msg, m.BackoffUntil)
 	}
 }

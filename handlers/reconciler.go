@@ -109,6 +109,37 @@ func (r *Reconciler) Trigger(reason string) {
 	}
 }
 
+// RunMark is what the reconciler knows of one device's cleaning runs at
+// one moment: whether one is in flight, the stamp of the last one's end
+// (Reconciler.finished), and until when it backs off after a failed run
+// (zero: it does not).
+type RunMark struct {
+	Running      bool
+	Ended        uint64
+	BackoffUntil time.Time
+}
+
+// RanDuring says whether a run of the device was in flight at before, at
+// after, or ended between them (RunMarks of one device, before taken
+// first): only then could an un-reserve PUT of this scourd's have been
+// in flight in between (save one an earlier run sent and never got an
+// answer to, which its record keeps as possibly landed).
+func RanDuring(before, after RunMark) bool {
+	return before.Running || after.Running || before.Ended != after.Ended
+}
+
+// RunMark returns the device rp's RunMark now.
+func (r *Reconciler) RunMark(rp string) RunMark {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, running := r.running[rp]
+	m := RunMark{Running: running, Ended: r.finished[rp]}
+	if b, ok := r.backoff[rp]; ok && r.now().Before(b.until) {
+		m.BackoffUntil = b.until
+	}
+	return m
+}
+
 // CountUnreservedElsewhere counts n cleaned devices found un-reserved by
 // someone else outside an un-reserve of scour's (claims.Store.SettleReturns:
 // scour never sent its PUT), on the counter the un-reserve itself uses
