@@ -130,6 +130,10 @@ var mutations = []mutation{
 		"\tif err := unknownRequirement(s, dev); err != nil {\n",
 		"\tif err := unknownRequirement(s, dev); false && err != nil {\n",
 		"pipeline", "^TestUnreadableRequirementIsNeitherMetNorUnmet$"},
+	{1, "operator clean said reserved while a run of the device was in flight", "handlers/operator.go",
+		"\tcase RanDuring(before, after):\n",
+		"\tcase false && RanDuring(before, after):\n",
+		"handlers", "^TestOperatorCleanReportDuringARun$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
@@ -290,6 +294,22 @@ var mutations = []mutation{
 		"`UPDATE quarantines SET host = ? WHERE host = ? AND released_at IS NULL`",
 		"`UPDATE quarantines SET host = ? WHERE host = ? AND released_at IS NULL AND 1 = 0`",
 		"claims", "^TestAdoptHost$"},
+	{4, "quarantine fenced only before a landing un-reserve", "placement/quarantine.go",
+		"\tif inv.Inv.Reserved < inv.Inv.Total {\n\t\tif err := c.writeReserved(",
+		"\tif false && inv.Inv.Reserved < inv.Inv.Total {\n\t\tif err := c.writeReserved(",
+		"placement", "^TestQuarantineMeetsAnUnreserveInFlight$"},
+	{4, "quarantine takes the fence and the trait from two generations", "placement/quarantine.go",
+		"\tif gen != inv.Generation {\n\t\treturn errChanged\n\t}\n",
+		"\tif false && gen != inv.Generation {\n\t\treturn errChanged\n\t}\n",
+		"placement", "^TestQuarantineMeetsAnUnreserveInFlight$"},
+	{4, "un-reserve PUT journaled while the store holds the device retired", "claims/returns.go",
+		"q.released_at IS NULL)",
+		"q.released_at IS NULL AND 1 = 0)",
+		"claims", "^TestNoUnreservePutWhileTheDeviceIsRetired$"},
+	{4, "store's refusal of a retired device's un-reserve retried as a failure", "handlers/clean.go",
+		"\tcase errors.Is(err, claims.ErrQuarantineOpen):\n",
+		"\tcase false && errors.Is(err, claims.ErrQuarantineOpen):\n",
+		"handlers", "^TestRetiredDuringTheRunIsNotReturned$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
