@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/plugins"
 )
 
@@ -305,10 +306,27 @@ func (m *Match) validate(where string) []error {
 			errs = append(errs, fmt.Errorf("%s.match.pci_class: %q is not a hex class prefix", where, pc))
 		}
 	}
+	for _, k := range m.Kinds {
+		if !slices.Contains(knownKinds, hardware.DeviceKind(k)) {
+			errs = append(errs, fmt.Errorf("%s.match.kinds: %q is not a device kind scour discovers (%s): this profile would never match such a device, and a later profile, perhaps a weaker pipeline, would clean it instead; write one of those kinds", where, k, kindList()))
+		}
+	}
 	if _, err := ParseRequirements(m.Requires); err != nil {
 		errs = append(errs, fmt.Errorf("%s.match.requires: %w", where, err))
 	}
 	return errs
+}
+
+// knownKinds are the device kinds discovery gives (hardware.KindFromClass):
+// a match.kinds entry outside them matches nothing.
+var knownKinds = []hardware.DeviceKind{hardware.KindNVMe, hardware.KindGPU, hardware.KindNIC, hardware.KindFPGA, hardware.KindGeneric}
+
+func kindList() string {
+	var out []string
+	for _, k := range knownKinds {
+		out = append(out, string(k))
+	}
+	return strings.Join(out, ", ")
 }
 
 func (p *Pipeline) validate(where string, pluginDirs []string) []error {

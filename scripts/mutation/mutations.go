@@ -134,6 +134,10 @@ var mutations = []mutation{
 		"\tcase RanDuring(before, after):\n",
 		"\tcase false && RanDuring(before, after):\n",
 		"handlers", "^TestOperatorCleanReportDuringARun$"},
+	{1, "misspelt match kind accepted", "pipeline/config.go",
+		"\t\tif !slices.Contains(knownKinds, hardware.DeviceKind(k)) {\n",
+		"\t\tif false && !slices.Contains(knownKinds, hardware.DeviceKind(k)) {\n",
+		"pipeline", "^TestMatchKindsMustBeKnown$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
