@@ -35,6 +35,46 @@ func TestPurgeCategoryNeedsAVerifyingStep(t *testing.T) {
 	}
 }
 
+// validateOne validates a config with one profile (named nvme) whose
+// pipeline has category and steps.
+func validateOne(category string, steps ...Step) error {
+	cfg := Config{PluginDirs: []string{"/p"}, Profiles: []Profile{{Name: "nvme", Match: Match{ResourceClasses: []string{"*"}},
+		Pipeline: Pipeline{Name: "wipe", Category: category, Steps: steps}}}}
+	cfg.setDefaults()
+	return cfg.Validate()
+}
+
+// Review finding (M3): destructive: false on a destructive built-in was
+// accepted, and the step then ran with no Placement check (an overwrite
+// on an allocated device, Placement asked 0 times, verdict clean). It is
+// refused, naming the step, for every destructive built-in; on a
+// non-destructive built-in or a plugin it stands.
+func TestDestructiveFalseRefusedOnDestructiveBuiltins(t *testing.T) {
+	no := false
+	erase := Step{Name: "erase", Type: "nvme-erase"}
+	n := 0
+	for _, name := range builtinNames() {
+		spec, _ := lookupBuiltin(name)
+		if !spec.Destructive {
+			continue
+		}
+		n++
+		s := Step{Name: "x", Type: name, Destructive: &no}
+		err := validateOne("", erase, s)
+		if err == nil || !strings.Contains(err.Error(), "steps[1] (x): destructive: false, but "+name+" is destructive") {
+			t.Errorf("%s with destructive: false: Validate = %v; want it refused, naming the step", name, err)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("only %d destructive built-ins", n)
+	}
+	for _, s := range []Step{{Name: "x", Type: "verify", Destructive: &no}, {Name: "x", Type: TypePlugin, Path: "/p/x", Destructive: &no}} {
+		if err := validateOne("", erase, s); err != nil {
+			t.Errorf("destructive: false on %s: %v", s.Type, err)
+		}
+	}
+}
+
 // Review finding (M4): kinds: [nmve] made a profile unmatchable, and a
 // later catch-all with a weak pipeline cleaned the NVMe. A kind outside
 // the ones discovery gives is refused, naming the profile and the known

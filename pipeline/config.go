@@ -398,6 +398,9 @@ func (s *Step) validate(where string, pluginDirs []string) []error {
 		if s.Path != "" {
 			add("%s: path is only for type plugin", where)
 		}
+		if spec.Destructive && s.Destructive != nil && !*s.Destructive {
+			add("%s: destructive: false, but %s is destructive: Placement must show no allocation before it runs, and a resumed run must see that the device was not used since; remove destructive: false", where, s.Type)
+		}
 		if spec.CheckArgs != nil {
 			if err := spec.CheckArgs(s.Args); err != nil {
 				add("%s: args: %v", where, err)

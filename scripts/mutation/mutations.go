@@ -224,6 +224,10 @@ var mutations = []mutation{
 		"\t\treturn fmt.Sprintf(\"cannot tell whether a PCI device of this host is at that address (%v)\", err)\n\t}\n\tpath :=",
 		"\t\treturn \"\"\n\t}\n\tpath :=",
 		"cmd/scourctl", "^TestPluginTestRefusesARealDevice$"},
+	{2, "destructive: false accepted on a destructive built-in", "pipeline/config.go",
+		"\t\tif spec.Destructive && s.Destructive != nil && !*s.Destructive {\n",
+		"\t\tif false && spec.Destructive && s.Destructive != nil && !*s.Destructive {\n",
+		"pipeline", "^TestDestructiveFalseRefusedOnDestructiveBuiltins$"},
 
 	// Rule 3: device identity comes from this host's Placement tree plus
 	// local hardware discovery plus config, never from a notification.
