@@ -44,6 +44,24 @@ func validateOne(category string, steps ...Step) error {
 	return cfg.Validate()
 }
 
+// Review finding (M2 b): verifies: true on a built-in other than verify
+// was silently ignored (the reviewer's config: category clear, only
+// nvme-wear-check with verifies: true, was accepted). It is refused,
+// naming the step; on a plugin, and on verify (which always verifies),
+// it stands.
+func TestVerifiesOnlyOnPluginSteps(t *testing.T) {
+	erase := Step{Name: "erase", Type: "nvme-erase"}
+	err := validateOne(CategoryClear, erase, Step{Name: "wear", Type: "nvme-wear-check", Verifies: true})
+	if err == nil || !strings.Contains(err.Error(), "steps[1] (wear): verifies: true is for a plugin step") || !strings.Contains(err.Error(), "built-in nvme-wear-check does not verify") {
+		t.Fatalf("Validate = %v; want verifies refused on the wear check, naming it", err)
+	}
+	for _, s := range []Step{{Name: "check", Type: "verify", Verifies: true}, {Name: "check", Type: TypePlugin, Path: "/p/check", Verifies: true}} {
+		if err := validateOne(CategoryPurge, erase, s); err != nil {
+			t.Errorf("verifies on %s: %v", s.Type, err)
+		}
+	}
+}
+
 // Review finding (M3): destructive: false on a destructive built-in was
 // accepted, and the step then ran with no Placement check (an overwrite
 // on an allocated device, Placement asked 0 times, verdict clean). It is

@@ -401,6 +401,9 @@ func (s *Step) validate(where string, pluginDirs []string) []error {
 		if spec.Destructive && s.Destructive != nil && !*s.Destructive {
 			add("%s: destructive: false, but %s is destructive: Placement must show no allocation before it runs, and a resumed run must see that the device was not used since; remove destructive: false", where, s.Type)
 		}
+		if s.Verifies && !s.verifies() {
+			add("%s: verifies: true is for a plugin step that checks the cleaning's result; built-in %s does not verify, so the flag would be ignored: remove it, and add a step of type verify (or a verifying plugin) to check the erase", where, s.Type)
+		}
 		if spec.CheckArgs != nil {
 			if err := spec.CheckArgs(s.Args); err != nil {
 				add("%s: args: %v", where, err)
