@@ -57,12 +57,15 @@ func withNVMePipeline(path string, edit func(p map[string]any)) HostOption {
 
 // withLyingVerifier replaces the NVMe pipeline's steps by one, the lying
 // verifier (verifies: true), claiming category (clear, or none when "").
+// The step is destructive (the plugins' default: it could erase), or the
+// configuration would be refused for a pipeline that erases nothing; the
+// plugin touches nothing all the same.
 func withLyingVerifier(t *testing.T, category string) HostOption {
 	t.Helper()
 	path := installPlugin(t, "check", lyingVerifier)
 	return withNVMePipeline(path, func(p map[string]any) {
 		p["name"], p["category"] = "nvme-liar", category
-		p["steps"] = []map[string]any{{"name": "check", "type": "plugin", "path": path, "destructive": false, "verifies": true}}
+		p["steps"] = []map[string]any{{"name": "check", "type": "plugin", "path": path, "verifies": true}}
 	})
 }
 

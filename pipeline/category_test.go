@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestPurgeCategoryNeedsAVerifyingStep(t *testing.T) {
 		{"purge without", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}}, "category purge needs a required step that verifies"},
 		{"purge with optional verify", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}, {Name: "check", Type: "verify", Required: &no}}, "category purge needs"},
 		{"clear without", CategoryClear, []Step{{Name: "wipe", Type: "overwrite"}}, ""},
-		{"unknown", "destroy", []Step{{Name: "wipe", Type: "overwrite"}}, `category "destroy" must be clear or purge`},
+		{"unknown", "destroy", []Step{{Name: "wipe", Type: "overwrite"}}, `category "destroy" must be clear, purge or no-erase`},
 	}
 	for _, c := range cases {
 		cfg := Config{PluginDirs: []string{"/p"}, Profiles: []Profile{{Name: "nvme", Match: Match{ResourceClasses: []string{"*"}},
@@ -42,6 +43,50 @@ func validateOne(category string, steps ...Step) error {
 		Pipeline: Pipeline{Name: "wipe", Category: category, Steps: steps}}}}
 	cfg.setDefaults()
 	return cfg.Validate()
+}
+
+// Review finding (M2): a pipeline with no step that erases anything (a
+// wear check, a reset) was accepted, whatever its category, and its runs
+// returned devices with the last tenant's data, recorded "clear". Now it
+// is refused unless it says category no-erase (a device that holds no
+// tenant data), which its records carry; clear and purge need a step that
+// reports its technique, as the claims store does; no-erase refuses a
+// built-in that erases (its records would deny the erase).
+func TestPipelineWithoutAnEraseIsRefused(t *testing.T) {
+	no := false
+	wear := Step{Name: "wear", Type: "nvme-wear-check"}
+	reset := Step{Name: "reset", Type: "pci-reset"}
+	quietPlugin := Step{Name: "query", Type: TypePlugin, Path: "/p/query", Destructive: &no}
+	erasingPlugin := Step{Name: "wipe", Type: TypePlugin, Path: "/p/wipe"}
+	for _, c := range []struct {
+		name     string
+		category string
+		steps    []Step
+		wantErr  string
+	}{
+		{"no category, wear check only", "", []Step{wear}, "no step erases anything (steps: wear (nvme-wear-check))"},
+		{"no category, reset only", "", []Step{reset}, "say so with category: no-erase"},
+		{"no category, a non-destructive plugin only", "", []Step{quietPlugin}, "no step erases anything"},
+		{"clear, wear check only", CategoryClear, []Step{wear, reset}, "category clear needs a step that erases and reports the technique"},
+		{"purge, verify only", CategoryPurge, []Step{{Name: "check", Type: "verify"}}, "category purge needs a step that erases"},
+		{"clear, gpu-scrub reports no technique", CategoryClear, []Step{{Name: "scrub", Type: "gpu-scrub"}}, "leave category empty"},
+		{"no category, gpu-scrub", "", []Step{{Name: "scrub", Type: "gpu-scrub"}, reset}, ""},
+		{"no category, fpga-program", "", []Step{{Name: "program", Type: "fpga-program", Args: map[string]any{"image": map[string]any{"glance_id": "x"}}}}, ""},
+		{"no category, an erasing plugin", "", []Step{erasingPlugin}, ""},
+		{"clear, an erasing plugin", CategoryClear, []Step{wear, erasingPlugin}, ""},
+		{"clear, overwrite", CategoryClear, []Step{wear, {Name: "wipe", Type: "overwrite"}, reset}, ""},
+		{"no-erase, reset only", CategoryNoErase, []Step{reset}, ""},
+		{"no-erase, a plugin", CategoryNoErase, []Step{erasingPlugin, reset}, ""},
+		{"no-erase with an erasing built-in", CategoryNoErase, []Step{{Name: "wipe", Type: "nvme-erase"}, reset}, "steps[0] (wipe): type nvme-erase erases, but the pipeline says category no-erase"},
+	} {
+		err := validateOne(c.category, c.steps...)
+		if (c.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%s: Validate = %v, want %q", c.name, err, c.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "pipelines.profiles[0] (nvme).pipeline") {
+			t.Errorf("%s: %v does not name the profile", c.name, err)
+		}
+	}
 }
 
 // Review finding (M2 b): verifies: true on a built-in other than verify
@@ -111,6 +156,27 @@ func TestMatchKindsMustBeKnown(t *testing.T) {
 		cfg.Profiles[0].Match.Kinds = []string{string(hardware.KindFromClass(class))}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("kind %s (class %s): %v", cfg.Profiles[0].Match.Kinds[0], class, err)
+		}
+	}
+}
+
+// Every built-in says what it does to a tenant's data: a new one must be
+// put in one list, or pipelines relying on it would be refused (or let
+// through) by accident.
+func TestEveryBuiltinIsClassified(t *testing.T) {
+	for _, name := range builtinNames() {
+		n := 0
+		for _, l := range [][]string{techniqueBuiltins, otherErasingBuiltins, nonErasingBuiltins} {
+			if slices.Contains(l, name) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("built-in %s is in %d of techniqueBuiltins, otherErasingBuiltins, nonErasingBuiltins; want exactly 1", name, n)
+		}
+		spec, _ := lookupBuiltin(name)
+		if !spec.Destructive && !slices.Contains(nonErasingBuiltins, name) {
+			t.Errorf("built-in %s erases but is not destructive: Placement would not be asked before it", name)
 		}
 	}
 }

@@ -69,10 +69,13 @@ type Pipeline struct {
 	// needed another one (default vfio-pci).
 	HomeDriver string `yaml:"home_driver"`
 	// Category is the sanitization category the pipeline claims, in NIST
-	// SP 800-88 / IEEE 2883 terms: "clear" or "purge" ("" claims none).
-	// A purge pipeline needs a required verifying step, and its run is
+	// SP 800-88 / IEEE 2883 terms: "clear" or "purge" ("" claims none), or
+	// "no-erase": the pipeline erases nothing (a device that holds no
+	// tenant data, e.g. a NIC cleaned by a reset), the only way to
+	// configure a pipeline without an erasing step. A clear or purge run is
 	// refused a clean record unless an erasing step (one reporting its
-	// technique) succeeded and a verification passed after it
+	// technique) succeeded in it; a purge pipeline also needs a required
+	// verifying step, and a verification that passed after that erase
 	// (docs/pipelines.md, Category).
 	Category string `yaml:"category"`
 	Steps    []Step `yaml:"steps"`
@@ -97,7 +100,58 @@ const RetireReadBackName = "retire-readback"
 const (
 	CategoryClear = "clear"
 	CategoryPurge = "purge"
+	// CategoryNoErase says the pipeline erases nothing: for a device
+	// class that holds no tenant data (a NIC whose cleaning is a reset or
+	// a firmware flash). Its records say so instead of claiming an erase.
+	CategoryNoErase = "no-erase"
 )
+
+// Built-in step types by what they do to the data a tenant left on the
+// device. Every built-in is in exactly one list
+// (TestEveryBuiltinIsClassified): a pipeline must contain an erasing
+// step unless it says category no-erase, and a clear or purge pipeline
+// one that reports the technique it applied.
+var (
+	// techniqueBuiltins erase and report the technique they applied
+	// (details.technique), which the claims store needs to see succeed in
+	// a clear or purge run.
+	techniqueBuiltins = []string{"nvme-erase", "nvme-format", "nvme-sanitize", "overwrite"}
+	// otherErasingBuiltins erase what a tenant left (memory, a bitstream)
+	// but report no technique: enough for a pipeline that claims no
+	// category, not for clear or purge.
+	otherErasingBuiltins = []string{"fpga-clear-memory", "fpga-program", "gpu-scrub"}
+	// nonErasingBuiltins erase nothing: a reset, a firmware flash, checks.
+	nonErasingBuiltins = []string{"firmware-flash", "fpga-readback", "nvme-wear-check", "pci-reset", "verify"}
+)
+
+// erases reports whether the step may erase a tenant's data: an erasing
+// built-in, or a plugin that is destructive (one that is not must not
+// erase: Placement is not asked before it).
+func (s *Step) erases() bool {
+	if s.Type == TypePlugin {
+		return s.Destructive == nil || *s.Destructive
+	}
+	return slices.Contains(techniqueBuiltins, s.Type) || slices.Contains(otherErasingBuiltins, s.Type)
+}
+
+// reportsTechnique reports whether the step may erase and report the
+// technique it applied, as a clear or purge run needs: an erasing
+// built-in that does, or a destructive plugin (which must, docs/plugins.md).
+func (s *Step) reportsTechnique() bool {
+	if s.Type == TypePlugin {
+		return s.erases()
+	}
+	return slices.Contains(techniqueBuiltins, s.Type)
+}
+
+// stepList names steps as "name (type)" for messages.
+func stepList(steps []Step) string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, fmt.Sprintf("%s (%s)", s.Name, s.Type))
+	}
+	return strings.Join(out, ", ")
+}
 
 // OnUnsupported values.
 const (
@@ -342,14 +396,29 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 	if len(p.Steps) == 0 {
 		add("%s: no steps: a pipeline that does nothing cannot make a device clean", where)
 	}
+	erasing := slices.ContainsFunc(p.Steps, func(s Step) bool { return s.erases() })
 	switch p.Category {
-	case "", CategoryClear:
-	case CategoryPurge:
-		if !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.verifies() && (s.Required == nil || *s.Required) }) {
+	case "":
+		if !erasing && len(p.Steps) > 0 {
+			add("%s: no step erases anything (steps: %s), so a run would return the device with the last tenant's data on it: add an erasing step (%s, %s, or a plugin that is not destructive: false), or, for a device that holds no tenant data (a NIC cleaned by a reset), say so with category: %s, which its records then carry instead of an erase",
+				where, stepList(p.Steps), strings.Join(techniqueBuiltins, ", "), strings.Join(otherErasingBuiltins, ", "), CategoryNoErase)
+		}
+	case CategoryClear, CategoryPurge:
+		if len(p.Steps) > 0 && !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.reportsTechnique() }) {
+			add("%s: category %s needs a step that erases and reports the technique it applied (%s, or an erasing plugin reporting details.technique), and none does (steps: %s): the claims store would refuse every run a clean record. %s report no technique: leave category empty for a pipeline that relies on them; a device that holds no tenant data says category: %s",
+				where, p.Category, strings.Join(techniqueBuiltins, ", "), stepList(p.Steps), strings.Join(otherErasingBuiltins, ", "), CategoryNoErase)
+		}
+		if p.Category == CategoryPurge && !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.verifies() && (s.Required == nil || *s.Required) }) {
 			add("%s: category purge needs a required step that verifies the result (type verify, or a plugin with verifies: true): without one no run can produce a returned record", where)
 		}
+	case CategoryNoErase:
+		for i, s := range p.Steps {
+			if s.Type != TypePlugin && s.erases() {
+				add("%s.steps[%d] (%s): type %s erases, but the pipeline says category %s (it erases nothing), and its records would deny the erase: claim clear or purge, leave category empty, or remove the step", where, i, s.Name, s.Type, CategoryNoErase)
+			}
+		}
 	default:
-		add("%s: category %q must be clear or purge (or empty)", where, p.Category)
+		add("%s: category %q must be clear, purge or %s (or empty)", where, p.Category, CategoryNoErase)
 	}
 	names := map[string]bool{}
 	for i, s := range p.Steps {
@@ -374,8 +443,11 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 		if w.Destructive != nil && !*w.Destructive {
 			add("%s: destructive: false: a wipe is destructive, and Placement must be asked before it", sw)
 		}
-		if w.verifies() {
+		switch {
+		case w.verifies():
 			add("%s: a verifying step erases nothing: retire_wipe must erase (nvme-erase, nvme-sanitize, nvme-format, overwrite, or an erasing plugin)", sw)
+		case slices.Contains(nonErasingBuiltins, w.Type):
+			add("%s: type %s erases nothing: retire_wipe must erase (nvme-erase, nvme-sanitize, nvme-format, overwrite, or an erasing plugin)", sw, w.Type)
 		}
 		errs = append(errs, w.validate(sw, pluginDirs)...)
 	}

@@ -447,6 +447,7 @@ func TestAllocationCheckedBeforeEveryRetry(t *testing.T) {
 	}
 	t.Run("non-destructive step retries without asking", func(t *testing.T) {
 		cfg := testConfig(pluginStep("check", func(s *Step) { f := false; s.Destructive = &f; s.Retry.Attempts = 3 }))
+		cfg.Profiles[0].Pipeline.Category = CategoryNoErase // a pipeline of one non-destructive step erases nothing
 		asked := 0
 		h := newHarness(t, cfg, func(h *harness) {
 			h.alloc = func(context.Context, string) (bool, error) { asked++; return true, nil }

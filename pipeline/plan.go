@@ -37,7 +37,7 @@ type Plan struct {
 	Profile  string
 	Pipeline string
 	Version  int
-	// Category is what the pipeline claims (clear, purge or "").
+	// Category is what the pipeline claims (clear, purge, no-erase or "").
 	Category string
 	// NotMatched says why each profile before the chosen one did not
 	// match (all of them when Profile is empty).
@@ -132,6 +132,10 @@ func (p *Plan) Write(w io.Writer) {
 	switch p.Category {
 	case CategoryPurge:
 		fmt.Fprintf(w, "category purge: the record is returned only if a verifying step passes in the run, after an erasing step that succeeded (not skipped)\n")
+	case CategoryClear:
+		fmt.Fprintf(w, "category clear: the record is returned only if an erasing step that reports its technique succeeded in the run (not skipped, not failed)\n")
+	case CategoryNoErase:
+		fmt.Fprintf(w, "category no-erase: the pipeline erases nothing (a device that holds no tenant data); its records say so\n")
 	case "":
 		fmt.Fprintf(w, "category: none claimed (set clear or purge; purge needs a verifying step)\n")
 	default:

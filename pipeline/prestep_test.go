@@ -288,7 +288,9 @@ func TestUnbindAskedAgainOnAnOldAnswer(t *testing.T) {
 			sim := &driverSim{driver: "vfio-pci"}
 			asked, binds := 0, 0
 			nondestructive := func(s *Step) { f := false; s.Destructive = &f; s.Driver = "nvme" }
-			h := newHarness(t, testConfig(pluginStep("wear", nondestructive)), func(h *harness) {
+			cfg := testConfig(pluginStep("wear", nondestructive))
+			cfg.Profiles[0].Pipeline.Category = CategoryNoErase // one non-destructive step erases nothing
+			h := newHarness(t, cfg, func(h *harness) {
 				h.dated = func(context.Context, string) (bool, time.Time, error) {
 					asked++
 					if asked == tc.fresh {

@@ -162,7 +162,8 @@ func TestRequirementsSeeTheStepDriver(t *testing.T) {
 // step with a driver is preceded by the allocation check.
 func TestBindWaitsForPlacement(t *testing.T) {
 	cfg := nvmeSteps(t, `
-        - {name: wear, type: nvme-wear-check, driver: nvme}`)
+        - {name: wear, type: nvme-wear-check, driver: nvme}
+        - {name: erase, type: nvme-erase, driver: nvme}`)
 	e, s, alloc := simEngine(t, cfg, qemuNVMe("0000:81:00.0", "S1", 1))
 	alloc.allocated = true
 	res, err := e.Clean(context.Background(), simTarget("0000:81:00.0"))

@@ -151,7 +151,9 @@ func TestZeroSizeMediaNeverReachesAPlugin(t *testing.T) {
 func TestZeroSizeMediaFailsOnlyStepsThatTouchIt(t *testing.T) {
 	quiet := func(s *Step) { s.Destructive = new(bool) }
 	verifies := func(s *Step) { s.Destructive, s.Verifies = new(bool), true }
-	h := newHarness(t, testConfig(pluginStep("query", quiet), pluginStep("verify", verifies)))
+	cfg := testConfig(pluginStep("query", quiet), pluginStep("verify", verifies))
+	cfg.Profiles[0].Pipeline.Category = CategoryNoErase // neither step erases
+	h := newHarness(t, cfg)
 	var got []plugins.Media
 	h.pr.clean["query"] = func(_ context.Context, req *plugins.Request) (*plugins.Result, error) {
 		got = req.Device.Media

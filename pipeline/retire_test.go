@@ -253,6 +253,7 @@ func TestRetireWipeAskedPlacementFirst(t *testing.T) {
 func TestRetireWipeConfigChecked(t *testing.T) {
 	for wipe, want := range map[string]string{
 		`{type: verify}`:                          "a verifying step erases nothing",
+		`{type: pci-reset}`:                       "type pci-reset erases nothing",
 		`{name: wear, type: nvme-erase}`:          "name is also a step's",
 		`{type: nvme-erase, destructive: false}`:  "a wipe is destructive",
 		`{type: nvme-erase, args: {crypto: yes}}`: "retire_wipe (retire-wipe): args",
@@ -266,6 +267,7 @@ profiles:
       retire_wipe: ` + wipe + `
       steps:
         - {name: wear, type: nvme-wear-check}
+        - {name: erase, type: nvme-erase}
 `))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("retire_wipe %s: %v; want an error saying %q", wipe, err, want)

@@ -39,6 +39,7 @@ func TestBuiltinStepRecordsExternalToolVersions(t *testing.T) {
 	}}
 	cfg := testConfig(Step{Name: "wear", Type: "nvme-wear-check"})
 	cfg.Profiles[0].Pipeline.HomeDriver = "nvme"
+	cfg.Profiles[0].Pipeline.Category = CategoryNoErase // a wear check alone erases nothing
 	e, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: be, Checkpoints: NewMemCheckpoints(), Registerer: prometheus.NewRegistry(),
 		Allocations: AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})
 	if err != nil {

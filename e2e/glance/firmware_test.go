@@ -37,6 +37,7 @@ profiles:
     match: {kinds: [nic]}
     pipeline:
       name: nic-firmware
+      category: no-erase # a flash and no erase: this NIC holds no tenant data
       steps:
         - {name: flash, type: firmware-flash, args: {image: {glance_query: {properties: {scour_nic_model: %q}}}, version: "23.0.1", settle: 1s}}
 `, model))
