@@ -93,9 +93,11 @@ type RecordPerformer struct {
 // RecordSanitization is what the cleaning claims and did, in NIST SP
 // 800-88 / IEEE 2883 terms (docs/claims.md maps every field).
 type RecordSanitization struct {
-	// Category is what the pipeline claims ("clear", "purge", or "" for
-	// none); a purge record is never cleaned without a successful erase
-	// (a technique) and a passed verification after it.
+	// Category is what the pipeline claims ("clear", "purge", "no-erase"
+	// for a pipeline that erases nothing, or "" for none); a clear or
+	// purge record is never cleaned without a successful erase (a
+	// technique), nor a purge record without a passed verification after
+	// it.
 	Category   string            `json:"category"`
 	Techniques []RecordTechnique `json:"techniques"`
 	Tools      []RecordTool      `json:"tools"`

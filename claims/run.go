@@ -62,9 +62,10 @@ type RunStart struct {
 	Trigger         string   // who or what started it: "instance.delete.end msg 42", "scourctl clean --device ..."
 	Media           Media    // what discovery knew of the device's media
 	// Category is the sanitization category the pipeline claims: "clear",
-	// "purge" or "". A purge run is refused a clean verdict unless a
-	// step reporting its technique succeeded in it and a verification
-	// step passed after it.
+	// "purge", "no-erase" (the pipeline erases nothing: a device that holds
+	// no tenant data) or "". A clear or purge run is refused a clean
+	// verdict unless a step reporting its technique succeeded in it; a
+	// purge run also needs a verification step that passed after it.
 	Category string
 	// ScourVersion is the version of the scour that opened the run.
 	ScourVersion string

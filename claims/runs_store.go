@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -299,7 +300,14 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 	if bad := unverified(last); len(bad) > 0 {
 		return fmt.Errorf("%w: %s: the media may still hold the previous tenant's data", ErrNotClean, strings.Join(bad, "; "))
 	}
-	if run.Category != CategoryPurge {
+	switch run.Category {
+	case CategoryClear:
+		if !erasedBefore(last, math.MaxInt) {
+			return fmt.Errorf("%w: pipeline %s claims clear, but no erasing step (one that reports the technique it applied) succeeded in this run: every erase was skipped or failed, and a clear record would claim an erase that did not happen", ErrNotClean, run.Pipeline)
+		}
+		return nil
+	case CategoryPurge:
+	default:
 		return nil
 	}
 	verified := verifiedIn(last)
@@ -315,6 +323,11 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 // CategoryPurge is the category whose runs need an erase and, after it, a
 // passing verification.
 const CategoryPurge = "purge"
+
+// CategoryClear is the category whose runs need an erase that succeeded
+// (a step reporting its technique): a clear record says the media were
+// erased.
+const CategoryClear = "clear"
 
 // unverified lists the steps whose last attempt ran (not skipped) and
 // recorded a verification that is neither passed nor not-applicable (a

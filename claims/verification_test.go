@@ -96,6 +96,43 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 	}
 }
 
+// Review finding (M2 c): a run whose pipeline claims clear is refused the
+// clean verdict unless a step that reports its technique succeeded in it:
+// every erase skipped or failed (optional), or none reporting a
+// technique, and the record would claim an erase that did not happen. A
+// pipeline that erases nothing by design (no-erase) or claims nothing
+// ("") is not held to one here.
+func TestClearNeedsAnErase(t *testing.T) {
+	erased := map[string]any{"technique": "NVMe Sanitize, Block Erase"}
+	for _, c := range []struct {
+		name     string
+		category string
+		outcome  StepOutcome
+		details  map[string]any
+		ok       bool
+	}{
+		{"clear, erase succeeded", "clear", StepOK, erased, true},
+		{"clear, erase skipped", "clear", StepSkipped, nil, false},
+		{"clear, erase failed (optional)", "clear", StepFailed, erased, false},
+		{"clear, step reports no technique", "clear", StepOK, nil, false},
+		{"no-erase, nothing erased", "no-erase", StepOK, nil, true},
+		{"none claimed, nothing erased", "", StepOK, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, cfg Config) {
+				s := mustOpen(t, cfg)
+				run := openCategoryRun(t, s, c.category)
+				finishStep(t, s, run.ID, "sanitize", 0, c.outcome, c.details)
+				finishStep(t, s, run.ID, "reset", 1, StepOK, nil)
+				err := s.FinishRun(context.Background(), run.ID, RunCleaned, "clean")
+				if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, ErrNotClean) || !strings.Contains(err.Error(), "claims clear, but no erasing step"))) {
+					t.Errorf("FinishRun(cleaned) = %v, want ok=%v", err, c.ok)
+				}
+			})
+		})
+	}
+}
+
 // Whatever the category (clear, none), a run is refused the clean verdict
 // when a step's last attempt ran and recorded a verification that did not
 // pass: failed, not reported, or a word scour does not know, on an ok
@@ -130,7 +167,7 @@ func TestFailedVerificationIsNeverClean(t *testing.T) {
 				forEachBackend(t, func(t *testing.T, cfg Config) {
 					s := mustOpen(t, cfg)
 					run := openCategoryRun(t, s, category)
-					finishStep(t, s, run.ID, "wipe", 0, StepOK, nil)
+					finishStep(t, s, run.ID, "wipe", 0, StepOK, map[string]any{"technique": "overwrite, 1 pass of 0x00"})
 					finishStep(t, s, run.ID, "check", 1, c.outcome, c.details)
 					err := s.FinishRun(context.Background(), run.ID, RunCleaned, "clean")
 					if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, ErrNotClean) || !strings.Contains(err.Error(), "step check attempt 1"))) {

@@ -20,7 +20,8 @@ import (
 )
 
 // plugs is a PluginRunner: "b" blocks until its context ends when block
-// is set; everything else succeeds.
+// is set; everything else succeeds, reporting an erase (a clear run needs
+// one).
 type plugs struct {
 	mu    sync.Mutex
 	calls []string
@@ -40,7 +41,7 @@ func (p *plugs) Clean(ctx context.Context, path, _ string, _ *plugins.Request, _
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return plugins.OK(map[string]any{"from": "plugin"}), nil
+	return plugins.OK(map[string]any{"from": "plugin", plugins.TechniqueKey: "overwrite, 1 pass of 0x00"}), nil
 }
 
 // TestResumeDefinitionSurvivesClaimsStore: the step-definition hash the

@@ -2,6 +2,7 @@ package pipelinestore
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -188,5 +189,62 @@ func TestInterruptedRunNotResumedAfterAnotherTenant(t *testing.T) {
 	rec, _ := s.Record(context.Background(), res.RunID)
 	if rec.PreviousTenant.InstanceUUID != "inst-b" {
 		t.Fatalf("new record's previous tenant = %+v; want inst-b", rec.PreviousTenant)
+	}
+}
+
+// Review finding (M2): a clear run in which nothing was erased was
+// cleaned and returned, its record claiming "clear" with no technique:
+// every erase skipped (on_unsupported: skip) or failed (an optional
+// step). The store refuses the clean verdict as it does for purge, and the
+// run is quarantined saying why; a run whose erase succeeded is cleaned,
+// and a no-erase pipeline (a device that holds no tenant data) needs none.
+func TestClearWithoutASuccessfulEraseIsQuarantined(t *testing.T) {
+	ctx := context.Background()
+	skipped := step("sanitize", true)
+	skipped.Requires, skipped.OnUnsupported = pipeline.Requires{"nvme.sanitize": ">=block"}, pipeline.OnUnsupportedSkip
+	failing := step("sanitize", false)
+	erasing := func(context.Context) (*plugins.Result, error) {
+		return plugins.OK(map[string]any{plugins.TechniqueKey: "NVMe Sanitize, Block Erase"}), nil
+	}
+	for i, tc := range []struct {
+		name     string
+		category string
+		erase    pipeline.Step
+		sanitize func(context.Context) (*plugins.Result, error)
+		refused  bool
+	}{
+		{"clear, erase skipped", pipeline.CategoryClear, skipped, erasing, true},
+		{"clear, optional erase failed", pipeline.CategoryClear, failing, func(context.Context) (*plugins.Result, error) {
+			return nil, plugins.Errorf(plugins.CodePermanent, "sanitize failed")
+		}, true},
+		{"clear, erase reported no technique", pipeline.CategoryClear, step("sanitize", true), nil, true},
+		{"clear, erase succeeded", pipeline.CategoryClear, step("sanitize", true), erasing, false},
+		{"no-erase, nothing erased", pipeline.CategoryNoErase, step("reset", true), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(tc.erase, step("reset2", true))
+			cfg.Profiles[0].Pipeline.Category = tc.category
+			s := openStore(t, filepath.Join(t.TempDir(), "state"))
+			pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){"sanitize": tc.sanitize}}
+			dev := target
+			dev.RPUUID = fmt.Sprintf("rp-nvme-%d", i)
+			res, err := engine(t, cfg, s, pr).Clean(ctx, dev)
+			runs, _ := s.ListRuns(ctx, claims.RunFilter{Device: dev.RPUUID})
+			if !tc.refused {
+				if err != nil || res.Verdict != pipeline.VerdictClean || len(runs) != 1 || runs[0].State != claims.RunCleaned {
+					t.Fatalf("Clean = %+v, %v, runs %+v; want cleaned", res, err, runs)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "claims clear, but no erasing step") {
+				t.Fatalf("Clean = %+v, %v; want the clean verdict refused for want of an erase", res, err)
+			}
+			if len(runs) != 1 || runs[0].State != claims.RunQuarantined || !strings.Contains(runs[0].Summary, "no erasing step") {
+				t.Fatalf("runs = %+v; want one, quarantined, saying no erase succeeded", runs)
+			}
+			if _, open, _ := s.ActiveQuarantine(ctx, "compute-1", dev.RPUUID); !open {
+				t.Fatal("no open quarantine: the device is not visibly held")
+			}
+		})
 	}
 }
