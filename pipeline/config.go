@@ -79,8 +79,8 @@ type Pipeline struct {
 	// (docs/pipelines.md, Category).
 	Category string `yaml:"category"`
 	Steps    []Step `yaml:"steps"`
-	// RetireWipe is the step that erases a device a required step said
-	// to retire (code 13: a worn drive) before the run's quarantine
+	// RetireWipe is the step that erases a device a step (required or
+	// optional) said to retire (code 13: a worn drive) before the run's quarantine
 	// verdict, so that it never leaves for an RMA or disposal with the
 	// last tenant's data. Unset: an NVMe gets nvme-erase (the strongest
 	// technique its controller offers, bound to nvme when it lives on

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/hardware/sim"
+	"github.com/scour-project/scour/plugins"
 )
 
 // retireRig is a simulated host with one worn NVMe (95 % used; the
@@ -167,6 +168,34 @@ func TestRetireWipesWornDriveWithStrongestTechnique(t *testing.T) {
 	}
 	if w, u := r.retirements("true"), r.retirements("false"); w != 1 || u != 0 {
 		t.Errorf("scour_pipeline_retirements_total wiped=true %v, wiped=false %v; want 1 and 0", w, u)
+	}
+}
+
+// Review finding (L2): an optional step answering retire (code 13) was
+// ignored, the run went on and the worn drive returned to the pool. A
+// step saying retire is the device's own word that it must leave
+// service, required or not: the run ends there, the drive is wiped and
+// quarantined (docs/pipelines.md, Retirement; docs/plugins.md, codes).
+func TestOptionalStepSayingRetireRetires(t *testing.T) {
+	r := newRetireRig(t, hardware.SimDevice{Driver: "vfio-pci", SANICAP: 0b111, FNA: 4}, `
+      name: nvme
+      steps:
+        - {name: wear, type: nvme-wear-check, driver: nvme, required: false}
+        - {name: erase, type: nvme-format, driver: nvme}
+        - {name: verify, type: verify, driver: nvme}
+`)
+	res := r.clean(t)
+	if res.Verdict != VerdictQuarantine || res.Step != "wear" || res.Code != plugins.CodeRetire || !strings.Contains(res.Reason, "device must be retired") {
+		t.Fatalf("verdict %s at step %q code %d (%s); want quarantine at the optional wear step, code 13, saying retire", res.Verdict, res.Step, res.Code, res.Reason)
+	}
+	if got := states(res.Steps); got != "wear=failed retire-wipe=succeeded retire-readback=succeeded" {
+		t.Errorf("steps %s; want the pipeline stopped at wear, then the retirement wipe and its read-back", got)
+	}
+	if rt := res.Retirement; rt == nil || !rt.Wiped {
+		t.Errorf("retirement %+v; want the drive wiped before its retirement", rt)
+	}
+	if w := r.retirements("true"); w != 1 {
+		t.Errorf("scour_pipeline_retirements_total wiped=true %v; want 1", w)
 	}
 }
 

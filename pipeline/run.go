@@ -292,7 +292,11 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		r.recs = append(r.recs, rec)
-		if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {
+		// An optional step's failure lets the run go on, except a
+		// verification that did not pass and a retire (code 13): the step
+		// says the device must leave service, whether or not its cleaning
+		// needed it.
+		if rec.State != StepFailed || (!*s.Required && rec.Code != plugins.CodeRetire && !verificationRefused(rec, s.verifies())) {
 			continue
 		}
 		res.Step, res.Code = s.Name, rec.Code

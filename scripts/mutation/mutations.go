@@ -18,8 +18,8 @@ var mutations = []mutation{
 	// Rule 1: a device returns to the pool only after every required step
 	// of its pipeline succeeded in that run and the record was stored.
 	{1, "failed required step ignored", "pipeline/run.go",
-		"if rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {",
-		"if true || rec.State != StepFailed || (!*s.Required && !verificationRefused(rec, s.verifies())) {",
+		"if rec.State != StepFailed || (!*s.Required && rec.Code != plugins.CodeRetire && !verificationRefused(rec, s.verifies())) {",
+		"if true || rec.State != StepFailed || (!*s.Required && rec.Code != plugins.CodeRetire && !verificationRefused(rec, s.verifies())) {",
 		"pipeline", "^TestVerdicts$"},
 	{1, "verdict returned though it was not stored", "pipeline/engine.go",
 		"if err := e.cp.FinishRun(ctx, res.RunID, *res); err != nil {",
@@ -334,6 +334,10 @@ var mutations = []mutation{
 		"\tcase errors.Is(err, claims.ErrQuarantineOpen):\n",
 		"\tcase false && errors.Is(err, claims.ErrQuarantineOpen):\n",
 		"handlers", "^TestRetiredDuringTheRunIsNotReturned$"},
+	{4, "optional step saying retire ignored", "pipeline/run.go",
+		"(!*s.Required && rec.Code != plugins.CodeRetire && !verificationRefused(rec, s.verifies()))",
+		"(!*s.Required && !verificationRefused(rec, s.verifies()))",
+		"pipeline", "^TestOptionalStepSayingRetireRetires$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
