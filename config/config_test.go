@@ -248,3 +248,30 @@ func TestGlanceStepNeedsOwners(t *testing.T) {
 		}
 	}
 }
+
+// Review finding (L3): a second YAML document in the config file was
+// silently ignored, even with an unknown key: a profile or setting an
+// operator appended after a "---" never took effect. It is refused,
+// naming the line; a trailing empty document (a lone "---") holds
+// nothing and is accepted.
+func TestSecondYAMLDocumentRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	env := []string{"SCOUR_LIFECYCLE_ENABLED=false"}
+	_, err := Load(write("two.yaml", "host: cmp1\n---\nlog: {level: debug}\nnot_a_key: 1\n"), true, env)
+	if err == nil || !strings.Contains(err.Error(), "line 2: a second YAML document") || !strings.Contains(err.Error(), "two.yaml") {
+		t.Fatalf("two documents: Load = %v; want refused, naming the file and line 2", err)
+	}
+	for name, text := range map[string]string{"one.yaml": "---\nhost: cmp1\n", "trailing.yaml": "host: cmp1\n---\n# nothing\n"} {
+		if c, err := Load(write(name, text), true, env); err != nil || c.Host != "cmp1" {
+			t.Errorf("%s: Load = %v; want accepted with host cmp1", name, err)
+		}
+	}
+}

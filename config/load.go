@@ -60,6 +60,9 @@ func load(path string, required bool, environ []string, check func(*Config) erro
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("config %s: %s", path, redactYAMLError(err))
 		}
+		if err := oneDocument(dec); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
 	case errors.Is(err, fs.ErrNotExist) && !required:
 	default:
 		return nil, fmt.Errorf("config: %w", err)
@@ -76,6 +79,25 @@ func load(path string, required bool, environ []string, check func(*Config) erro
 		return nil, fmt.Errorf("invalid configuration (%s and %s* environment):\n%w", path, EnvPrefix, err)
 	}
 	return &c, nil
+}
+
+// oneDocument refuses a second YAML document after the one decoded (a
+// "---" line followed by keys): the decoder reads only the first, so
+// whatever the second holds (a profile, a typo) would be silently
+// ignored. An empty one (a trailing "---") holds nothing and is let be.
+func oneDocument(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("a further YAML document: %s", redactYAMLError(err))
+		case len(doc.Content) > 0 && !(doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null"):
+			return fmt.Errorf("line %d: a second YAML document starts here (a \"---\" line), and scourd reads only the first: its keys would be ignored; merge them into the first document and remove the \"---\"", doc.Line)
+		}
+	}
 }
 
 // yaml errors quote offending values, which may be a URL with a password.

@@ -154,6 +154,10 @@ var mutations = []mutation{
 		"\t\tif !slices.Contains(knownKinds, hardware.DeviceKind(k)) {\n",
 		"\t\tif false && !slices.Contains(knownKinds, hardware.DeviceKind(k)) {\n",
 		"pipeline", "^TestMatchKindsMustBeKnown$"},
+	{1, "second YAML document of the config file ignored", "config/load.go",
+		"\t\tif err := oneDocument(dec); err != nil {\n",
+		"\t\tif err := oneDocument(dec); false && err != nil {\n",
+		"config", "^TestSecondYAMLDocumentRefused$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
