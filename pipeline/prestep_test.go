@@ -86,7 +86,8 @@ func TestPlacementDecidesBeforeTheCheck(t *testing.T) {
 		{name: "clear, CHECK unsupported: the step fails", step: pluginStep("wipe"), check: unsupported,
 			want: VerdictQuarantine, wantCode: plugins.CodeUnsupported, wantSteps: "wipe=failed"},
 		{name: "clear, CHECK unsupported: the step skips", step: pluginStep("wipe", skip), check: unsupported,
-			want: VerdictClean, wantSteps: "wipe=skipped"},
+			// Skipped, but the run then refuses clean: nothing erased the device.
+			want: VerdictQuarantine, wantCode: plugins.CodePermanent, wantSteps: "wipe=skipped"},
 		{name: "clear, CHECK fails: the step fails with its code", step: pluginStep("wipe"), check: broken,
 			want: VerdictRetryLater, wantCode: plugins.CodeTryAgainLater, wantSteps: "wipe=failed"},
 	} {

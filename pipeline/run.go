@@ -320,8 +320,57 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 		res.Verdict, res.Step, res.Code, res.Reason = VerdictQuarantine, step, plugins.CodePermanent, why
 		return res, nil
 	}
+	if step, code, verdict, why := r.unerased(); why != "" {
+		r.log.Error("refusing a clean verdict: no step erased the device in this run", "step", step, "reason", why)
+		res.Verdict, res.Step, res.Code, res.Reason = verdict, step, code, why
+		return res, nil
+	}
 	res.Verdict = VerdictClean
 	return res, nil
+}
+
+// unerased refuses a clean verdict to a run in which no erasing step
+// (Step.erases) succeeded, unless its pipeline says category no-erase:
+// every erasing step optional and failed, or skipped (on_unsupported:
+// skip on a device without the capability), leaves the last tenant's data
+// where it was. Validate makes sure a pipeline has an erasing step; this
+// makes sure one ran. The claims store refuses a clear or purge run
+// without a technique besides (checkClean); this covers a pipeline with
+// no category too. The verdict follows the last erasing step's failure
+// (retry-later while it is retryable and the run budget lasts), and is
+// quarantine when every erasing step was skipped: this pipeline cannot
+// erase the device.
+func (r *run) unerased() (step string, code int, verdict Verdict, why string) {
+	if r.prof.Pipeline.Category == CategoryNoErase {
+		return "", 0, "", ""
+	}
+	steps := r.prof.Pipeline.Steps
+	var last *StepRecord
+	var names []string
+	for i := range r.recs {
+		rec := &r.recs[i]
+		if rec.Index >= len(steps) || !steps[rec.Index].erases() {
+			continue
+		}
+		if rec.State == StepSucceeded {
+			return "", 0, "", ""
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", rec.Name, rec.State))
+		if rec.State == StepFailed {
+			last = rec
+		}
+	}
+	if len(names) == 0 {
+		return "", 0, "", "" // Validate refuses such a pipeline; nothing to name
+	}
+	tail := fmt.Sprintf("; device %s stays reserved: no erasing step succeeded in this run (%s), so it may still hold the previous tenant's data", r.t.Address, strings.Join(names, ", "))
+	if last == nil {
+		return names[0], plugins.CodePermanent, VerdictQuarantine,
+			"refusing a clean verdict" + tail + ": every erasing step was skipped, so this pipeline cannot erase this device; give it a pipeline that can (or make the step required), then release it with scourctl placement unquarantine"
+	}
+	s := &steps[last.Index]
+	verdict, why = r.verdictFor(s, *last)
+	return last.Name, last.Code, verdict, "refusing a clean verdict" + tail + ": " + why
 }
 
 // doneIn finds a finished record of step i in this very run.

@@ -18,7 +18,9 @@ func TestSkipOnlyBeforeActing(t *testing.T) {
 		oacs int
 		want Verdict
 	}{
-		{"no format support: skipped", 0, VerdictClean},
+		// Skipped (refused before acting), and then no clean verdict:
+		// the pipeline's only erase did not run (unerased).
+		{"no format support: skipped", 0, VerdictQuarantine},
 		{"second namespace refuses: failed", 0x2, VerdictQuarantine},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -158,6 +158,10 @@ var mutations = []mutation{
 		"\t\tif err := oneDocument(dec); err != nil {\n",
 		"\t\tif err := oneDocument(dec); false && err != nil {\n",
 		"config", "^TestSecondYAMLDocumentRefused$"},
+	{1, "clean verdict though no erasing step succeeded in the run", "pipeline/run.go",
+		"if step, code, verdict, why := r.unerased(); why != \"\" {",
+		"if step, code, verdict, why := r.unerased(); false && why != \"\" {",
+		"pipeline", "^TestNoCleanWithoutAnErase$|^TestGPUScrubWithoutLibcudaFollowsOnUnsupported$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
