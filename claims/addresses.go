@@ -55,19 +55,30 @@ func (s *Store) aliases(ctx context.Context, q querier, host, rpUUID string) ([]
 	return out, rows.Err()
 }
 
-// lastCleanOf is the newest lastClean of any of rps (zero: none).
-func (s *Store) lastCleanOf(ctx context.Context, q querier, host string, rps []string) (time.Time, error) {
-	var last time.Time
+// lastCleanOf is the newest lastClean of any of rps (zero: none), and
+// the newest start of a run of theirs closed by CloseCleanedUsed, with
+// its provider.
+func (s *Store) lastCleanOf(ctx context.Context, q querier, host string, rps []string) (last time.Time, used usedRun, err error) {
 	for _, rp := range rps {
-		t, err := s.lastClean(ctx, q, host, rp)
+		t, u, err := s.lastClean(ctx, q, host, rp)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, usedRun{}, err
 		}
 		if t.After(last) {
 			last = t
 		}
+		if u.After(used.At) {
+			used = usedRun{At: u, RP: rp}
+		}
 	}
-	return last, nil
+	return last, used, nil
+}
+
+// usedRun is the newest run closed by CloseCleanedUsed: when it started,
+// on which provider.
+type usedRun struct {
+	At time.Time
+	RP string
 }
 
 // ReattachQuarantine moves the open quarantine of provider from, which

@@ -40,9 +40,10 @@ func TestClearGeneration(t *testing.T) {
 		}
 		old := openCategoryRun(t, s, "")
 		s.Close()
-		// Back to v6: the column goes, and so does its version.
+		// Back to v6: the column goes (v8's too), and so does its version.
 		db := mustOpenRaw(t, cfg)
 		for _, q := range []string{
+			`ALTER TABLE cleaning_runs DROP COLUMN used_after_clean`,
 			`ALTER TABLE cleaning_runs DROP COLUMN clear_gen`,
 			`UPDATE scour_schema SET version = 6 WHERE table_name = 'cleaning_runs'`,
 		} {

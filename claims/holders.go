@@ -44,8 +44,13 @@ type Tenant struct {
 // consumer held the device before its last clean (a clean verdict of an
 // earlier run): its data was erased then, and whoever used the device
 // since went unseen (no claim, no scan caught it; e.g. a tenant that came
-// and went while scourd was down, behind a stale return). A record then
-// says "unknown" rather than name a tenant whose data it did not erase.
+// and went while scourd was down). A record then says "unknown" rather
+// than name a tenant whose data it did not erase. A run closed because
+// the device may have served a tenant after its clean (CloseCleanedUsed:
+// a stale return, a re-fence mid-run, an allocation at the un-reserve)
+// is no last clean: the consumer before it stays the previous tenant, and
+// with none known the tenant is UnknownTenant (ok true): the device holds
+// data no clean covers.
 //
 // The device is every provider seen at its address on the host (aliases:
 // its provider may have been re-created): the last clean is the newest of
@@ -64,7 +69,7 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string)
 	if err != nil {
 		return Tenant{}, false, err
 	}
-	cleaned, err := s.lastCleanOf(ctx, s.r, host, rps)
+	cleaned, used, err := s.lastCleanOf(ctx, s.r, host, rps)
 	if err != nil {
 		return Tenant{}, false, err
 	}
@@ -80,6 +85,13 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string)
 			last.DeviceRP = rp
 		}
 	}
+	if !found && used.At.After(cleaned) {
+		// A run since the last clean ended because the device may have
+		// served a tenant nobody recorded (CloseCleanedUsed), and no
+		// tenant is known before it: that unseen tenant is the previous
+		// one, held since that run began.
+		return Tenant{Instance: UnknownTenant, Project: UnknownTenant, Since: used.At, DeviceRP: used.RP}, true, nil
+	}
 	return last, found, nil
 }
 
@@ -93,19 +105,35 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string)
 // written after the erase, so the clean does not cover it, and it stays
 // the device's previous tenant (named in the next run's record, and fenced
 // again by the scan if its fence is lifted). The verdict's own time
-// (cleaned_at) would hide that tenant.
+// (cleaned_at) would hide that tenant. A cleaned run closed because the
+// device may have served a tenant after its clean that the store never
+// recorded (used_after_clean: CloseCleanedUsed) is no clean here: the
+// tenant before it stays the previous tenant.
 const lastCleanQuery = `SELECT MAX(started_at) FROM cleaning_runs
-	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`
+	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned') AND used_after_clean = 0`
 
 // lastClean is when the device's last clean began (its newest cleaned or
-// returned run's start: lastCleanQuery); zero when it has none.
-func (s *Store) lastClean(ctx context.Context, q querier, host, rpUUID string) (time.Time, error) {
-	var last sql.NullString
-	err := q.QueryRowContext(ctx, s.d.rebind(lastCleanQuery), host, rpUUID).Scan(&last)
-	if err != nil || !last.Valid {
-		return time.Time{}, err
+// returned run's start: lastCleanQuery); zero when it has none. usedAfter
+// is when its newest run closed by CloseCleanedUsed began (zero: none).
+func (s *Store) lastClean(ctx context.Context, q querier, host, rpUUID string) (last, usedAfter time.Time, err error) {
+	var l, u sql.NullString
+	err = q.QueryRowContext(ctx, s.d.rebind(`SELECT (`+lastCleanQuery+`),
+		(SELECT MAX(started_at) FROM cleaning_runs WHERE host = ? AND device_rp = ? AND used_after_clean = 1)`),
+		host, rpUUID, host, rpUUID).Scan(&l, &u)
+	if err != nil {
+		return time.Time{}, time.Time{}, err
 	}
-	return parseTS(last.String)
+	if l.Valid {
+		if last, err = parseTS(l.String); err != nil {
+			return time.Time{}, time.Time{}, err
+		}
+	}
+	if u.Valid {
+		if usedAfter, err = parseTS(u.String); err != nil {
+			return time.Time{}, time.Time{}, err
+		}
+	}
+	return last, usedAfter, nil
 }
 
 // previousTenant is the last consumer known to hold the device since

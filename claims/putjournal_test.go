@@ -58,9 +58,11 @@ func TestRunsCleanedWithoutTheJournalReadUnknown(t *testing.T) {
 		s := mustOpen(t, cfg)
 		before := cleanedRun(t, s, "rp-nvme-0")
 		s.Close()
-		// Back to v5: the columns go (v7's too), and so does its version.
+		// Back to v5: the columns go (v7's and v8's too), and so does its
+		// version.
 		db := mustOpenRaw(t, cfg)
 		for _, q := range []string{
+			`ALTER TABLE cleaning_runs DROP COLUMN used_after_clean`,
 			`ALTER TABLE cleaning_runs DROP COLUMN clear_gen`,
 			`ALTER TABLE cleaning_runs DROP COLUMN unreserve_journaled`,
 			`ALTER TABLE cleaning_runs DROP COLUMN unreserve_put_gen`,

@@ -53,9 +53,28 @@ func (s *Store) NoteReturnPending(ctx context.Context, runID, why string) error 
 }
 
 // CloseCleaned seals a cleaned run that will not be returned by scour (the
-// device got allocated or un-reserved by someone else, or a new run
-// supersedes it), saying why. Closing a sealed run is a no-op.
+// device got un-reserved by someone else, or a new run supersedes it),
+// saying why. Closing a sealed run is a no-op.
 func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
+	return s.closeCleanedRun(ctx, runID, why, false)
+}
+
+// CloseCleanedUsed is CloseCleaned for a cleaned run whose device may
+// have served a tenant after the run's clean that the store never
+// recorded: its Placement generation moved since the run's all-clear
+// (placement.ErrStaleReturn), a scan fenced it again while the run went
+// on (someone had lifted the fence), or Placement showed it allocated at
+// the un-reserve (a consumer no scan may ever record, should it leave
+// before the next one). The run's clean then no longer counts as the
+// device's last (used_after_clean; PreviousTenant): the tenant before it
+// stays the previous tenant, or an unknown one stands in, so a scan that
+// finds the device un-fenced before a later run cleaned it fences it
+// again (docs/lifecycle.md), and a retirement wipes it.
+func (s *Store) CloseCleanedUsed(ctx context.Context, runID, why string) error {
+	return s.closeCleanedRun(ctx, runID, why, true)
+}
+
+func (s *Store) closeCleanedRun(ctx context.Context, runID, why string, used bool) error {
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		run, err := s.lockRun(ctx, tx, runID)
 		if err != nil || run.Closed() {
@@ -63,6 +82,12 @@ func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 		}
 		if !run.AwaitingReturn() {
 			return fmt.Errorf("%w: it is %s", ErrNotCleaned, run.State)
+		}
+		if used {
+			// Before the close: a sealed row cannot be updated.
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET used_after_clean = 1 WHERE id = ?`), run.ID); err != nil {
+				return err
+			}
 		}
 		return s.closeCleaned(ctx, tx, run, why)
 	})
@@ -159,7 +184,8 @@ type Settled struct {
 // returned when the run's PUT journal holds a PUT that may have landed,
 // and closed as un-reserved by someone else when it holds none (scour
 // never sent one). One allocated is closed as cleaned, not returned by
-// scour. A device still reserved is left to the next clean, which resumes
+// scour, and its clean no longer counts (CloseCleanedUsed: the consumer
+// may leave before a scan records it). A device still reserved is left to the next clean, which resumes
 // the run (and, if the journal shows Placement moved on since a PUT that
 // may have landed, cleans it again: placement.ErrStaleReturn). look reads
 // the device; a failure leaves the run for the next settle.
@@ -188,9 +214,9 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 		count, elsewhere := &done.Closed, false
 		switch {
 		case d.Allocated && sent:
-			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated")
+			err = s.CloseCleanedUsed(ctx, r.ID, "Placement showed the device allocated")
 		case d.Allocated:
-			err = s.CloseCleaned(ctx, r.ID, "Placement showed the device allocated before scour un-reserved it")
+			err = s.CloseCleanedUsed(ctx, r.ID, "Placement showed the device allocated before scour un-reserved it")
 		case sent:
 			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved and free, its un-reserve not yet recorded")
 			count = &done.Returned

@@ -356,3 +356,78 @@ func TestPreviousTenantTakesTheProjectOfTheHoldersClaim(t *testing.T) {
 		}
 	})
 }
+
+// A cleaned run closed because its device may have served a tenant after
+// the clean that the store never recorded (CloseCleanedUsed: a stale
+// return, a re-fence mid-run, an allocation at the un-reserve) is no
+// last clean: the tenant it cleaned for stays the previous tenant, so a
+// scan that finds the device un-fenced before a later run cleaned it
+// fences it again; with no tenant known an unknown one stands in. A run
+// closed otherwise (un-reserved by someone else) still counts, and a
+// later clean that counts ends it all. SettleReturns' allocated closes
+// are of the first kind.
+func TestCleanUsedAfterItDoesNotCoverItsTenants(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		for _, rp := range []string{"rp-stale", "rp-elsewhere", "rp-settled"} {
+			if err := s.SawHolder(ctx, "compute-1", rp, "inst-a"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Minute)
+		runs := map[string]Run{}
+		for _, rp := range []string{"rp-stale", "rp-elsewhere", "rp-settled", "rp-nobody"} {
+			runs[rp] = cleanedRun(t, s, rp)
+		}
+		clock.Advance(time.Minute)
+		if err := s.CloseCleanedUsed(ctx, runs["rp-stale"].ID, "the device may have served a tenant since (stale), so a new run cleans it again"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CloseCleaned(ctx, runs["rp-elsewhere"].ID, "un-reserved by someone else"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CloseCleanedUsed(ctx, runs["rp-nobody"].ID, "a scan fenced it again while this run cleaned it"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SettleReturns(ctx, "compute-1", func(_ context.Context, rp string) (DeviceNow, error) {
+			return DeviceNow{Reserved: true, Allocated: rp == "rp-settled"}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for rp, want := range map[string]struct {
+			held     bool
+			instance string
+		}{
+			"rp-stale":     {true, "inst-a"},
+			"rp-settled":   {true, "inst-a"},
+			"rp-nobody":    {true, UnknownTenant},
+			"rp-elsewhere": {false, ""},
+		} {
+			p, ok, err := s.PreviousTenant(ctx, "compute-1", rp)
+			if err != nil || ok != want.held || p.Instance != want.instance {
+				t.Errorf("%s: PreviousTenant = %+v held=%v err=%v; want held=%v by %q", rp, p, ok, err, want.held, want.instance)
+			}
+			if got, _ := s.GetRun(ctx, runs[rp].ID); got.State != RunCleaned || !got.Closed() {
+				t.Errorf("%s: run %s closed=%t; want cleaned, closed", rp, got.State, got.Closed())
+			}
+		}
+		if p, _, _ := s.PreviousTenant(ctx, "compute-1", "rp-nobody"); p.DeviceRP != "rp-nobody" || p.Project != UnknownTenant {
+			t.Errorf("unknown tenant = %+v; want project unknown, known under rp-nobody", p)
+		}
+		// Once a later run's clean counts, nobody is held.
+		clock.Advance(time.Minute)
+		for _, rp := range []string{"rp-stale", "rp-nobody"} {
+			again := cleanedRun(t, s, rp)
+			clock.Advance(time.Minute)
+			if err := s.MarkReturned(ctx, again.ID, "un-reserved"); err != nil {
+				t.Fatal(err)
+			}
+			if p, ok, err := s.PreviousTenant(ctx, "compute-1", rp); err != nil || ok {
+				t.Errorf("%s after a returned run: PreviousTenant = %+v held=%v err=%v; want none", rp, p, ok, err)
+			}
+		}
+	})
+}

@@ -372,6 +372,15 @@ var migrations = []migration{
 	{table: "cleaning_runs", version: 7, stmts: []string{
 		`ALTER TABLE cleaning_runs ADD COLUMN clear_gen INTEGER`,
 	}},
+	// v8: used_after_clean, 1 on a cleaned run closed because its device
+	// may have served a tenant after the run's clean that the store never
+	// recorded (CloseCleanedUsed: a stale return, a re-fence while the run
+	// went on, an allocation at the un-reserve). Such a run is not the
+	// device's last clean for PreviousTenant. Runs stored before this
+	// version read 0 (their clean counts, as it did).
+	{table: "cleaning_runs", version: 8, stmts: []string{
+		`ALTER TABLE cleaning_runs ADD COLUMN used_after_clean INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // anchorPurgedChains is the statement that anchors every host whose signed
