@@ -137,8 +137,22 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			log.Warn("the record does not say why the device was not returned", "error", err)
 		}
 	}
+	// usedAfterClean closes the record for a device that may have served
+	// a tenant after this run's clean that no scan or claim recorded: the
+	// clean no longer counts for it (PreviousTenant), so a scan that finds
+	// it un-fenced before a later run cleaned it fences it again, even
+	// while that run backs off (review rev5 F3). A tenant write: the
+	// re-fence cache's "not held" goes.
+	usedAfterClean := func(why string) {
+		if recorder {
+			if err := rr.RecordUsedAfterClean(ctx, res.RunID, d, why); err != nil {
+				log.Warn("the record does not say why the device was not returned, and its clean may still count as the device's last: should its fence be lifted before a new run cleans it, it is not fenced again", "error", err)
+			}
+		}
+		r.forgetTenant(d.RPUUID, d.Address)
+	}
 	if r.refencedDuringRun(d.RPUUID, false) {
-		return r.unfencedDuringRun(log, notReturned, refencedWhy)
+		return r.unfencedDuringRun(log, usedAfterClean, refencedWhy)
 	}
 	if recorder {
 		// Before the PUT: a tenant the store saw on the device during the
@@ -153,7 +167,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 			r.fail(d, gaugeBackoff)
 			return ""
 		case why != "":
-			return r.unfencedDuringRun(log, notReturned, why)
+			return r.unfencedDuringRun(log, usedAfterClean, why)
 		}
 	}
 	r.unreserveBegins(d.RPUUID)
@@ -161,13 +175,13 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 	if errors.Is(err, placement.ErrStaleReturn) && r.refencedDuringRun(d.RPUUID, false) {
 		// Fenced again while the un-reserve ran: that write moved the
 		// generation the PUT needed; the operator must hear why.
-		return r.unfencedDuringRun(log, notReturned, refencedWhy)
+		return r.unfencedDuringRun(log, usedAfterClean, refencedWhy)
 	}
 	switch {
 	case errors.Is(err, placement.ErrAllocated):
 		r.m.unreserves.WithLabelValues("allocated").Inc()
 		log.Warn("cleaned device is allocated now; not un-reserved, left alone", "error", err)
-		notReturned(fmt.Sprintf("Placement showed an allocation on the device at the un-reserve: %v", err), true)
+		usedAfterClean(fmt.Sprintf("Placement showed an allocation on the device at the un-reserve: %v", err))
 		return
 	case errors.Is(err, placement.ErrQuarantined):
 		// Retired (or quarantined) while its un-reserve was pending: no
@@ -217,7 +231,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		// for that tenant's data; a new run cleans the device again.
 		r.m.unreserves.WithLabelValues("stale").Inc()
 		log.Warn("cleaned device may have served a tenant since this run's all-clear or un-reserve (its Placement generation moved); not un-reserved: a new run cleans it again", "error", err)
-		notReturned(fmt.Sprintf("the device may have served a tenant since (%v), so a new run cleans it again", err), true)
+		usedAfterClean(fmt.Sprintf("the device may have served a tenant since (%v), so a new run cleans it again", err))
 		return "stale return"
 	case err != nil:
 		r.m.unreserves.WithLabelValues("error").Inc()
@@ -288,11 +302,12 @@ func (r *Reconciler) unreserveBegins(rp string) {
 // it). It was schedulable while being wiped, as for
 // ErrUnreservedElsewhere, and counts as elsewhere; but it is fenced now
 // and its data since the erase is nobody's clean: not un-reserved, the
-// record closed as cleaned, not returned, and a scan starts a new run.
-func (r *Reconciler) unfencedDuringRun(log *slog.Logger, notReturned func(string, bool), why string) (rescan string) {
+// record closed as cleaned, not returned, its clean no longer the
+// device's last (usedAfterClean), and a scan starts a new run.
+func (r *Reconciler) unfencedDuringRun(log *slog.Logger, usedAfterClean func(string), why string) (rescan string) {
 	r.m.unreserves.WithLabelValues("elsewhere").Inc()
 	log.Warn("device left its fence while being cleaned (someone un-reserved it: another cleaner, Cyborg's device enable, an inventory set without --amend); it was schedulable while being wiped; not un-reserved: a new run cleans it again", "reason", why)
-	notReturned("every required step succeeded, but the device left its fence during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample); "+why, true)
+	usedAfterClean("every required step succeeded, but the device left its fence during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample); " + why)
 	return "unfenced during cleaning"
 }
 

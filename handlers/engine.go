@@ -22,6 +22,7 @@ type Records interface {
 	MarkReturned(ctx context.Context, runID, note string) error
 	NoteReturnPending(ctx context.Context, runID, why string) error
 	CloseCleaned(ctx context.Context, runID, why string) error
+	CloseCleanedUsed(ctx context.Context, runID, why string) error
 	UsedSinceStarted(ctx context.Context, runID string) (string, error)
 }
 
@@ -57,6 +58,10 @@ func (c EngineCleaner) RecordNotReturned(ctx context.Context, runID string, _ De
 		return c.Records.CloseCleaned(ctx, runID, why)
 	}
 	return c.Records.NoteReturnPending(ctx, runID, why)
+}
+
+func (c EngineCleaner) RecordUsedAfterClean(ctx context.Context, runID string, _ Device, why string) error {
+	return c.Records.CloseCleanedUsed(ctx, runID, why)
 }
 
 func (c EngineCleaner) UsedSinceStarted(ctx context.Context, runID string) (string, error) {

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, n int, cfg func(*handlers.Config)) *env {
 	e.p = &handlerstest.Placement{W: e.w, Journal: e.c.NotePut}
 	// A clean verdict is stored, as the pipeline's store does: the
 	// device's tenant is no previous tenant any more (refence).
-	e.cl = &handlerstest.Cleaner{W: e.w, OnClean: e.c.Cleaned}
+	e.cl = &handlerstest.Cleaner{W: e.w, OnClean: e.c.Cleaned, OnUsedAfterClean: e.c.UsedAfterClean}
 	e.c.Now = e.clock.Now
 	e.build(cfg)
 	return e

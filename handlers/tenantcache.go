@@ -18,8 +18,10 @@ import (
 // held" to "held" only by a store write that adds tenant knowledge about
 // the device's address: a holder seen (SawHolder), a claim recorded or
 // rebuilt with the device (RecordClaim), a dormant claim woken
-// (Reactivate, which re-dates its devices' tenancy), or a provider seen
-// at the address (SawAddress, which changes whose history counts). This
+// (Reactivate, which re-dates its devices' tenancy), a provider seen at
+// the address (SawAddress, which changes whose history counts), or a
+// cleaned run closed as possibly used after its clean
+// (RecordUsedAfterClean, after which that clean no longer counts). This
 // process makes each of these writes through its handlers and
 // reconciler, and each drops the cache entries of the devices it
 // concerns, at the address too (forgetTenant), or all of them

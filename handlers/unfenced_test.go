@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scour-project/scour/handlers"
 	"github.com/scour-project/scour/internal/testkit"
@@ -186,5 +187,103 @@ func wantRetiredHeldAfterAScan(t *testing.T, e *env) {
 	e.reconcile()
 	if d := e.w.Device(rp(1)); !d.Fenced() || !d.Quarantined {
 		t.Errorf("retired device after the next scan: reserved %d/%d quarantined=%t; want fenced and quarantined", d.Reserved, d.Total, d.Quarantined)
+	}
+}
+
+// Review rev5 F3: a run closed as cleaned, not returned, because its
+// device may have served a tenant after its clean (a stale return) is no
+// clean for that device. Its next run backs off (retry-later); meanwhile
+// the fence is lifted (Cyborg's device enable, an inventory set without
+// --amend): the scan must fence the device again, not take it for
+// available and drop its backoff, and the run that cleans it at last
+// names the tenant the stale run cleaned for.
+func TestStaleReturnThenLiftedFenceIsFencedAgain(t *testing.T) {
+	t.Parallel()
+	e := heldThenFreed(t)
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		if e.cl.CallsFor(d.RPUUID) == 1 {
+			return fmt.Errorf("device %s: %w", d.RPName, placement.ErrStaleReturn)
+		}
+		return e.w.Unreserve(ctx, d)
+	}
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		n := e.cl.CallsFor(rp(1))
+		if n == 2 {
+			return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-2", Detail: "device busy"}, nil
+		}
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
+	}
+	e.reconcile() // run-1: clean, its un-reserve refused as stale
+	e.reconcile() // run-2: retry-later, backoff
+	e.wantDevice(1, placement.StateDirty, 2, 0)
+	if got := e.cl.UsedAfterClean(); len(got) != 1 || got[0] != "run-1" {
+		t.Errorf("runs closed as possibly used after their clean = %v; want run-1", got)
+	}
+	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // the fence lifted
+	e.reconcile()
+	if d := e.w.Device(rp(1)); !d.Fenced() {
+		t.Fatalf("after a stale return the un-fenced device is %s (reserved %d/%d): schedulable with the data no clean covers", d.State, d.Reserved, d.Total)
+	}
+	e.clock.Advance(2 * time.Hour) // past run-2's backoff
+	e.reconcile()
+	e.wantDevice(1, placement.StateAvailable, 3, 1)
+	if calls := e.cl.Calls(); calls[2].PreviousInstance != tenantA {
+		t.Errorf("run-3's previous instance = %q; want %s, whom the stale run-1 cleaned for", calls[2].PreviousInstance, tenantA)
+	}
+}
+
+// Review rev5 F3, with no tenant known (an allocation no scan caught,
+// Nova's burn fencing the device): the scan of an available device found
+// it held by nobody (cached for triggered scans), then it went dirty.
+// Its run is not returned because the device may have served a tenant
+// since its clean: a stale return, an allocation at the un-reserve (the
+// consumer leaves before any scan), a re-fence mid-run. Its next run
+// backs off, the fence is lifted: an unknown tenant stands for the one
+// nobody saw, and the scan, a triggered one too, fences the device again.
+func TestUsedAfterItsCleanWithUnknownTenantIsFencedAgain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		unreserve error
+		midRun    bool
+	}{
+		{name: "stale", unreserve: placement.ErrStaleReturn},
+		{name: "allocated", unreserve: placement.ErrAllocated},
+		{name: "refenced mid-run", midRun: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 1, nil)
+			e.reconcile() // available, held by nobody
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
+			e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+				if tc.unreserve != nil {
+					return fmt.Errorf("device %s: %w", d.RPName, tc.unreserve)
+				}
+				return e.w.Unreserve(ctx, d)
+			}
+			e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+				n := e.cl.CallsFor(rp(1))
+				if n == 2 {
+					return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-2", Detail: "device busy"}, nil
+				}
+				if tc.midRun {
+					e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 })
+					e.scanOnce() // fences it again
+				}
+				return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
+			}
+			e.reconcile() // run-1: clean, not returned
+			e.reconcile() // run-2: retry-later, backoff
+			e.wantDevice(1, placement.StateDirty, 2, 0)
+			if got := e.cl.UsedAfterClean(); len(got) != 1 || got[0] != "run-1" {
+				t.Errorf("runs closed as possibly used after their clean = %v; want run-1", got)
+			}
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // the fence lifted
+			e.reconcile()
+			if d := e.w.Device(rp(1)); !d.Fenced() {
+				t.Errorf("device un-fenced after run-1 may have served an unseen tenant is %s (reserved %d/%d)", d.State, d.Reserved, d.Total)
+			}
+		})
 	}
 }

@@ -32,7 +32,8 @@ type Claims struct {
 	seq         int
 	holders     map[string]holder
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
-	cleaned     map[string]int                     // s.seq at each device's last clean verdict
+	cleans      map[string][]int                   // s.seq at each device's clean verdicts that count, oldest first
+	used        map[string]int                     // s.seq at each device's newest clean closed by UsedAfterClean
 	arqs        []handlers.ARQRecord
 	deleted     map[string]string          // instance -> message id of its delete
 	addresses   map[string]hardwareAddress // RP UUID → address SawAddress recorded
@@ -270,9 +271,13 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 	defer s.mu.Unlock()
 	rps := s.aliasesLocked(rp)
 	cleaned, wasCleaned := 0, false
+	used, usedRP := 0, ""
 	for _, a := range rps {
-		if c, ok := s.cleaned[a]; ok && c >= cleaned {
-			cleaned, wasCleaned = c, true
+		if cs := s.cleans[a]; len(cs) > 0 && cs[len(cs)-1] >= cleaned {
+			cleaned, wasCleaned = cs[len(cs)-1], true
+		}
+		if u, ok := s.used[a]; ok && u > used {
+			used, usedRP = u, a
 		}
 	}
 	var last handlers.Tenant
@@ -283,6 +288,11 @@ func (s *Claims) PreviousTenant(ctx context.Context, rp string) (handlers.Tenant
 			last, lastOrder, found = t, order, true
 			last.DeviceRP = a
 		}
+	}
+	if !found && used > cleaned {
+		// A clean closed as possibly used after it, no tenant known
+		// before it: an unknown one is held (claims.Store does the same).
+		return handlers.Tenant{Instance: "unknown", DeviceRP: usedRP}, true, nil
 	}
 	return last, found, nil
 }
@@ -351,10 +361,28 @@ func (s *Claims) Cleaned(rp string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	if s.cleaned == nil {
-		s.cleaned = map[string]int{}
+	if s.cleans == nil {
+		s.cleans = map[string][]int{}
 	}
-	s.cleaned[rp] = s.seq
+	s.cleans[rp] = append(s.cleans[rp], s.seq)
+}
+
+// UsedAfterClean marks rp's newest clean as closed because the device may
+// have served a tenant after it that nobody recorded, as
+// claims.Store.CloseCleanedUsed does: that clean no longer counts, the
+// tenant before it is the previous tenant again (or an unknown one).
+func (s *Claims) UsedAfterClean(rp string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.cleans[rp]
+	if len(cs) == 0 {
+		return
+	}
+	if s.used == nil {
+		s.used = map[string]int{}
+	}
+	s.used[rp] = max(s.used[rp], cs[len(cs)-1])
+	s.cleans[rp] = cs[:len(cs)-1]
 }
 
 // Retire opens an operator's retirement of rp, as claims.Store.Retire

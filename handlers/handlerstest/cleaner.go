@@ -19,6 +19,10 @@ type Cleaner struct {
 	// OnClean, when set, is told of each clean verdict, CleanF's too,
 	// before it is returned (Claims.Cleaned: the store's clean record).
 	OnClean func(rp string)
+	// OnUsedAfterClean, when set, is told of each run closed by
+	// RecordUsedAfterClean (Claims.UsedAfterClean: its clean no longer
+	// counts).
+	OnUsedAfterClean func(rp string)
 	// UsedF, when set, answers UsedSinceStarted (default: nobody).
 	UsedF func(runID string) (string, error)
 
@@ -29,6 +33,7 @@ type Cleaner struct {
 	overlaps    int // runs started while the same device had one in flight
 	returned    []string
 	notReturned []string
+	usedAfter   []string
 	quarantined []string
 	closed      map[string]bool // runs CloseRun closed
 }
@@ -106,6 +111,17 @@ func (c *Cleaner) RecordNotReturned(ctx context.Context, runID string, d handler
 	return nil
 }
 
+func (c *Cleaner) RecordUsedAfterClean(ctx context.Context, runID string, d handlers.Device, why string) error {
+	c.mu.Lock()
+	c.notReturned = append(c.notReturned, fmt.Sprintf("%s final=true: %s", runID, why))
+	c.usedAfter = append(c.usedAfter, runID)
+	c.mu.Unlock()
+	if c.OnUsedAfterClean != nil {
+		c.OnUsedAfterClean(d.RPUUID)
+	}
+	return nil
+}
+
 func (c *Cleaner) UsedSinceStarted(ctx context.Context, runID string) (string, error) {
 	if c.UsedF != nil {
 		return c.UsedF(runID)
@@ -118,6 +134,14 @@ func (c *Cleaner) NotReturned() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.notReturned...)
+}
+
+// UsedAfterClean lists the runs closed by RecordUsedAfterClean (also in
+// NotReturned).
+func (c *Cleaner) UsedAfterClean() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.usedAfter...)
 }
 
 func (c *Cleaner) RecordQuarantined(ctx context.Context, runID string, d handlers.Device, reason string) error {

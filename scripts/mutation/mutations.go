@@ -162,6 +162,18 @@ var mutations = []mutation{
 		"if step, code, verdict, why := r.unerased(); why != \"\" {",
 		"if step, code, verdict, why := r.unerased(); false && why != \"\" {",
 		"pipeline", "^TestNoCleanWithoutAnErase$|^TestGPUScrubWithoutLibcudaFollowsOnUnsupported$"},
+	{1, "clean closed as possibly used after it counted as the device's last", "claims/holders.go",
+		"AND state IN ('cleaned', 'returned') AND used_after_clean = 0`",
+		"AND state IN ('cleaned', 'returned')`",
+		"claims", "^TestCleanUsedAfterItDoesNotCoverItsTenants$"},
+	{1, "stale return closed as a clean that still counts", "handlers/clean.go",
+		"usedAfterClean(fmt.Sprintf(\"the device may have served a tenant since (%v), so a new run cleans it again\", err))",
+		"notReturned(fmt.Sprintf(\"the device may have served a tenant since (%v), so a new run cleans it again\", err), true)",
+		"handlers", "^TestStaleReturnThenLiftedFenceIsFencedAgain$"},
+	{1, "re-fence cache kept when a clean stops counting", "handlers/clean.go",
+		"\t\tr.forgetTenant(d.RPUUID, d.Address)\n\t}\n\tif r.refencedDuringRun(d.RPUUID, false) {",
+		"\t}\n\tif r.refencedDuringRun(d.RPUUID, false) {",
+		"handlers", "^TestUsedAfterItsCleanWithUnknownTenantIsFencedAgain$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
