@@ -310,7 +310,7 @@ func (l *lifecycle) Retire(ctx context.Context, device, by, reason string, noWip
 		return "", fmt.Errorf("recorded the retirement of device %s, but Placement was not updated: scourd sets reserved=total and the quarantine trait again at every scan until Placement accepts them; until then Nova may schedule the device (check Placement, then scourctl status): %w", d.Address, err)
 	}
 	l.log.Warn("device retired by an operator: it stays reserved until released", "device", d.Name, "rp", d.UUID, "address", d.Address,
-		"by", by, "reason", reason, "wipe", wipe, "note", note)
+		"by", by, "reason", reason, "wipe", q.Wipe, "note", note)
 	l.reconciler.Trigger("operator retire by " + by)
 	return handlers.RetireReport(d, outcome, q, wipe, note), nil
 }

@@ -57,26 +57,34 @@ type Tenant struct {
 // theirs, the tenant the newest known since under any of them, and
 // DeviceRP says under which.
 func (s *Store) PreviousTenant(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
-	t, ok, err := s.previousTenantOfDevice(ctx, host, rpUUID)
+	t, ok, err := s.previousTenantOfDevice(ctx, s.r, host, rpUUID)
 	if err != nil {
 		return Tenant{}, false, fmt.Errorf("claims: previous tenant of device %s on host %s: %w", rpUUID, host, err)
 	}
 	return t, ok, nil
 }
 
-func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string) (Tenant, bool, error) {
-	rps, err := s.aliases(ctx, s.r, host, rpUUID)
+func (s *Store) previousTenantOfDevice(ctx context.Context, q querier, host, rpUUID string) (Tenant, bool, error) {
+	rps, err := s.aliases(ctx, q, host, rpUUID)
 	if err != nil {
 		return Tenant{}, false, err
 	}
-	cleaned, used, err := s.lastCleanOf(ctx, s.r, host, rps)
+	cleaned, used, err := s.lastCleanOf(ctx, q, host, rps)
 	if err != nil {
 		return Tenant{}, false, err
 	}
+	return s.tenantSince(ctx, q, host, rps, cleaned, used)
+}
+
+// tenantSince is the last tenant known to hold the device (every provider
+// of rps) since after. With none, a run closed by CloseCleanedUsed that
+// began after it (used) stands for a tenant nobody recorded: that unseen
+// tenant is held, since that run began.
+func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []string, after time.Time, used usedRun) (Tenant, bool, error) {
 	var last Tenant
 	found := false
 	for _, rp := range rps {
-		t, ok, err := s.previousTenant(ctx, s.r, host, rp, cleaned)
+		t, ok, err := s.previousTenant(ctx, q, host, rp, after)
 		if err != nil {
 			return Tenant{}, false, err
 		}
@@ -85,11 +93,7 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, host, rpUUID string)
 			last.DeviceRP = rp
 		}
 	}
-	if !found && used.At.After(cleaned) {
-		// A run since the last clean ended because the device may have
-		// served a tenant nobody recorded (CloseCleanedUsed), and no
-		// tenant is known before it: that unseen tenant is the previous
-		// one, held since that run began.
+	if !found && used.At.After(after) {
 		return Tenant{Instance: UnknownTenant, Project: UnknownTenant, Since: used.At, DeviceRP: used.RP}, true, nil
 	}
 	return last, found, nil

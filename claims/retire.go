@@ -31,7 +31,11 @@ import (
 // wipe is what the retirement waits for (Quarantine.Wipe): WipePending
 // for a device not cleaned since its last tenant, WipeDeclined for one
 // the operator retires with --no-wipe, "" for a device with nothing to
-// wipe; note, said after the reason, tells the operator which.
+// wipe; note, said after the reason, tells the operator which. The
+// caller decided "" from reads made before this transaction: a tenant
+// the store knows held the device since its last clean (recorded since
+// those reads) makes it WipePending, and the returned quarantine says so
+// (WipeRetirementIfUsed does the same for tenants recorded later).
 func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason, wipe, note string) (RetireOutcome, Quarantine, error) {
 	switch wipe {
 	case "", WipePending, WipeDeclined:
@@ -44,6 +48,16 @@ func (s *Store) Retire(ctx context.Context, host, deviceRP, address, by, reason,
 	}
 	var outcome RetireOutcome
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		wipe, why := wipe, why // a retried transaction decides afresh
+		if wipe == "" {
+			t, used, err := s.previousTenantOfDevice(ctx, tx, host, deviceRP)
+			if err != nil {
+				return err
+			}
+			if used {
+				wipe, why = WipePending, why+"; "+usedAfterDecided(t)
+			}
+		}
 		var runID, had string
 		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT run_id, wipe FROM quarantines
 			WHERE host = ? AND device_rp = ? AND released_at IS NULL`+s.d.forUpdate), host, deviceRP).Scan(&runID, &had)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A retired device holds an open quarantine with who and why, until it is
@@ -197,6 +198,111 @@ func TestRetireOfAQuarantinedDeviceWaitsForItsWipe(t *testing.T) {
 		if err != nil || !ok || q.Wipe != "" || q.RunID != failed.ID ||
 			q.Reason != "sanitize failed; retired by alice: RMA; wipe pending; retirement run "+run.ID+": wiped before retirement" {
 			t.Fatalf("ActiveQuarantine after the retirement run = %+v, %v, %v; want the wipe done, naming the run", q, ok, err)
+		}
+	})
+}
+
+// Review rev5 F4: a retirement decided "no wipe" (the device free, held
+// by nobody since its last clean) waits for its retirement wipe once a
+// tenant is known to have held the device after that decision: one the
+// store learned of before the retirement's transaction (Retire itself),
+// a holder a scan saw or a claim recorded after it (WipeRetirementIfUsed).
+// A tenant before the device's last clean, or before its last retirement
+// run, changes nothing, and neither does a retirement that already waits
+// for its wipe or a cleaning verdict's quarantine.
+func TestRetirementUsedAfterItsWipeWasDecidedWaitsForItsWipe(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		wipeOf := func(rp string) Quarantine {
+			t.Helper()
+			q, ok, err := s.ActiveQuarantine(ctx, "compute-1", rp)
+			if err != nil || !ok {
+				t.Fatalf("%s: ActiveQuarantine = %+v, %v, %v", rp, q, ok, err)
+			}
+			return q
+		}
+		retire := func(rp string) {
+			t.Helper()
+			if _, _, err := s.Retire(ctx, "compute-1", rp, "", "alice", "RMA", "", "not wiped: none needed"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ifUsed := func(rp string) (Tenant, bool) {
+			t.Helper()
+			tn, changed, err := s.WipeRetirementIfUsed(ctx, "compute-1", rp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tn, changed
+		}
+		// rp-old: its tenant was cleaned away before the retirement.
+		if err := s.SawHolder(ctx, "compute-1", "rp-old", "inst-old"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.MarkReturned(ctx, cleanedRun(t, s, "rp-old").ID, "un-reserved"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for _, rp := range []string{"rp-old", "rp-scan", "rp-claim"} {
+			retire(rp)
+		}
+		clock.Advance(time.Minute)
+		if _, changed := ifUsed("rp-old"); changed || wipeOf("rp-old").Wipe != "" {
+			t.Errorf("rp-old: a tenant cleaned away before the retirement made it wait for a wipe: %+v", wipeOf("rp-old"))
+		}
+		// After the retirement: a scan sees a holder, a claim is recorded.
+		if err := s.SawHolder(ctx, "compute-1", "rp-scan", "inst-t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordClaim(ctx, gpuClaim("inst-c", "rp-claim")); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for rp, want := range map[string]string{"rp-scan": "inst-t", "rp-claim": "inst-c"} {
+			tn, changed := ifUsed(rp)
+			q := wipeOf(rp)
+			if !changed || tn.Instance != want || q.Wipe != WipePending || !strings.Contains(q.Reason, "consumer "+want+" held the device after this retirement's wipe was decided") {
+				t.Errorf("%s: WipeRetirementIfUsed = %+v, %v; quarantine %+v; want its wipe pending, naming %s", rp, tn, changed, q, want)
+			}
+			if _, again := ifUsed(rp); again {
+				t.Errorf("%s: changed twice", rp)
+			}
+		}
+		// Its retirement run wipes it; a tenant from before that run
+		// changes nothing after it, one after it does again.
+		run, _, err := s.OpenRun(ctx, RunStart{Host: "compute-1", DeviceRP: "rp-scan", Address: "0000:82:00.0", Pipeline: "retire"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		runStep(t, s, run.ID, "retire-wipe", false, StepOK, "")
+		if err := s.FinishRun(ctx, run.ID, RunQuarantined, "wiped before retirement"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if _, changed := ifUsed("rp-scan"); changed || wipeOf("rp-scan").Wipe != "" {
+			t.Errorf("rp-scan after its retirement run: waits for a wipe again on a tenant it wiped: %+v", wipeOf("rp-scan"))
+		}
+		if err := s.SawHolder(ctx, "compute-1", "rp-scan", "inst-u"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if tn, changed := ifUsed("rp-scan"); !changed || tn.Instance != "inst-u" || wipeOf("rp-scan").Wipe != WipePending {
+			t.Errorf("rp-scan: a tenant after its retirement run = %+v, %v; want its wipe pending again", tn, changed)
+		}
+		// A tenant the store learned of after the caller decided "no
+		// wipe", before the retirement's transaction: Retire decides
+		// again and the retirement it returns waits for its wipe.
+		if err := s.SawHolder(ctx, "compute-1", "rp-race", "inst-r"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		outcome, q, err := s.Retire(ctx, "compute-1", "rp-race", "", "alice", "RMA", "", "not wiped: none needed")
+		if err != nil || outcome != RetireCreated || q.Wipe != WipePending || !strings.Contains(q.Reason, "consumer inst-r held the device") {
+			t.Errorf("Retire with a tenant since the last clean = %v, %+v, %v; want its wipe pending, naming inst-r", outcome, q, err)
 		}
 	})
 }

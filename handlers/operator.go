@@ -125,10 +125,18 @@ func DeviceNow(read func(ctx context.Context, dev placement.Ref) (placement.Devi
 // RetireReport is what an operator's scourctl retire of d answers once
 // the store recorded it (claims.Store.Retire's outcome and the quarantine
 // it found) with wipe and note from RetireWipe: what the device is now,
-// whether it still serves an instance, and what its retirement waits for.
+// whether it still serves an instance, and what its retirement waits for
+// (q's wipe when the store made a retirement decided "no wipe" wait for
+// one).
 func RetireReport(d placement.Device, outcome claims.RetireOutcome, q claims.Quarantine, wipe, note string) string {
 	if outcome == claims.RetireStands {
 		return alreadyRetired(d, q)
+	}
+	if outcome == claims.RetireCreated && wipe == "" && q.Wipe != "" {
+		// The store knew of a tenant RetireWipe's reads did not see
+		// (claims.Store.Retire decides again): the retirement waits for
+		// its wipe.
+		wipe = q.Wipe
 	}
 	msg := fmt.Sprintf("device %s (%s) is retired: reserved and never returned until scourctl placement unquarantine %s\n", d.Address, d.UUID, d.Address)
 	if outcome == claims.RetireRecordedOnQuarantine {

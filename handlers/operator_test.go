@@ -224,6 +224,8 @@ func TestRetireReportSaysItsWipeState(t *testing.T) {
 		{free, claims.RetireCreated, claims.Quarantine{}, claims.WipeDeclined, []string{"is retired", "NOT WIPED (operator chose --no-wipe)"}},
 		{free, claims.RetireRecordedOnQuarantine, claims.Quarantine{RunID: "run-7", Reason: "sanitize failed"}, claims.WipePending, []string{"already quarantined (sanitize failed)", "retirement wipe first"}},
 		{free, claims.RetireCreated, claims.Quarantine{}, "", []string{"is retired", "the note"}},
+		// Decided "no wipe", but the store knew of a tenant since.
+		{free, claims.RetireCreated, claims.Quarantine{Reason: "retired by alice: RMA; consumer inst-r held the device after this retirement's wipe was decided", Wipe: claims.WipePending}, "", []string{"is retired", "retirement wipe first"}},
 	} {
 		got := handlers.RetireReport(tc.d, tc.outcome, tc.q, tc.wipe, "the note")
 		for _, w := range tc.want {

@@ -8,9 +8,11 @@ import (
 	"github.com/scour-project/scour/placement"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
 )
 
@@ -195,5 +197,74 @@ func TestScanRunsARetirementWaitingForItsWipe(t *testing.T) {
 	e.wantDevice(2, placement.StateQuarantined, 0, 0)
 	if got := devicesGauge(t, e, "retired"); got != 2 {
 		t.Errorf(`scour_lifecycle_devices{state="retired"} = %v, want 2`, got)
+	}
+}
+
+// tenantT is an instance that gets a device after its retirement.
+const tenantT = "00000000-0000-4000-8000-0000000000bb"
+
+// Review rev5 F4: an operator retires an available device (no tenant
+// since its last clean: its retirement waits for no wipe), and the
+// retirement's Placement write keeps failing, so Nova can still schedule
+// it; a tenant gets it and leaves. Whether a scan saw the tenant holding
+// the device or only its claim was recorded, the retirement must wait for
+// its retirement wipe from then on, and once Placement takes the fence
+// and nothing holds the device, its retirement run wipes it: it is never
+// retired unwiped holding that tenant's data under a record that says no
+// wipe was needed.
+func TestRetiredDeviceUsedAfterItsWipeWasDecidedIsWiped(t *testing.T) {
+	t.Parallel()
+	for _, seen := range []string{"by a scan", "by its claim"} {
+		t.Run(seen, func(t *testing.T) {
+			t.Parallel()
+			e, logs := newLoggedEnv(t, 1)
+			e.reconcile()
+			down := true
+			e.p.QuarantineF = func(ctx context.Context, d handlers.Device, reason string) error {
+				if down {
+					return errors.New("placement: 503")
+				}
+				return e.w.Quarantine(ctx, d, reason)
+			}
+			scan := func() {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = e.r.Scan(ctx, "test") // the quarantine write fails while down
+				if err := e.r.WaitIdle(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// scourctl retire: RetireWipe found it free, un-fenced, held by
+			// nobody since its last clean: no wipe. The store's row, then
+			// the Placement write that fails.
+			e.c.Retire(rp(1), "retired by alice: RMA; not wiped: none needed, it holds no tenant's data")
+			scan()
+			e.w.Allocate(tenantT, false, rp(1)) // Nova schedules it (Cyborg, or Nova before 2025.2: unburned)
+			if seen == "by a scan" {
+				scan()
+			} else {
+				e.handle(cmd(command.KindClaim, "instance.create.end", tenantT))
+			}
+			e.w.Free(tenantT)
+			scan()
+			open := openQuarantines(t, e)
+			if q := open[rp(1)]; !q.Wipe || !strings.Contains(q.Reason, tenantT) {
+				t.Errorf("retirement after %s held the device = %+v; want its retirement wipe pending, naming it", tenantT, q)
+			}
+			e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+				e.c.WipeDone(req.Device.RPUUID)
+				return handlers.CleanResult{Verdict: pipeline.VerdictQuarantine, RunID: "run-retire", Detail: "retired by alice: RMA; wiped before retirement"}, nil
+			}
+			down = false
+			e.reconcile() // Placement takes the fence and the trait
+			e.reconcile() // the retirement run
+			e.reconcile()
+			e.wantDevice(1, placement.StateQuarantined, 1, 0)
+			if out := logs.String(); !strings.Contains(out, `level=WARN msg="retired device was held by a tenant after its retirement decided no wipe was needed`) ||
+				!strings.Contains(out, "instance="+tenantT) {
+				t.Errorf("no WARN naming the device's tenant:\n%s", out)
+			}
+		})
 	}
 }

@@ -63,6 +63,7 @@ func (r *Reconciler) Scan(ctx context.Context, reason string) error {
 	}
 	errs := []error{qerr, r.reattach(ctx, moves), r.requarantine(ctx, devs, lost)}
 	errs = append(errs, r.rebuildClaims(ctx, r.sawHolders(ctx, devs)))
+	errs = append(errs, r.wipeUsedRetirements(ctx, devs, open))
 	for _, d := range toBurn {
 		errs = append(errs, r.burn(ctx, d))
 	}

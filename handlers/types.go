@@ -249,6 +249,18 @@ type OpenQuarantine struct {
 	Address hardware.Address
 }
 
+// RetirementWiper is an optional Claims capability (claims.Store's
+// WipeRetirementIfUsed): an operator's retirement decided its wipe from
+// reads made before the retirement fenced the device, and Nova may have
+// allocated the device meanwhile. Asked about a device whose retirement
+// waits for no wipe, it makes that retirement wait for its retirement
+// wipe when a tenant is known to have held the device since (since the
+// retirement, or its last retirement run, and the device's last clean),
+// and returns that tenant; changed is false when nothing changed.
+type RetirementWiper interface {
+	WipeRetirementIfUsed(ctx context.Context, rp string) (t Tenant, changed bool, err error)
+}
+
 // Tenant is who used a device before its cleaning.
 type Tenant struct {
 	Instance string

@@ -132,11 +132,25 @@ func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Te
 	return handlers.Tenant{Instance: t.Instance, Project: t.Project, DeviceRP: t.DeviceRP}, true, nil
 }
 
+func (s *Claims) WipeRetirementIfUsed(ctx context.Context, rpUUID string) (handlers.Tenant, bool, error) {
+	t, changed, err := s.Store.WipeRetirementIfUsed(ctx, s.Host, rpUUID)
+	if err != nil || !changed {
+		return handlers.Tenant{}, false, err
+	}
+	if t.Project == claims.UnknownTenant {
+		t.Project = ""
+	}
+	return handlers.Tenant{Instance: t.Instance, Project: t.Project, DeviceRP: t.DeviceRP}, true, nil
+}
+
 func (s *Claims) SawAddress(ctx context.Context, rpUUID string, addr hardware.Address) error {
 	return s.Store.SawAddress(ctx, s.Host, rpUUID, string(addr))
 }
 
-var _ handlers.QuarantineLister = (*Claims)(nil)
+var (
+	_ handlers.QuarantineLister = (*Claims)(nil)
+	_ handlers.RetirementWiper  = (*Claims)(nil)
+)
 
 // OpenQuarantines lists the host's unreleased quarantines and retirements.
 func (s *Claims) OpenQuarantines(ctx context.Context) (map[string]handlers.OpenQuarantine, error) {

@@ -34,6 +34,7 @@ type Claims struct {
 	quarantines map[string]handlers.OpenQuarantine // by RP UUID, open ones
 	cleans      map[string][]int                   // s.seq at each device's clean verdicts that count, oldest first
 	used        map[string]int                     // s.seq at each device's newest clean closed by UsedAfterClean
+	retired     map[string]int                     // s.seq at each retirement, or its last retirement run
 	arqs        []handlers.ARQRecord
 	deleted     map[string]string          // instance -> message id of its delete
 	addresses   map[string]hardwareAddress // RP UUID → address SawAddress recorded
@@ -53,6 +54,7 @@ type holder struct {
 var (
 	_ handlers.Claims           = (*Claims)(nil)
 	_ handlers.QuarantineLister = (*Claims)(nil)
+	_ handlers.RetirementWiper  = (*Claims)(nil)
 )
 
 // NewClaims returns an empty store.
@@ -416,7 +418,37 @@ func (s *Claims) WipeDone(rp string) {
 	if q, ok := s.quarantines[rp]; ok {
 		q.Wipe = false
 		s.quarantines[rp] = q
+		s.seq++
+		s.retired[rp] = s.seq
 	}
+}
+
+// WipeRetirementIfUsed implements handlers.RetirementWiper as
+// claims.Store does: rp's retirement waiting for no wipe waits for its
+// wipe once a tenant is known to have held rp since the retirement (or its
+// last retirement run) and its last clean.
+func (s *Claims) WipeRetirementIfUsed(ctx context.Context, rp string) (handlers.Tenant, bool, error) {
+	if err := s.fail("WipeRetirementIfUsed"); err != nil {
+		return handlers.Tenant{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.quarantines[rp]
+	if !ok || !q.Retired || q.Wipe {
+		return handlers.Tenant{}, false, nil
+	}
+	after := s.retired[rp]
+	if cs := s.cleans[rp]; len(cs) > 0 {
+		after = max(after, cs[len(cs)-1])
+	}
+	t, _, held := s.previousTenantLocked(rp, after, true)
+	if !held {
+		return handlers.Tenant{}, false, nil
+	}
+	q.Wipe = true
+	q.Reason += "; consumer " + t.Instance + " held the device after this retirement's wipe was decided: retirement wipe pending"
+	s.quarantines[rp] = q
+	return t, true, nil
 }
 
 // Quarantine opens a cleaning verdict's quarantine of rp, as the store
@@ -433,6 +465,11 @@ func (s *Claims) open(rp string, q handlers.OpenQuarantine) {
 	}
 	if _, ok := s.quarantines[rp]; !ok {
 		s.quarantines[rp] = q
+		s.seq++
+		if s.retired == nil {
+			s.retired = map[string]int{}
+		}
+		s.retired[rp] = s.seq
 	}
 }
 

@@ -358,6 +358,18 @@ var mutations = []mutation{
 		"(!*s.Required && rec.Code != plugins.CodeRetire && !verificationRefused(rec, s.verifies()))",
 		"(!*s.Required && !verificationRefused(rec, s.verifies()))",
 		"pipeline", "^TestOptionalStepSayingRetireRetires$"},
+	{4, "retired device a tenant held after its wipe was decided stays unwiped", "handlers/scan.go",
+		"\terrs = append(errs, r.wipeUsedRetirements(ctx, devs, open))\n",
+		"",
+		"handlers", "^TestRetiredDeviceUsedAfterItsWipeWasDecidedIsWiped$"},
+	{4, "retirement used since its decision keeps waiting for no wipe", "claims/retirewipe.go",
+		"rpUUID, \"\"); err != nil || !used {",
+		"rpUUID, \"\"); err != nil || !used || true {",
+		"claims", "^TestRetirementUsedAfterItsWipeWasDecidedWaitsForItsWipe$"},
+	{4, "retire trusts a no-wipe decision made before its transaction", "claims/retire.go",
+		"\t\tif wipe == \"\" {\n",
+		"\t\tif false && wipe == \"\" {\n",
+		"claims", "^TestRetirementUsedAfterItsWipeWasDecidedWaitsForItsWipe$"},
 
 	// Rule 5: a crash at any point loses nothing: resume, don't skip.
 	{5, "skipped journal write before the un-reserve PUT", "placement/journal.go",
