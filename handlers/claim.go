@@ -32,9 +32,18 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 		// Its delete was handled here already and Placement agrees it
 		// holds nothing here: nothing is burned or recorded; a claim this
 		// command wrote before a crash is ended and its devices cleaned
-		// (deleted.go).
+		// (deleted.go). Devices the first read showed it holding were
+		// freed since (the delete won the race): their holder is
+		// recorded, as for a device freed before its burn.
 		log.Info("instance's delete already handled on this host: nothing to claim")
-		return h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))
+		errs := []error{h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))}
+		for _, d := range alloc.Devices {
+			errs = append(errs, h.sawFreedHolder(ctx, log, c, d))
+		}
+		if len(alloc.Devices) > 0 {
+			h.rec.Trigger(fmt.Sprintf("%s: device(s) of instance %s freed before their burn", c.EventType, c.InstanceUUID))
+		}
+		return errors.Join(errs...)
 	}
 	if held != nil {
 		alloc = *held // a stale tombstone: Placement's read after it is the newer
@@ -55,8 +64,22 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Command, alloc InstanceAllocation, existing []Claim) error {
 	errs := []error{}
 	var devs []ClaimDevice
+	freed := 0
 	for _, d := range alloc.Devices {
-		if err := h.burn(ctx, log, c, d); errors.Is(err, placement.ErrNotAllocated) || errors.Is(err, placement.ErrUnmanaged) {
+		err := h.burn(ctx, log, c, d)
+		if errors.Is(err, placement.ErrNotAllocated) {
+			// Freed since the allocation read (the instance deleted,
+			// its delete maybe handled and scanned already): no claim,
+			// but Placement's read showed the instance holding the
+			// un-fenced device, and nothing else may ever record it
+			// (Nova does not burn it: Cyborg, or Nova before 2025.2).
+			// Recorded as its holder, the scan fences it again and
+			// cleans it (refence), rather than leave it in the pool.
+			errs = append(errs, h.sawFreedHolder(ctx, log, c, d))
+			freed++
+			continue
+		}
+		if errors.Is(err, placement.ErrUnmanaged) {
 			continue
 		} else if err != nil {
 			errs = append(errs, err)
@@ -66,6 +89,9 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 	}
 	if err := h.arq.record(ctx, log, c.InstanceUUID, alloc.Devices); err != nil {
 		log.Warn("Cyborg ARQ not recorded at bind; the scans retry while the instance holds the card", "error", err)
+	}
+	if freed > 0 {
+		h.rec.Trigger(fmt.Sprintf("%s: device(s) of instance %s freed before their burn", c.EventType, c.InstanceUUID))
 	}
 	if len(devs) == 0 {
 		return errors.Join(errs...)
@@ -108,6 +134,23 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 		errs = append(errs, h.endDeleted(ctx, log, c, fmt.Sprintf("%s of instance %s deleted meanwhile", c.Kind, c.InstanceUUID)))
 	}
 	return errors.Join(errs...)
+}
+
+// sawFreedHolder records instance c as the holder of d, which the
+// command's allocation read showed it holding and which was freed before
+// the burn: the device's tenant is known, so a scan that finds it
+// un-fenced fences it again (refence) and a clean names the instance. A
+// tenant write: the re-fence cache's answer goes. A store that cannot
+// record it fails the command, which is retried (its allocation read then
+// finds nothing, and the scan must do without).
+func (h *Handler) sawFreedHolder(ctx context.Context, log *slog.Logger, c *command.Command, d Device) error {
+	err := h.c.SawHolder(ctx, d.RPUUID, c.InstanceUUID)
+	h.rec.forgetTenant(d.RPUUID, d.Address)
+	if err != nil {
+		return fmt.Errorf("instance %s device %s: record the instance as the holder of the device freed before its burn: %w (retried; until then the device may stay in the pool uncleaned: check the claims database)", c.InstanceUUID, d.RPName, err)
+	}
+	log.Info("device freed before its burn; its holder recorded, the scan fences it again if its fence is lifted and cleans it", "device", d.RPName, "address", d.Address)
+	return nil
 }
 
 // burn sets reserved=total when Nova did not (Nova before 2025.2, or a

@@ -1,8 +1,11 @@
 package handlers_test
 
 import (
-	"github.com/scour-project/scour/placement"
+	"context"
+	"fmt"
 	"testing"
+
+	"github.com/scour-project/scour/placement"
 
 	"github.com/scour-project/scour/command"
 	"github.com/scour-project/scour/handlers"
@@ -118,4 +121,63 @@ func TestCyborgShelveOffloadCleans(t *testing.T) {
 	e.handle(cmd(command.KindShelveOffload, "instance.shelve_offload.end", cyborgTenant))
 	e.reconcile()
 	e.wantDevice(1, placement.StateAvailable, 1, 1)
+}
+
+// Review rev5 F6: the claim command loses the race with the delete.
+// Nova does not burn a Cyborg card; the claim reads the instance's
+// allocations (it holds the card, un-fenced), then the instance is
+// deleted and its delete handled (the scan it triggers finds the card
+// free, un-fenced, held by nobody known), before the claim's read of the
+// tombstone or after it, when its burn finds nothing to burn. Placement's
+// read showed the instance holding the card: that is recorded, so the
+// scan fences the card again and cleans it (its record naming the
+// instance) rather than leave it in the pool uncleaned.
+func TestClaimThatLosesTheRaceWithTheDeleteRecordsTheHolder(t *testing.T) {
+	t.Parallel()
+	for _, when := range []string{"before the tombstone read", "before the burn"} {
+		t.Run(when, func(t *testing.T) {
+			t.Parallel()
+			e := cyborgEnv(t)
+			e.w.Allocate(cyborgTenant, false, rp(1))
+			deleted := false
+			del := func() {
+				deleted = true
+				e.w.Free(cyborgTenant) // Nova drops its allocations
+				e.handle(cmd(command.KindRelease, "instance.delete.end", cyborgTenant))
+				e.reconcile() // the delete's scan: free, un-fenced, no tenant known
+			}
+			e.p.InstanceAllocationsF = func(ctx context.Context, instance string) (handlers.InstanceAllocation, error) {
+				a, err := e.w.InstanceAllocations(ctx, instance)
+				if when == "before the tombstone read" && !deleted {
+					del() // after the claim's read
+				}
+				return a, err
+			}
+			e.p.BurnF = func(ctx context.Context, d handlers.Device) error {
+				if when == "before the burn" && !deleted {
+					del()
+				}
+				if !e.w.Device(d.RPUUID).InUse() {
+					return fmt.Errorf("device %s: %w", d.RPName, placement.ErrNotAllocated)
+				}
+				return e.w.Burn(ctx, d)
+			}
+			e.handle(cmd(command.KindClaim, "instance.create.end", cyborgTenant))
+			if !deleted {
+				t.Fatal("the delete did not race the claim")
+			}
+			if _, ok := e.c.ForDevice(cyborgTenant, rp(1)); ok {
+				t.Fatalf("a claim recorded for an instance deleted before its burn")
+			}
+			e.reconcile() // fences the card again
+			if d := e.w.Device(rp(1)); !d.Fenced() {
+				t.Fatalf("after the scan the card the deleted instance held is %s, reserved %d of 4: in the pool uncleaned", d.State, d.Reserved)
+			}
+			e.reconcile()
+			e.wantDevice(1, placement.StateAvailable, 1, 1)
+			if calls := e.cl.Calls(); len(calls) != 1 || calls[0].PreviousInstance != cyborgTenant {
+				t.Errorf("cleaning runs %+v; want one naming %s", calls, cyborgTenant)
+			}
+		})
+	}
 }

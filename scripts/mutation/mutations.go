@@ -174,6 +174,10 @@ var mutations = []mutation{
 		"\t\tr.forgetTenant(d.RPUUID, d.Address)\n\t}\n\tif r.refencedDuringRun(d.RPUUID, false) {",
 		"\t}\n\tif r.refencedDuringRun(d.RPUUID, false) {",
 		"handlers", "^TestUsedAfterItsCleanWithUnknownTenantIsFencedAgain$"},
+	{1, "device freed before its burn dropped without its holder", "handlers/claim.go",
+		"\t\t\terrs = append(errs, h.sawFreedHolder(ctx, log, c, d))\n\t\t\tfreed++\n",
+		"\t\t\tfreed++\n",
+		"handlers", "^TestClaimThatLosesTheRaceWithTheDeleteRecordsTheHolder$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
