@@ -190,6 +190,38 @@ func wantRetiredHeldAfterAScan(t *testing.T, e *env) {
 	}
 }
 
+// notReturnedThenBackOff has run-1 clean rp-1 and not return it (its
+// un-reserve refused with refusal, or, midRun, a scan fencing it again
+// while it ran), then run-2 back off (retry-later), and checks that run-1
+// was closed as possibly used after its clean. Later runs clean and
+// return the device.
+func notReturnedThenBackOff(t *testing.T, e *env, refusal error, midRun bool) {
+	t.Helper()
+	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
+		if refusal != nil && e.cl.CallsFor(d.RPUUID) == 1 {
+			return fmt.Errorf("device %s: %w", d.RPName, refusal)
+		}
+		return e.w.Unreserve(ctx, d)
+	}
+	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
+		n := e.cl.CallsFor(rp(1))
+		switch {
+		case n == 2:
+			return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-2", Detail: "device busy"}, nil
+		case n == 1 && midRun:
+			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 })
+			e.scanOnce() // fences it again
+		}
+		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
+	}
+	e.reconcile() // run-1: clean, not returned
+	e.reconcile() // run-2: retry-later, backoff
+	e.wantDevice(1, placement.StateDirty, 2, 0)
+	if got := e.cl.UsedAfterClean(); len(got) != 1 || got[0] != "run-1" {
+		t.Errorf("runs closed as possibly used after their clean = %v; want run-1", got)
+	}
+}
+
 // Review rev5 F3: a run closed as cleaned, not returned, because its
 // device may have served a tenant after its clean (a stale return) is no
 // clean for that device. Its next run backs off (retry-later); meanwhile
@@ -200,25 +232,7 @@ func wantRetiredHeldAfterAScan(t *testing.T, e *env) {
 func TestStaleReturnThenLiftedFenceIsFencedAgain(t *testing.T) {
 	t.Parallel()
 	e := heldThenFreed(t)
-	e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
-		if e.cl.CallsFor(d.RPUUID) == 1 {
-			return fmt.Errorf("device %s: %w", d.RPName, placement.ErrStaleReturn)
-		}
-		return e.w.Unreserve(ctx, d)
-	}
-	e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
-		n := e.cl.CallsFor(rp(1))
-		if n == 2 {
-			return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-2", Detail: "device busy"}, nil
-		}
-		return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
-	}
-	e.reconcile() // run-1: clean, its un-reserve refused as stale
-	e.reconcile() // run-2: retry-later, backoff
-	e.wantDevice(1, placement.StateDirty, 2, 0)
-	if got := e.cl.UsedAfterClean(); len(got) != 1 || got[0] != "run-1" {
-		t.Errorf("runs closed as possibly used after their clean = %v; want run-1", got)
-	}
+	notReturnedThenBackOff(t, e, placement.ErrStaleReturn, false)
 	e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // the fence lifted
 	e.reconcile()
 	if d := e.w.Device(rp(1)); !d.Fenced() {
@@ -243,12 +257,12 @@ func TestStaleReturnThenLiftedFenceIsFencedAgain(t *testing.T) {
 func TestUsedAfterItsCleanWithUnknownTenantIsFencedAgain(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name      string
-		unreserve error
-		midRun    bool
+		name    string
+		refusal error
+		midRun  bool
 	}{
-		{name: "stale", unreserve: placement.ErrStaleReturn},
-		{name: "allocated", unreserve: placement.ErrAllocated},
+		{name: "stale", refusal: placement.ErrStaleReturn},
+		{name: "allocated", refusal: placement.ErrAllocated},
 		{name: "refenced mid-run", midRun: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,29 +270,7 @@ func TestUsedAfterItsCleanWithUnknownTenantIsFencedAgain(t *testing.T) {
 			e := newEnv(t, 1, nil)
 			e.reconcile() // available, held by nobody
 			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 1 })
-			e.p.UnreserveF = func(ctx context.Context, d handlers.Device) error {
-				if tc.unreserve != nil {
-					return fmt.Errorf("device %s: %w", d.RPName, tc.unreserve)
-				}
-				return e.w.Unreserve(ctx, d)
-			}
-			e.cl.CleanF = func(ctx context.Context, req handlers.CleanRequest) (handlers.CleanResult, error) {
-				n := e.cl.CallsFor(rp(1))
-				if n == 2 {
-					return handlers.CleanResult{Verdict: pipeline.VerdictRetryLater, RunID: "run-2", Detail: "device busy"}, nil
-				}
-				if tc.midRun {
-					e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 })
-					e.scanOnce() // fences it again
-				}
-				return handlers.CleanResult{Verdict: pipeline.VerdictClean, RunID: fmt.Sprint("run-", n)}, nil
-			}
-			e.reconcile() // run-1: clean, not returned
-			e.reconcile() // run-2: retry-later, backoff
-			e.wantDevice(1, placement.StateDirty, 2, 0)
-			if got := e.cl.UsedAfterClean(); len(got) != 1 || got[0] != "run-1" {
-				t.Errorf("runs closed as possibly used after their clean = %v; want run-1", got)
-			}
+			notReturnedThenBackOff(t, e, tc.refusal, tc.midRun)
 			e.w.Set(rp(1), func(d *handlers.Device) { d.Reserved = 0 }) // the fence lifted
 			e.reconcile()
 			if d := e.w.Device(rp(1)); !d.Fenced() {
