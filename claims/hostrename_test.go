@@ -172,3 +172,48 @@ func TestAdoptHost(t *testing.T) {
 		}
 	})
 }
+
+// A host adopted under its new name takes the tenants no clean of the
+// old name covers: a cleaned run closed because its device may have
+// served a tenant after its clean (CloseCleanedUsed: a stale return)
+// covers none, as for PreviousTenant, so its tenant moves and stays the
+// device's previous tenant under the new name (review rev5 F3).
+func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		claimOn(t, s, "cmp-a", "node-1", "inst-claimed", "rp-1")
+		if _, err := s.ReleaseInstance(ctx, "cmp-a", "inst-claimed", "deleted", "m1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SawHolder(ctx, "cmp-a", "rp-2", "inst-seen"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for _, rp := range []string{"rp-1", "rp-2"} {
+			rs := nvmeRun()
+			rs.Host, rs.DeviceRP = "cmp-a", rp
+			run, _, err := s.OpenRun(ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runStep(t, s, run.ID, "sanitize", false, StepOK, "")
+			if err := s.FinishRun(ctx, run.ID, RunCleaned, "clean"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CloseCleanedUsed(ctx, run.ID, "the device may have served a tenant since (stale)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Minute)
+		if _, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		for rp, want := range map[string]string{"rp-1": "inst-claimed", "rp-2": "inst-seen"} {
+			if p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp); err != nil || !ok || p.Instance != want {
+				t.Errorf("cmp-b's previous tenant of %s after a stale clean: %+v %v %v; want %s", rp, p, ok, err, want)
+			}
+		}
+	})
+}

@@ -178,6 +178,10 @@ var mutations = []mutation{
 		"\t\t\terrs = append(errs, h.sawFreedHolder(ctx, log, c, d))\n\t\t\tfreed++\n",
 		"\t\t\tfreed++\n",
 		"handlers", "^TestClaimThatLosesTheRaceWithTheDeleteRecordsTheHolder$"},
+	{1, "host adopt leaves behind the tenants a stale clean did not cover", "claims/hostrename.go",
+		"AND r.state IN ('cleaned', 'returned') AND r.used_after_clean = 0 AND",
+		"AND r.state IN ('cleaned', 'returned') AND",
+		"claims", "^TestAdoptHostMovesTenantsAStaleCleanDidNotCover$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
