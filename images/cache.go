@@ -70,6 +70,9 @@ var errCorrupt = errors.New("cache entry corrupted")
 // with size bytes. A corrupted entry is removed and reported as
 // errCorrupt (the caller fetches again); a missing one is ok=false.
 func (c *Cache) get(algo, sum string, size int64) (string, bool, error) {
+	if err := checkHashValue(algo, sum); err != nil {
+		return "", false, fmt.Errorf("images cache: %w: not a cache key", err) // Glance.check refuses it first
+	}
 	p := c.path(algo, sum)
 	got, n, err := hashFile(p, algo)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -88,6 +91,9 @@ func (c *Cache) get(algo, sum string, size int64) (string, bool, error) {
 // entry only when verify accepts it; then it evicts old entries to stay
 // under max. fill writes the bytes; verify is given what was written.
 func (c *Cache) put(algo, sum string, fill func(w io.Writer) error, verify func() error) (string, error) {
+	if err := checkHashValue(algo, sum); err != nil {
+		return "", fmt.Errorf("images cache: %w: not a cache key", err)
+	}
 	dir := filepath.Join(c.dir, algo)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err

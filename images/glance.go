@@ -123,6 +123,9 @@ func (g *Glance) check(ref Ref, m *gimages.Image) (Image, error) {
 	if _, err := newHash(img.HashAlgo); err != nil {
 		return refuse(ReasonNoMultihash, "Glance image %s (%s): %v: refusing it", m.ID, m.Name, err)
 	}
+	if err := checkHashValue(img.HashAlgo, img.HashValue); err != nil {
+		return refuse(ReasonNoMultihash, "Glance image %s (%s): %v: refusing it, nothing is downloaded or programmed (its record in Glance is damaged or not Glance's: re-upload the image)", m.ID, m.Name, err)
+	}
 	img.Checked = img.HashAlgo
 	if img.Size <= 0 {
 		return refuse(ReasonSizeMismatch, "Glance image %s (%s) says it holds %d bytes: refusing it (re-upload it)", m.ID, m.Name, img.Size)

@@ -29,6 +29,26 @@ func newHash(algo string) (hash.Hash, error) {
 	return nil, fmt.Errorf("hash algorithm %q is not one scour verifies (sha512, sha384, sha256, sha224)", algo)
 }
 
+// checkHashValue reports whether v is a digest of algo as Glance records
+// it: lower-case hex, two digits per byte of the digest. The cache names
+// its entries by it (<algo>/<value>), so a value that is anything else
+// (a "../../victim" in the image's record) must never reach a file name.
+func checkHashValue(algo, v string) error {
+	h, err := newHash(algo)
+	if err != nil {
+		return err
+	}
+	if len(v) != 2*h.Size() {
+		return fmt.Errorf("%s hash value %q is not %d hex digits", algo, v, 2*h.Size())
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("%s hash value %q is not lower-case hex", algo, v)
+		}
+	}
+	return nil
+}
+
 // hashFile hashes path with algo and counts its bytes.
 func hashFile(path, algo string) (sum string, n int64, err error) {
 	h, err := newHash(algo)
