@@ -42,6 +42,12 @@ func (g *Glance) downloadOnce(ctx context.Context, sc *gophercloud.ServiceClient
 		var err error
 		n, err = g.copyTo(ctx, cancel, w, h, body)
 		g.m.bytes.Add(float64(n))
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// The connection closed before the length Glance announced: a
+			// network failure (retried, then "unavailable"), not an image
+			// of the wrong size.
+			err = fmt.Errorf("the download of Glance image %s (%s) was cut off after %d of its %d bytes (the connection closed early): %w", img.ID, img.Name, n, img.Size, err)
+		}
 		return err
 	}
 	verify := func() error {

@@ -343,12 +343,9 @@ func (g *Glance) copyTo(ctx context.Context, cancel context.CancelCauseFunc, w i
 			case <-done:
 				return
 			}
-			n, err := io.ReadFull(r, b)
+			n, err := fill(r, b)
 			if n > 0 {
 				stall.Reset(g.cfg.StallTimeout)
-			}
-			if err == io.ErrUnexpectedEOF {
-				err = io.EOF // a short last read
 			}
 			select {
 			case full <- chunk{b[:n], err}:
@@ -392,6 +389,24 @@ func (g *Glance) copyTo(ctx context.Context, cancel context.CancelCauseFunc, w i
 		}
 	}
 	return total, nil
+}
+
+// fill reads r into b until b is full or r fails, returning r's own
+// error: io.EOF at the end of the body, and io.ErrUnexpectedEOF (a body
+// cut off before the length the server announced) as such. io.ReadFull
+// would turn a short last read into io.ErrUnexpectedEOF too, and telling
+// the two apart is the point: a cut is a network failure, retried, not
+// an image of the wrong size.
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := r.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // EndpointClient is an image service client for a fixed Glance URL
