@@ -24,7 +24,10 @@ type Cache struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one fetch per key at a time
-	now   func() time.Time
+	// pins counts the users of each entry (by path): an entry a step
+	// still uses is never evicted (pin, Image.Release).
+	pins map[string]int
+	now  func() time.Time
 }
 
 // OpenCache creates dir (0700) when missing and removes partial files a
@@ -40,7 +43,7 @@ func OpenCache(dir string, max int64) (*Cache, error) {
 	for _, p := range tmp {
 		_ = os.Remove(p)
 	}
-	return &Cache{dir: dir, max: max, locks: map[string]*sync.Mutex{}, now: time.Now}, nil
+	return &Cache{dir: dir, max: max, locks: map[string]*sync.Mutex{}, pins: map[string]int{}, now: time.Now}, nil
 }
 
 // Max is the largest total size the cache keeps.
@@ -61,6 +64,26 @@ func (c *Cache) lock(algo, sum string) func() {
 	c.mu.Unlock()
 	l.Lock()
 	return l.Unlock
+}
+
+// pin keeps the entry algo/sum from eviction until the returned func
+// (idempotent) is called: Fetch pins an entry before it checks or writes
+// it and hands the unpin to the image's user, so that another image's
+// fetch cannot evict the file between Fetch returning it and the step
+// programming it. Pinned entries still count against max; the cache may
+// exceed it while they are in use.
+func (c *Cache) pin(algo, sum string) func() {
+	p := c.path(algo, sum)
+	c.mu.Lock()
+	c.pins[p]++
+	c.mu.Unlock()
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.pins[p]--; c.pins[p] <= 0 {
+			delete(c.pins, p)
+		}
+	})
 }
 
 // errCorrupt means a cache entry no longer hashes to its name.
@@ -131,8 +154,8 @@ type entry struct {
 	used time.Time
 }
 
-// evict removes least recently used entries, never keep, until the
-// total fits max.
+// evict removes least recently used entries, never keep nor a pinned
+// one, until the total fits max.
 func (c *Cache) evict(keep string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -155,7 +178,7 @@ func (c *Cache) evict(keep string) {
 		if total <= c.max {
 			return
 		}
-		if e.path == keep {
+		if e.path == keep || c.pins[e.path] > 0 {
 			continue
 		}
 		if os.Remove(e.path) == nil {

@@ -119,3 +119,49 @@ func TestHashValueNeverNamesAFile(t *testing.T) {
 		t.Errorf("an upper-case sha512 value: %v, want it taken (lower-cased)", err)
 	}
 }
+
+// An image Fetch returned stays in the cache until its user releases
+// it: fetching another image that does not fit beside it must not evict
+// the file the first step is about to program (found in review: the
+// path Fetch returned could be gone before the step used it). Once
+// released, it is evicted as before.
+func TestFetchedImageIsNotEvictedUntilReleased(t *testing.T) {
+	t.Parallel()
+	a, b, c := served("a", []byte(strings.Repeat("A", 600))), served("b", []byte(strings.Repeat("B", 600))), served("c", []byte(strings.Repeat("C", 600)))
+	g, _ := newDataGlance(t, t.TempDir(), 1000, GlanceConfig{Attempts: 1}, a, b, c)
+	ia, err := g.Fetch(t.Context(), Ref{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := g.Fetch(t.Context(), Ref{ID: "b"}) // does not fit beside a
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(ia.Path); err != nil || string(got) != strings.Repeat("A", 600) {
+		t.Fatalf("image a evicted while in use: %v", err)
+	}
+	// A second user of a cache hit holds it too.
+	ia2, err := g.Fetch(t.Context(), Ref{ID: "a"})
+	if err != nil || !ia2.Cached {
+		t.Fatalf("second fetch of a: %+v, %v", ia2, err)
+	}
+	ia.Release()
+	ia.Release() // more calls do nothing
+	ib.Release()
+	if _, err := g.Fetch(t.Context(), Ref{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ia.Path); err != nil {
+		t.Fatalf("image a evicted while its second user holds it: %v", err)
+	}
+	if _, err := os.Stat(ib.Path); err == nil {
+		t.Error("image b, released, was not evicted to make room for c")
+	}
+	ia2.Release()
+	if _, err := g.Fetch(t.Context(), Ref{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ia.Path); err == nil {
+		t.Error("image a, released by both users, was never evicted")
+	}
+}

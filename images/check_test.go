@@ -61,7 +61,7 @@ func TestFilesFetchUsesTheVerifiedBytes(t *testing.T) {
 	if b, err := os.ReadFile(img.Path); err != nil || string(b) != "golden" {
 		t.Fatalf("Image.Path holds %q (%v) after the file changed, want the verified bytes", b, err)
 	}
-	img.Remove()
+	img.Release()
 	if _, err := os.Stat(img.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the private copy is still there after Remove: %v", err)
 	}

@@ -5,7 +5,8 @@
 // a Glance query (properties and/or tags) that must match exactly one
 // active image. Fetch returns an Image only when its bytes were hashed
 // and matched what the source vouches for; the caller then programs
-// exactly the file at Image.Path and records Image.Record().
+// exactly the file at Image.Path, records Image.Record(), and calls
+// Image.Release when done (until then a cached file is not evicted).
 //
 // The contract every Source keeps:
 //

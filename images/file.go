@@ -14,7 +14,7 @@ import (
 // hashed while it is copied into a private directory
 // (builtin.PrivateCopy), and must match its Ref's SHA256. Image.Path is
 // that copy, so the bytes used are the bytes verified even when the file
-// changes after the check; Image.Remove deletes it.
+// changes after the check; Image.Release deletes it.
 type Files struct{}
 
 var _ Source = Files{}
@@ -41,5 +41,5 @@ func (Files) Fetch(ctx context.Context, ref Ref) (Image, error) {
 			Msg: fmt.Sprintf("has sha256 %s, config says %s: refusing it (fix the file or image.sha256)", cp.SHA256, strings.ToLower(ref.SHA256))}
 	}
 	return Image{Path: cp.Path, Name: filepath.Base(ref.File), HashAlgo: "sha256", HashValue: cp.SHA256, Size: cp.Size,
-		Source: "file", Checked: "sha256", Properties: map[string]string{}, Remove: cp.Remove}, nil
+		Source: "file", Checked: "sha256", Properties: map[string]string{}, Release: cp.Remove}, nil
 }

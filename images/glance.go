@@ -79,6 +79,9 @@ func (g *Glance) fetch(ctx context.Context, ref Ref) (Image, error) {
 	}
 	unlock := g.cache.lock(img.HashAlgo, img.HashValue)
 	defer unlock()
+	// Pinned before it is checked or written, until the caller releases
+	// the image: no other fetch evicts it in between.
+	unpin := g.cache.pin(img.HashAlgo, img.HashValue)
 	p, ok, err := g.cache.get(img.HashAlgo, img.HashValue, img.Size)
 	if err != nil {
 		g.m.fetches.WithLabelValues("cache_corrupt").Inc()
@@ -86,14 +89,16 @@ func (g *Glance) fetch(ctx context.Context, ref Ref) (Image, error) {
 	}
 	if ok {
 		g.m.fetches.WithLabelValues("cache_hit").Inc()
-		img.Path, img.Cached = p, true
+		img.Path, img.Cached, img.Release = p, true, unpin
 		return img, nil
 	}
 	img.Path, err = g.download(ctx, sc, ref, img)
 	if err != nil {
+		unpin()
 		return Image{}, err
 	}
 	g.m.fetches.WithLabelValues("download").Inc()
+	img.Release = unpin
 	return img, nil
 }
 

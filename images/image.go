@@ -5,9 +5,8 @@ import "context"
 // Image is an image resolved to verified local bytes.
 type Image struct {
 	// Path is the local file holding exactly the verified bytes. For a
-	// Glance image it lies in the cache: read it, never write it; it stays
-	// until the cache evicts it (never while the Resolver that returned
-	// it is fetching for the same hash).
+	// Glance image it lies in the cache: read it, never write it; the
+	// cache does not evict it before Release is called.
 	Path string
 	// ID and Name are Glance's ("" ID for a local file; Name is then the
 	// file's base name).
@@ -30,9 +29,11 @@ type Image struct {
 	// Cached is true when the bytes came from the cache (re-hashed), not
 	// from the network.
 	Cached bool
-	// Remove, when set, deletes Path (a local file's private copy): call
-	// it when done with the image. nil for a cached Glance image.
-	Remove func()
+	// Release says the caller is done with Path: it deletes a local
+	// file's private copy, and lets the cache evict a Glance image's
+	// entry again (until then it is pinned). Call it once the image was
+	// used (more calls do nothing); always set on a returned Image.
+	Release func()
 }
 
 // Record is the image as a step's details and the cleaning record name

@@ -33,7 +33,7 @@ func (s Steps) Resolve(ctx context.Context, ref map[string]any) (*builtin.Golden
 		return nil, stepError(err)
 	}
 	return &builtin.GoldenImage{ID: img.ID, Name: img.Name, HashAlgo: img.HashAlgo, HashValue: img.HashValue,
-		Size: img.Size, Path: img.Path, Source: img.Source, Properties: img.Properties}, nil
+		Size: img.Size, Path: img.Path, Source: img.Source, Properties: img.Properties, Release: img.Release}, nil
 }
 
 func stepError(err error) error {

@@ -55,6 +55,11 @@ func stageGlanceFirmware(ctx context.Context, be hardware.Backend, t *Target, re
 		pe.Msg = fmt.Sprintf("step %s: firmware image %v for %s: %s", t.Step, ref, t.Device.Address, pe.Msg)
 		return "", "", nil, &pe
 	}
+	if img.Release != nil {
+		// The verified bytes are copied out of img.Path below; the file
+		// the kernel loads is hashed again after that.
+		defer img.Release()
+	}
 	v := img.HashValue
 	if len(v) > 64 {
 		v = v[:64]

@@ -32,6 +32,10 @@ type GoldenImage struct {
 	// reference's bitstream_id): the id a device must report after
 	// programming is one of them.
 	Properties map[string]string
+	// Release, when set, says the step is done with Path: until then
+	// the resolver keeps it (a Glance image's cache entry is not
+	// evicted). Steps call it once the image was programmed or copied.
+	Release func()
 }
 
 // Map is the image as the cleaning record names it.
@@ -95,8 +99,9 @@ func imageRef(a map[string]any) (map[string]any, error) {
 // into a private directory (0700, PrivateCopy), and the step programs
 // that copy, so the bytes programmed are the bytes verified even when
 // the file is replaced or rewritten after the check. release removes the
-// copy (a no-op for a Glance image, whose cache file only the cache
-// changes); call it when the step is done with the image.
+// copy, or for a Glance image lets the cache evict the entry again (it
+// is pinned until then: GoldenImage.Release); call it when the step is
+// done with the image.
 func resolveImage(ctx context.Context, t *Target) (img *GoldenImage, release func(), err error) {
 	ref, err := imageRef(t.Args)
 	if err != nil {
@@ -113,7 +118,11 @@ func resolveImage(ctx context.Context, t *Target) (img *GoldenImage, release fun
 			pe.Msg = fmt.Sprintf("step %s: golden image %v for %s: %s", t.Step, ref, t.Device.Address, pe.Msg)
 			return nil, nil, &pe
 		}
-		return img, func() {}, nil
+		release := img.Release
+		if release == nil {
+			release = func() {}
+		}
+		return img, release, nil
 	}
 	want := ref["sha256"].(string)
 	cp, err := PrivateCopy(ctx, file)
