@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,6 +150,9 @@ func (c *Config) Validate() error {
 	if err := c.GlanceOwnersProblem(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.GlanceTransportProblem(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -157,7 +161,20 @@ func (c *Config) Validate() error {
 // may see every project's images, so it takes golden images only from the
 // projects listed there (docs/images.md, Trusted projects).
 func (c *Config) GlanceOwnersProblem() error {
-	if c.Lifecycle.Disabled() || len(c.Images.Glance.Owners) > 0 {
+	if len(c.Images.Glance.Owners) > 0 {
+		return nil
+	}
+	steps := c.GlanceSteps()
+	if len(steps) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: required, since %s name a Glance image: list the Glance project ids whose images scour may program as golden (scour reads Glance with placement's credentials, which may see every project's images)", images.OwnersKey, strings.Join(steps, ", "))
+}
+
+// GlanceSteps names the steps ("profile P step S") that take a Glance
+// image, none when the lifecycle is off.
+func (c *Config) GlanceSteps() []string {
+	if c.Lifecycle.Disabled() {
 		return nil
 	}
 	var steps []string
@@ -172,10 +189,38 @@ func (c *Config) GlanceOwnersProblem() error {
 			}
 		}
 	}
+	return steps
+}
+
+// GlanceTransportProblem reports steps naming a Glance image while the
+// configuration reaches Glance over a connection that does not protect
+// it (a plain-http images.glance.endpoint, placement.insecure), unless
+// images.glance.allow_insecure_images accepts that: scour checks an
+// image against the hash Glance's record gives over the same connection,
+// so whoever can change it can change the image and the hash together
+// (docs/images.md, Transport). A catalog endpoint, OS_INSECURE and
+// clouds.yaml's verify are known only once scourd has logged in: scourd
+// checks them at start too (app), and every fetch refuses them.
+func (c *Config) GlanceTransportProblem() error {
+	g := c.Images.Glance
+	if g.AllowInsecureImages {
+		return nil
+	}
+	steps := c.GlanceSteps()
 	if len(steps) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: required, since %s name a Glance image: list the Glance project ids whose images scour may program as golden (scour reads Glance with placement's credentials, which may see every project's images)", images.OwnersKey, strings.Join(steps, ", "))
+	var why []string
+	if u, err := url.Parse(g.Endpoint); g.Endpoint != "" && (err != nil || !strings.EqualFold(u.Scheme, "https")) {
+		why = append(why, fmt.Sprintf("images.glance.endpoint %s is not https", g.Endpoint))
+	}
+	if c.Placement.Insecure {
+		why = append(why, "placement.insecure: true turns certificate verification off for Glance too (it shares Placement's session)")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s name a Glance image, but %s: whoever can change that connection can replace a golden image and the hash scour checks it against together; reach Glance over https with certificate verification, or set %s: true to accept the risk", images.AllowInsecureKey, strings.Join(steps, ", "), strings.Join(why, "; "), images.AllowInsecureKey)
 }
 
 // ClaimsRoutingProblem reports bus.broadcast_routing: claims where it

@@ -29,7 +29,10 @@ func withGlanceFPGA(g *harness.Glance, model string) HostOption {
 	return func(cfg map[string]any) {
 		cfg["images"] = map[string]any{
 			"glance": map[string]any{"endpoint": g.URL(), "attempts": 2, "backoff": "100ms",
-				"owners": []string{harness.GlanceOwner}}, // the operator's project (docs/images.md, Trusted projects)
+				"owners": []string{harness.GlanceOwner}, // the operator's project (docs/images.md, Trusted projects)
+				// The harness's Glance and Keystone speak plain http on this
+				// host (docs/images.md, Transport).
+				"allow_insecure_images": true},
 			"cache_max_bytes": 64 << 20,
 		}
 		p := cfg["pipelines"].(map[string]any)

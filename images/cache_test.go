@@ -73,6 +73,7 @@ func newDataGlance(t *testing.T, cacheDir string, max int64, cfg GlanceConfig, i
 		t.Fatal(err)
 	}
 	cfg.Owners = []string{"ops"}
+	cfg.AllowInsecureImages = true // the test server speaks http
 	return NewGlance(StaticClient(EndpointClient(srv.URL, "", http.Client{})), c, cfg, nil, nil), f
 }
 

@@ -44,6 +44,15 @@ type GlanceConfig struct {
 	// StallTimeout is how long a download may go without receiving a
 	// byte before it is abandoned and retried (default 60s).
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// AllowInsecureImages accepts Glance images reached over a connection
+	// that does not protect them: plain http, TLS without certificate
+	// verification, or a service catalog from a plain-http Keystone.
+	// scour checks an image against the hash Glance's record gives over
+	// that same connection, so whoever can change the connection can
+	// change both, and the bitstream or firmware scour programs. Default
+	// false: such images are refused (and scourd does not start when a
+	// step names a Glance image and the configuration shows it).
+	AllowInsecureImages bool `yaml:"allow_insecure_images"`
 	// Attempts is how many times a request or download is tried while
 	// Glance is unreachable or answers 5xx (default 4); Backoff the first
 	// wait between tries, doubling (default 1s).

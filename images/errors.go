@@ -37,6 +37,11 @@ const (
 	// ReasonForbidden: Glance's policy refused scour's token (HTTP 403):
 	// its role on its project is too small (docs/images.md, Keystone).
 	ReasonForbidden Reason = "forbidden"
+	// ReasonInsecure: Glance is reached over a connection that does not
+	// protect the image and its hash (plain http, TLS without certificate
+	// verification, a catalog from a plain-http Keystone) and
+	// images.glance.allow_insecure_images is not set.
+	ReasonInsecure Reason = "insecure"
 )
 
 // Error is a refused or unavailable image.

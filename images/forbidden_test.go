@@ -41,7 +41,7 @@ func TestGlanceForbiddenNamesThePermission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := NewGlance(StaticClient(EndpointClient(srv.URL, "tok", http.Client{})), c, GlanceConfig{Owners: []string{"op"}, Attempts: 3, Backoff: 1}, nil, nil)
+			g := NewGlance(StaticClient(EndpointClient(srv.URL, "tok", http.Client{})), c, GlanceConfig{Owners: []string{"op"}, Attempts: 3, Backoff: 1, AllowInsecureImages: true}, nil, nil)
 			_, err = g.Fetch(t.Context(), tc.ref)
 			if ReasonOf(err) != ReasonForbidden || !strings.Contains(err.Error(), tc.rule+" permission") ||
 				!strings.Contains(err.Error(), "the "+tc.role+" role") || !strings.Contains(err.Error(), "stays reserved") {

@@ -69,6 +69,13 @@ func (g *Glance) fetch(ctx context.Context, ref Ref) (Image, error) {
 	if err != nil {
 		return Image{}, &Error{Ref: ref, Reason: ReasonUnavailable, Msg: "no client for Glance (check images.glance.endpoint and placement's credentials)", Err: err}
 	}
+	if why := transportRisk(sc, g.cfg.Endpoint == ""); why != "" {
+		if !g.cfg.AllowInsecureImages {
+			return Image{}, &Error{Ref: ref, Reason: ReasonInsecure,
+				Msg: fmt.Sprintf("%s: whoever can change that connection can replace the image and the hash scour checks it against together, so no Glance image is taken over it and nothing is programmed (reach Glance, and Keystone when the catalog names Glance, over https with certificate verification; or set %s: true to accept the risk)", why, AllowInsecureKey)}
+		}
+		g.log.Warn("Glance image fetched over an insecure connection: its hash check proves nothing against whoever can change the connection", "image", ref.String(), "why", why, "allowed_by", AllowInsecureKey)
+	}
 	meta, err := g.find(ctx, sc, ref)
 	if err != nil {
 		return Image{}, err

@@ -13,7 +13,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "scour", Subsystem: "images", Name: "refused_total",
-			Help: "Images refused (nothing programmed; the device stays reserved), by reason: hash_mismatch, size_mismatch, not_active, not_found, ambiguous, no_multihash, too_large, unavailable, invalid."}, []string{"reason"}),
+			Help: "Images refused (nothing programmed; the device stays reserved), by reason: hash_mismatch, size_mismatch, not_active, not_found, ambiguous, no_multihash, untrusted_owner, too_large, forbidden, insecure, unavailable, invalid."}, []string{"reason"}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "scour", Subsystem: "images", Name: "fetches_total",
 			Help: "Glance images resolved to verified bytes, by result: download, cache_hit, cache_corrupt (a cache entry failed its re-check and was fetched again)."}, []string{"result"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "scour", Subsystem: "images", Name: "downloaded_bytes_total",

@@ -54,7 +54,7 @@ func newFakeGlance(t *testing.T, owners []string, imgs ...map[string]any) (*Glan
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewGlance(StaticClient(EndpointClient(srv.URL, "", http.Client{})), c, GlanceConfig{Owners: owners, Attempts: 1}, nil, nil), f
+	return NewGlance(StaticClient(EndpointClient(srv.URL, "", http.Client{})), c, GlanceConfig{Owners: owners, Attempts: 1, AllowInsecureImages: true}, nil, nil), f
 }
 
 var goldenQuery = Ref{Query: &Query{Properties: map[string]string{"scour_model": "n3000"}, Tags: []string{"golden"}}}

@@ -93,6 +93,11 @@ type heldTransport struct {
 	c    *Client
 }
 
+// Unwrap is the transport it wraps: the images package reads the TLS
+// settings Glance is reached with through it (certificate verification
+// off refuses Glance images).
+func (t *heldTransport) Unwrap() http.RoundTripper { return t.next }
+
 func (t *heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c := t.c
 	c.creds.mu.Lock()

@@ -226,3 +226,38 @@ func TestServiceClientsHonourCredentialCooldown(t *testing.T) {
 		t.Errorf("Placement after the cooldown, Keystone fixed: %v", err)
 	}
 }
+
+// A service client on Placement's Keystone session says, through the
+// session's own transport wrapper (Unwrap), which TLS settings it uses:
+// the images package refuses Glance images when certificate
+// verification is off (placement.insecure), and must see that through
+// the wrapper.
+func TestServiceClientShowsItsTLSSettings(t *testing.T) {
+	t.Parallel()
+	for _, insecure := range []bool{false, true} {
+		var rotated atomic.Bool
+		var refused atomic.Int32
+		cfg, getenv := refusingKeystone(t, startFake(t, &fakePlacement{}).URL, &rotated, &refused, func() {})
+		cfg.Insecure = insecure
+		c, err := New(context.Background(), cfg, WithGetenv(getenv), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := c.ServiceClient("image", "https://glance.example:9292")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := sc.ProviderClient.HTTPClient.Transport
+		w, ok := rt.(interface{ Unwrap() http.RoundTripper })
+		if !ok {
+			t.Fatalf("the session's transport %T does not say what it wraps", rt)
+		}
+		tr, ok := w.Unwrap().(*http.Transport)
+		if !ok {
+			t.Fatalf("unwrapped %T, want *http.Transport", w.Unwrap())
+		}
+		if got := tr.TLSClientConfig != nil && tr.TLSClientConfig.InsecureSkipVerify; got != insecure {
+			t.Errorf("placement.insecure %v: the Glance client skips verification: %v", insecure, got)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func cleanWith(t *testing.T, g *harness.Glance, be hardware.Backend, cfg pipelin
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := images.NewGlance(images.StaticClient(images.EndpointClient(g.URL(), "", http.Client{})), c, images.GlanceConfig{Owners: []string{harness.GlanceOwner}, Backoff: time.Millisecond}, nil, nil)
+	src := images.NewGlance(images.StaticClient(images.EndpointClient(g.URL(), "", http.Client{})), c, images.GlanceConfig{Owners: []string{harness.GlanceOwner}, Backoff: time.Millisecond, AllowInsecureImages: true}, nil, nil)
 	e, err := pipeline.New(cfg, pipeline.Options{Backend: be, Checkpoints: cp, Registerer: prometheus.NewRegistry(),
 		Logger: slog.New(slog.DiscardHandler), Images: images.Steps{Source: src},
 		Allocations: pipeline.AllocationCheckerFunc(func(context.Context, string) (bool, error) { return false, nil })})

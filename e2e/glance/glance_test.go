@@ -43,6 +43,7 @@ func newFixture(t *testing.T, g *harness.Glance, cfg images.GlanceConfig, cacheM
 	if cfg.Backoff == 0 {
 		cfg.Backoff = time.Millisecond // the faults are injected: no need to wait between tries
 	}
+	cfg.AllowInsecureImages = true // the harness's Glance speaks plain http
 	m := images.NewMetrics(prometheus.NewRegistry())
 	sc := images.EndpointClient(g.URL(), "", http.Client{})
 	return &fixture{g: g, m: m, cache: dir, src: images.NewGlance(images.StaticClient(sc), c, cfg, m, nil)}
@@ -310,7 +311,7 @@ func TestGlanceUnavailable(t *testing.T) {
 		c, _ := images.OpenCache(dir, 1<<30)
 		// A port nothing listens on: the connection is refused at once.
 		sc := images.EndpointClient("http://127.0.0.1:1", "", http.Client{})
-		src := images.NewGlance(images.StaticClient(sc), c, images.GlanceConfig{Owners: []string{harness.GlanceOwner}, Attempts: 2, Backoff: time.Millisecond}, nil, nil)
+		src := images.NewGlance(images.StaticClient(sc), c, images.GlanceConfig{Owners: []string{harness.GlanceOwner}, Attempts: 2, Backoff: time.Millisecond, AllowInsecureImages: true}, nil, nil)
 		_, err := src.Fetch(t.Context(), images.Ref{ID: id})
 		wantReason(t, err, images.ReasonUnavailable)
 	})

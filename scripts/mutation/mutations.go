@@ -113,6 +113,16 @@ var mutations = []mutation{
 		"if details[hardware.HiddenNamespacesCheckedKey] != false {",
 		"if true || details[hardware.HiddenNamespacesCheckedKey] != false {",
 		"plugins/builtin", "^TestFormatRecordsHiddenNamespaceCheck$|^TestOverwriteFailsClosedWhenUnchecked$"},
+	// Images, FPGA and GPU steps: what a step may call done.
+	{1, "Glance image taken over an insecure connection", "images/glance.go",
+		"\t\tif !g.cfg.AllowInsecureImages {\n",
+		"\t\tif false && !g.cfg.AllowInsecureImages {\n",
+		"images", "^TestGlanceOverAnInsecureConnectionIsRefused$"},
+	{1, "plain-http Glance endpoint for a Glance step accepted by the configuration", "config/config.go",
+		"\tif len(why) == 0 {\n\t\treturn nil\n\t}\n\treturn fmt.Errorf(\"%s: %s name a Glance image",
+		"\tif true {\n\t\treturn nil\n\t}\n\treturn fmt.Errorf(\"%s: %s name a Glance image",
+		"config", "^TestGlanceOverAnInsecureConnectionIsAConfigError$"},
+	// (end of the images, FPGA and GPU group)
 
 	{1, "destructive step starts without its all-clear generation stored", "pipeline/step.go",
 		"\t\t\tif err := r.keepClearGeneration(ctx, s, done); err != nil {\n",
