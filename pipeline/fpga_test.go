@@ -216,3 +216,62 @@ profiles:
 			res, res.Step, res.Code, calls, states(res.Steps), plugins.CodePermanent)
 	}
 }
+
+// An FPGA read-back that does not pass ends the run, whatever the step's
+// required and on_unsupported say, as a failed verification does: a card
+// holding another bitstream than the golden one is quarantined, and one
+// whose regions fpga-program does not all cover stays reserved (retry
+// later, its configuration to fix); neither is ever clean. (Found in
+// review: the mismatch, stored only under readback, let an optional
+// step's run go on to clean.)
+func TestFPGAReadbackFailureEndsTheRunEvenWhenOptional(t *testing.T) {
+	for _, tc := range []struct {
+		name, id, extra string
+		regions         int
+		want            Verdict
+	}{
+		{"mismatch, required: false", "0xsomething-else", "required: false", 1, VerdictQuarantine},
+		{"mismatch, required: false, on_unsupported: skip", "0xsomething-else", "required: false, on_unsupported: skip", 1, VerdictQuarantine},
+		{"region left out, required: false", "0xgolden", "required: false, args: {regions: [region0]}", 2, VerdictRetryLater},
+		{"matching, required: false", "0xgolden", "required: false", 1, VerdictClean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
+				StateDir: t.TempDir(), Devices: []hardware.SimDevice{{Address: "0000:5e:00.0", Kind: hardware.KindFPGA, FPGARegions: tc.regions, BitstreamID: "0xtenant"}}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path, sum := simBitstream(t, tc.id)
+			step := fmt.Sprintf(`{name: program, type: fpga-program, %s}`, tc.extra)
+			image := fmt.Sprintf(`image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}`, path, sum)
+			if strings.Contains(step, "args: {") {
+				step = strings.Replace(step, "args: {", "args: {"+image+", ", 1)
+			} else {
+				step = strings.TrimSuffix(step, "}") + ", args: {" + image + "}}"
+			}
+			cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+profiles:
+  - name: fpga
+    match: {kinds: [fpga]}
+    pipeline:
+      name: fpga-golden
+      steps:
+        - %s
+        - {name: reset, type: pci-reset}
+`, step)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := fpgaEngine(t, cfg, s, nil).Clean(context.Background(), Target{Address: "0000:5e:00.0", RPUUID: "rp-fpga"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict != tc.want {
+				t.Fatalf("%s: steps %s; want %s", res, states(res.Steps), tc.want)
+			}
+			if tc.want != VerdictClean && (res.Step != "program" || strings.Contains(states(res.Steps), "reset=")) {
+				t.Errorf("the run went on after the read-back: step %q, steps %s", res.Step, states(res.Steps))
+			}
+		})
+	}
+}

@@ -242,7 +242,10 @@ func TestFPGAUnsupportedAfterAProgrammedRegion(t *testing.T) {
 	const tool = "/usr/lib/scour/plugins/fpga-xrt"
 	unsupportedAfter := func(n int) func(context.Context, string, map[string]any) (*plugins.Result, error) {
 		calls := 0
-		return func(context.Context, string, map[string]any) (*plugins.Result, error) {
+		return func(_ context.Context, _ string, args map[string]any) (*plugins.Result, error) {
+			if args["action"] == "readback" { // fpga-program reads each region before programming it
+				return &plugins.Result{Status: plugins.StatusOK, Details: map[string]any{"readback_id": "0xtenant"}}, nil
+			}
 			if calls++; calls > n {
 				return nil, plugins.Errorf(plugins.CodeUnsupported, "xbmgmt: region not supported")
 			}
@@ -451,5 +454,203 @@ func TestFPGAClearMemoryUnsupportedOnARetry(t *testing.T) {
 		if _, err := fpgaAttempt(t, clearUnsupported{fpgaSim(t)}, "fpga-clear-memory", nil, nil, retried); plugins.CodeOf(err) != want {
 			t.Errorf("retried %t: %v (code %d), want code %d", retried, err, plugins.CodeOf(err), want)
 		}
+	}
+}
+
+// fpga3 is a simulated card with three regions, each holding the last
+// tenant's bitstream.
+func fpga3(t *testing.T) *sim.Simulator {
+	return newSim(t, hardware.SimDevice{Address: string(fpgaAddr), Kind: hardware.KindFPGA, FPGARegions: 3, BitstreamID: "0xtenant"})
+}
+
+// args.regions naming only some of the card's regions left the others
+// with the tenant's bitstream while the read-back of the named ones
+// passed (found in review). Every region discovery finds must be
+// programmed or excluded with the reason a tenant cannot program it;
+// otherwise nothing is programmed, the step fails as a refusal (code 3:
+// the step's configuration) with a failed verification, so that no run
+// goes on to clean, and the record says which regions were left out.
+func TestFPGAProgramCoversEveryDiscoveredRegion(t *testing.T) {
+	image := func(t *testing.T) map[string]any { return golden(t, "0xgolden", "0xgolden") }
+	t.Run("a region left out", func(t *testing.T) {
+		s := fpga3(t)
+		_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": image(t), "regions": []any{"region0", "region1"}}, nil)
+		var pe *plugins.Error
+		if !errors.As(err, &pe) || pe.Code != plugins.CodeInvalidConfig || !strings.Contains(pe.Msg, "region2") || !strings.Contains(pe.Msg, "exclude_regions") {
+			t.Fatalf("err %v, want a refusal (code 3) naming region2 and exclude_regions", err)
+		}
+		if r, _ := plugins.VerificationResult(pe.Details); r != plugins.VerifyFailed {
+			t.Errorf("verification %v, want failed (the run must not go on to clean)", pe.Details[plugins.VerificationKey])
+		}
+		cov, _ := pe.Details[CoverageKey].(map[string]any)
+		if fmt.Sprint(cov["uncovered"]) != "[region2]" {
+			t.Errorf("coverage %v, want region2 uncovered", cov)
+		}
+		for _, r := range []string{"region0", "region1", "region2"} {
+			if id := loaded(t, s, r); id != "0xtenant" {
+				t.Errorf("%s holds %q: something was programmed", r, id)
+			}
+		}
+	})
+	t.Run("the region left out is excluded with a reason", func(t *testing.T) {
+		s := fpga3(t)
+		res, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": image(t), "regions": []any{"region0", "region1"},
+			"exclude_regions": map[string]any{"region2": "wired to the host's NIC, no tenant can load it"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cov := res.Details[CoverageKey].(map[string]any)
+		if fmt.Sprint(cov["programmed"]) != "[region0 region1]" || cov["excluded"].(map[string]string)["region2"] == "" || fmt.Sprint(cov["discovered"]) != "[region0 region1 region2]" {
+			t.Errorf("coverage %v", cov)
+		}
+	})
+	t.Run("default: every region but the excluded", func(t *testing.T) {
+		s := fpga3(t)
+		res, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": image(t), "exclude_regions": map[string]any{"region0": "static FIM region"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded(t, s, "region0") != "0xtenant" || loaded(t, s, "region1") != "0xgolden" || loaded(t, s, "region2") != "0xgolden" {
+			t.Errorf("regions hold %s %s %s, want region0 left alone and the others golden", loaded(t, s, "region0"), loaded(t, s, "region1"), loaded(t, s, "region2"))
+		}
+		if rs := res.Details[ReadbackKey].(map[string]any)["regions"].([]regionResult); len(rs) != 2 || rs[0].Region != "region1" {
+			t.Errorf("read back %v, want region1 and region2", rs)
+		}
+	})
+	t.Run("every region excluded", func(t *testing.T) {
+		_, err := fpgaStep(t, fpga3(t), "fpga-program", map[string]any{"image": image(t),
+			"exclude_regions": map[string]any{"region0": "a", "region1": "b", "region2": "c"}}, nil)
+		if plugins.CodeOf(err) != plugins.CodeInvalidConfig || !strings.Contains(err.Error(), "excludes every region") {
+			t.Errorf("err %v, want a refusal: nothing would be programmed", err)
+		}
+	})
+	spec, _ := Lookup("fpga-program")
+	for name, a := range map[string]map[string]any{
+		"no reason":           {"image": image(t), "exclude_regions": map[string]any{"region0": " "}},
+		"not a map":           {"image": image(t), "exclude_regions": []any{"region0"}},
+		"named and excluded":  {"image": image(t), "regions": []any{"region0"}, "exclude_regions": map[string]any{"region0": "static"}},
+		"reason not a string": {"image": image(t), "exclude_regions": map[string]any{"region0": true}},
+	} {
+		if err := spec.CheckArgs(a); err == nil || !strings.Contains(err.Error(), "exclude_regions") && !strings.Contains(err.Error(), "both") {
+			t.Errorf("%s: CheckArgs %v, want an error", name, err)
+		}
+	}
+}
+
+// staticRegion0 is a card whose sysfs id for region0 is its static
+// shell's, the same before and after programming (a DFL card's FME
+// bitstream_id), whatever is programmed there.
+type staticRegion0 struct{ *sim.Simulator }
+
+func (s staticRegion0) FPGALoadedID(ctx context.Context, addr hardware.Address, region string) (string, error) {
+	if region == "region0" {
+		return "0xfim", nil
+	}
+	return s.Simulator.FPGALoadedID(ctx, addr, region)
+}
+
+// The read-back proves programming only where the id changed to the
+// golden one: each region's id is read before programming too, and a
+// region that already reported the golden id (the known-good image was
+// there, or the id read is not the region's own: a DFL card's static
+// region) is recorded "unchanged", with programming_proven false and a
+// note saying the read-back proves nothing about the write (found in
+// review: such a read-back was recorded as if it proved the programming).
+func TestFPGAProgramRecordsTheIDsBeforeProgramming(t *testing.T) {
+	s := fpgaSim(t)
+	args := map[string]any{"image": golden(t, "0xgolden", "0xgolden")}
+	res, err := fpgaStep(t, s, "fpga-program", args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := res.Details[ReadbackKey].(map[string]any)
+	rs := rb["regions"].([]regionResult)
+	if rb["programming_proven"] != true || rs[0].Before != "0xtenant" || rs[0].Change != changeChanged || rb["note"] != nil {
+		t.Errorf("from a tenant's bitstream: %v, want before 0xtenant, changed, programming proven", rb)
+	}
+	// The card holds the golden image already: passes, proves no write.
+	res, err = fpgaStep(t, s, "fpga-program", args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb = res.Details[ReadbackKey].(map[string]any)
+	if rb["programming_proven"] != false || rb["regions"].([]regionResult)[0].Change != changeUnchanged || !strings.HasPrefix(fmt.Sprint(rb["note"]), "unchanged") {
+		t.Errorf("golden already: %v, want unchanged, programming not proven, with a note", rb)
+	}
+	// region0's id is the static shell's: an image declaring it passes
+	// there, and the record says the read-back proves no write.
+	res, err = fpgaStep(t, staticRegion0{fpgaSim(t)}, "fpga-program", map[string]any{"image": golden(t, "0xfim", "0xfim"), "regions": []any{"region0", "region1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb = res.Details[ReadbackKey].(map[string]any)
+	rs = rb["regions"].([]regionResult)
+	if rb["programming_proven"] != false || rs[0].Change != changeUnchanged || rs[1].Change != changeChanged || !strings.Contains(fmt.Sprint(rb["note"]), "[region0]") {
+		t.Errorf("static region0: %v, want region0 unchanged, region1 changed, programming not proven", rb)
+	}
+	// A tool's word before programming counts where sysfs says nothing.
+	tool := func(_ context.Context, _ string, a map[string]any) (*plugins.Result, error) {
+		id := "0xgolden"
+		if a["action"] == "readback" {
+			id = "0xtenant"
+		}
+		return &plugins.Result{Status: plugins.StatusOK, Details: map[string]any{"readback_id": id}}, nil
+	}
+	res, err = fpgaStep(t, hideProgrammer{fpgaSim(t)}, "fpga-program", map[string]any{"image": golden(t, "0xgolden", "0xgolden"), "programmer": "/usr/lib/scour/plugins/fpga-xrt"}, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb = res.Details[ReadbackKey].(map[string]any)
+	if rs := rb["regions"].([]regionResult); rb["programming_proven"] != true || rs[0].Before != "0xtenant" || rs[0].Source != "tool" {
+		t.Errorf("tool read before and after: %v", rb)
+	}
+}
+
+// A read-back that does not pass is a failed verification in the step's
+// details (besides code 12), so that the engine ends the run, quarantined,
+// even when the step is optional (found in review: the mismatch, stored
+// only under readback, let an optional step's run go on to clean).
+func TestFPGAReadbackMismatchIsAFailedVerification(t *testing.T) {
+	s := fpgaSim(t)
+	_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xwrong", "0xgolden")}, nil)
+	var pe *plugins.Error
+	if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
+		t.Fatalf("err %v, want permanent", err)
+	}
+	v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
+	if v["result"] != plugins.VerifyFailed || !strings.Contains(fmt.Sprint(v["mismatch"]), `reports "0xwrong"`) {
+		t.Errorf("verification %v, want failed naming the id read", v)
+	}
+	// fpga-readback after a tenant's reload: the same.
+	res, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xgolden", "0xgolden")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]any
+	b, _ := json.Marshal(res.Details)
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored[plugins.VerificationKey]; ok {
+		t.Errorf("a passed read-back reported a verification: %v (it must not count as a purge's verification)", stored)
+	}
+	if err := s.ProgramFPGA(context.Background(), fpgaAddr, "region0", hardware.FPGAImage{Path: golden(t, "0xtenant2", "")["file"].(string)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fpgaStep(t, s, "fpga-readback", nil, nil, stored)
+	if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
+		t.Fatalf("fpga-readback: %v, want permanent", err)
+	}
+	if r, _ := plugins.VerificationResult(pe.Details); r != plugins.VerifyFailed {
+		t.Errorf("fpga-readback verification %v, want failed", pe.Details[plugins.VerificationKey])
+	}
+	// Nothing reports an id: failed too, saying why.
+	_, err = fpgaStep(t, hideProgrammer{fpgaSim(t)}, "fpga-program", map[string]any{"image": golden(t, "0xgolden", "0xgolden"), "programmer": "/p"},
+		func(context.Context, string, map[string]any) (*plugins.Result, error) { return plugins.OK(nil), nil })
+	if !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	if v, _ := pe.Details[plugins.VerificationKey].(map[string]any); v["result"] != plugins.VerifyFailed || !strings.Contains(fmt.Sprint(v["reason"]), "neither sysfs nor the tool") {
+		t.Errorf("nothing read back: verification %v", v)
 	}
 }

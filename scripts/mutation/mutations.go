@@ -122,6 +122,18 @@ var mutations = []mutation{
 		"\tif len(why) == 0 {\n\t\treturn nil\n\t}\n\treturn fmt.Errorf(\"%s: %s name a Glance image",
 		"\tif true {\n\t\treturn nil\n\t}\n\treturn fmt.Errorf(\"%s: %s name a Glance image",
 		"config", "^TestGlanceOverAnInsecureConnectionIsAConfigError$"},
+	{1, "FPGA region neither programmed nor excluded left out silently", "plugins/builtin/fpga.go",
+		"\t\tif !out && !slices.Contains(regions, r) {\n",
+		"\t\tif false && !out && !slices.Contains(regions, r) {\n",
+		"plugins/builtin", "^TestFPGAProgramCoversEveryDiscoveredRegion$"},
+	{1, "FPGA read-back mismatch no failed verification (an optional step's run goes on to clean)", "plugins/builtin/fpga.go",
+		"\t\treturn out, withDetails(err, map[string]any{plugins.VerificationKey: readbackVerification(want, plugins.VerifyFailed, mismatch, reason)})\n",
+		"\t\t_, _ = mismatch, reason\n\t\treturn out, err\n",
+		"pipeline", "^TestFPGAReadbackFailureEndsTheRunEvenWhenOptional$"},
+	{1, "FPGA region unchanged by programming recorded as proof of it", "plugins/builtin/fpga.go",
+		"\t\t\tcase strings.EqualFold(b, want):\n",
+		"\t\t\tcase false:\n",
+		"plugins/builtin", "^TestFPGAProgramRecordsTheIDsBeforeProgramming$"},
 	// (end of the images, FPGA and GPU group)
 
 	{1, "destructive step starts without its all-clear generation stored", "pipeline/step.go",
