@@ -166,7 +166,9 @@ type Backend interface {
 	Format(ctx context.Context, addr Address, namespace string, ses int) error
 	// Media lists what an overwrite step must wipe on addr.
 	Media(ctx context.Context, addr Address) ([]Media, error)
-	// ScrubGPU zeroes all device memory and verifies it.
+	// ScrubGPU zeroes the device memory it can reach and verifies it
+	// (the real backend: all it can allocate, at least
+	// hardware.gpu_scrub.min_coverage of it, else an error).
 	ScrubGPU(ctx context.Context, addr Address, p Progress) error
 	FlashFirmware(ctx context.Context, addr Address, img FirmwareImage, p Progress) error
 	FirmwareVersions(ctx context.Context, addr Address) (map[string]string, error)

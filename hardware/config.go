@@ -25,7 +25,7 @@ const (
 //	  backend: real            # or simulated
 //	  sysfs_root: /sys
 //	  tool_timeout: 30s        # bound on each discovery tool run
-//	  gpu_scrub: {min_coverage: 0.95}   # built-in scrubber (libcuda.so.1)
+//	  gpu_scrub: {min_coverage: 0.97}   # built-in scrubber (libcuda.so.1)
 //	  gpu_scrub_tool: /usr/local/bin/gpu-scrub   # optional: an external tool instead
 //	  tools: {nvme: nvme, nvidia_smi: nvidia-smi, devlink: devlink}
 //	  host_capabilities: {custom.rack: r12}

@@ -36,4 +36,9 @@ var (
 	// ErrGPUUnhealthy: NVML reports memory the GPU cannot trust (row
 	// remapping failed or pending, pages pending retirement).
 	ErrGPUUnhealthy = errors.New("GPU memory health gate failed")
+	// ErrGPUScope: the memory a scrub would reach may not be the whole
+	// GPU's (MIG mode on, CUDA reporting much less than NVML installed):
+	// nothing was written; the device is quarantined until an operator
+	// looks (disable MIG, reset).
+	ErrGPUScope = errors.New("GPU memory scope check failed")
 )

@@ -16,12 +16,26 @@ import (
 type GPUScrub struct {
 	// Helper is the scour-gpu-scrub program (PATH lookup unless absolute).
 	Helper string `yaml:"helper"`
-	// MinCoverage is the share of the GPU's total memory a scrub must
-	// zero and verify; below it the step fails and the device stays
-	// reserved.
+	// MinCoverage is the share of the GPU's memory (as CUDA reports it)
+	// a scrub must write, zero and read back; below it the step fails and
+	// the device stays reserved. A gpu-scrub step's args.min_coverage
+	// overrides it. Default DefaultGPUMinCoverage.
 	MinCoverage float64 `yaml:"min_coverage"`
 	CUDALibrary string  `yaml:"cuda_library"` // default libcuda.so.1
 	NVMLLibrary string  `yaml:"nvml_library"` // default libnvidia-ml.so.1
+}
+
+// DefaultGPUMinCoverage is hardware.gpu_scrub.min_coverage's default,
+// the built-in scrubber's own (gpu.DefaultMinCoverage: a test keeps them
+// equal; this package does not load the GPU libraries).
+const DefaultGPUMinCoverage = 0.97
+
+// GPUScrubOptions are a gpu-scrub step's own settings.
+type GPUScrubOptions struct {
+	// MinCoverage, when above 0, replaces hardware.gpu_scrub.min_coverage
+	// for this scrub (the built-in scrubber; an external tool answers for
+	// its own coverage).
+	MinCoverage float64
 }
 
 func (g *GPUScrub) setDefaults() {
@@ -29,7 +43,7 @@ func (g *GPUScrub) setDefaults() {
 		g.Helper = "scour-gpu-scrub"
 	}
 	if g.MinCoverage == 0 {
-		g.MinCoverage = 0.95
+		g.MinCoverage = DefaultGPUMinCoverage
 	}
 	if g.CUDALibrary == "" {
 		g.CUDALibrary = "libcuda.so.1"
@@ -41,14 +55,17 @@ func (g *GPUScrub) setDefaults() {
 
 func (g *GPUScrub) validate() error {
 	if g.MinCoverage <= 0 || g.MinCoverage > 1 {
-		return fmt.Errorf("hardware.gpu_scrub.min_coverage %v: want a share of total memory in (0, 1], e.g. 0.95", g.MinCoverage)
+		return fmt.Errorf("hardware.gpu_scrub.min_coverage %v: want a share of the GPU's memory in (0, 1], e.g. %v", g.MinCoverage, DefaultGPUMinCoverage)
 	}
 	return nil
 }
 
-func (g *GPUScrub) args(extra ...string) []string {
+func (g *GPUScrub) args(minCoverage float64, extra ...string) []string {
+	if minCoverage <= 0 {
+		minCoverage = g.MinCoverage
+	}
 	return append([]string{"-cuda-library", g.CUDALibrary, "-nvml-library", g.NVMLLibrary,
-		"-min-coverage", strconv.FormatFloat(g.MinCoverage, 'g', -1, 64)}, extra...)
+		"-min-coverage", strconv.FormatFloat(minCoverage, 'g', -1, 64)}, extra...)
 }
 
 // Exit codes of scour-gpu-scrub (cmd/scour-gpu-scrub).
@@ -57,18 +74,27 @@ const (
 	gpuScrubPermanent   = 3
 )
 
-// ScrubGPU zeroes and verifies all of addr's memory: see ScrubGPUDetails.
+// ScrubGPU zeroes and verifies addr's memory: see ScrubGPUDetails.
 func (r *Real) ScrubGPU(ctx context.Context, addr Address, p Progress) error {
 	_, err := r.ScrubGPUDetails(ctx, addr, p)
 	return err
 }
 
-// ScrubGPUDetails runs hardware.gpu_scrub_tool (`<tool> <addr>`, which must
-// zero and verify all device memory and exit 0 only on success) when one
-// is configured, else the built-in scrubber on an NVIDIA GPU bound to the
-// nvidia driver. It returns what the cleaning record should say, also
-// when the scrub failed. Without libcuda it returns ErrUnsupported.
+// ScrubGPUDetails is ScrubGPUWith with the host's settings.
 func (r *Real) ScrubGPUDetails(ctx context.Context, addr Address, p Progress) (map[string]any, error) {
+	return r.ScrubGPUWith(ctx, addr, GPUScrubOptions{}, p)
+}
+
+// ScrubGPUWith runs hardware.gpu_scrub_tool (`<tool> <addr>`, which must
+// zero and verify the device's memory and exit 0 only on success) when one
+// is configured, else the built-in scrubber on an NVIDIA GPU bound to the
+// nvidia driver, which zeroes and reads back all the memory it can
+// allocate and fails when that is less than the minimum coverage (o, else
+// hardware.gpu_scrub.min_coverage) of what CUDA reports, or when that
+// memory may be a slice of the GPU (MIG: ErrGPUScope). It returns what
+// the cleaning record should say, also when the scrub failed. Without
+// libcuda it returns ErrUnsupported.
+func (r *Real) ScrubGPUWith(ctx context.Context, addr Address, o GPUScrubOptions, p Progress) (map[string]any, error) {
 	p0, err := r.fs.PCIDevice(addr)
 	if err != nil {
 		return nil, err
@@ -95,7 +121,7 @@ func (r *Real) ScrubGPUDetails(ctx context.Context, addr Address, p Progress) (m
 		return nil, fmt.Errorf("scrub GPU %s: bound to %q, the built-in scrubber needs the nvidia driver (give the step `driver: nvidia`): %w", addr, p0.Driver, ErrWrongDriver)
 	}
 	p(0)
-	d, err := r.runGPUScrub(ctx, addr)
+	d, err := r.runGPUScrub(ctx, addr, o.MinCoverage)
 	if err == nil {
 		p(1)
 	}
@@ -109,9 +135,9 @@ type gpuScrubOutput struct {
 	Class   string         `json:"class"`
 }
 
-func (r *Real) runGPUScrub(ctx context.Context, addr Address) (map[string]any, error) {
+func (r *Real) runGPUScrub(ctx context.Context, addr Address, minCoverage float64) (map[string]any, error) {
 	g := r.cfg.GPUScrub
-	out, err := r.run.Run(ctx, g.Helper, g.args(string(addr))...)
+	out, err := r.run.Run(ctx, g.Helper, g.args(minCoverage, string(addr))...)
 	var res gpuScrubOutput
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.UseNumber() // byte counts stay exact integers in the record
@@ -128,6 +154,8 @@ func (r *Real) runGPUScrub(ctx context.Context, addr Address) (map[string]any, e
 		return res.Details, fmt.Errorf("scrub GPU %s: %s: %w", addr, res.Error, ErrUnsupported)
 	case errors.As(err, &te) && te.ExitCode == gpuScrubPermanent && res.Class == "not_zero":
 		return res.Details, fmt.Errorf("scrub GPU %s: %s: %w", addr, res.Error, ErrGPUMemoryNotZero)
+	case errors.As(err, &te) && te.ExitCode == gpuScrubPermanent && res.Class == "scope":
+		return res.Details, fmt.Errorf("scrub GPU %s: %s: %w", addr, res.Error, ErrGPUScope)
 	case errors.As(err, &te) && te.ExitCode == gpuScrubPermanent:
 		return res.Details, fmt.Errorf("scrub GPU %s: %s: %w", addr, res.Error, ErrGPUUnhealthy)
 	case res.Error != "":

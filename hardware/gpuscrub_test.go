@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scour-project/scour/hardware/gpu"
 	"github.com/scour-project/scour/hardware/gpu/gputest"
 	"github.com/scour-project/scour/internal/testkit"
 )
@@ -41,7 +42,7 @@ func gpuReal(t *testing.T, cudaLib string) *Real {
 }
 
 func TestRealScrubGPUBuiltIn(t *testing.T) {
-	t.Setenv("SCOUR_FAKE_GPU_MEM", "33554432")
+	t.Setenv("SCOUR_FAKE_GPU_MEM", "67108864") // its 1 MiB context leaves 98.4 %
 	ctx := context.Background()
 	b := gpuReal(t, "")
 	var progress []float64
@@ -51,7 +52,7 @@ func TestRealScrubGPUBuiltIn(t *testing.T) {
 	}
 	for k, want := range map[string]any{"method": "built-in", "verified": true, "gpu_model": "Stand-in GPU (host memory)",
 		"gpu_serial": "STANDIN-0001", "vbios": "00.00.00.00.00", "driver_version": "0.0-standin", "pattern": "0xa5 then 0x00",
-		"total_bytes": json.Number("33554432"), "covered_bytes": json.Number("32505856"), "ecc": "enabled"} {
+		"total_bytes": json.Number("67108864"), "covered_bytes": json.Number("66060288"), "uncovered_bytes": json.Number("1048576"), "ecc": "enabled"} {
 		if d[k] != want {
 			t.Errorf("details[%q] = %v (%T), want %v", k, d[k], d[k], want)
 		}
@@ -79,7 +80,8 @@ func TestRealScrubGPUFailures(t *testing.T) {
 		{cuda: "stuck-word", want: ErrGPUMemoryNotZero, msg: "8 bytes read back non-zero"},
 		{nvml: "remap-failure", want: ErrGPUUnhealthy, msg: "retire the GPU"},
 		{cuda: "memset-error", msg: "cuMemsetD8_v2(0xa5): CUDA error 700"},
-		{cuda: "alloc-limit=4194304", msg: "below the configured minimum", verified: true},
+		{cuda: "alloc-limit=4194304", msg: "below the minimum 97.00%", verified: true},
+		{nvml: "mig-enabled", want: ErrGPUScope, msg: "MIG mode is enabled"},
 	} {
 		t.Run(tc.cuda+tc.nvml, func(t *testing.T) {
 			t.Setenv("SCOUR_FAKE_CUDA_FAULT", tc.cuda)
@@ -148,5 +150,23 @@ func TestRealScrubGPUWithoutLibcudaIsUnsupported(t *testing.T) {
 	noHelper := newTestReal(t, Config{GPUScrub: GPUScrub{Helper: "/nonexistent/scour-gpu-scrub"}}, ExecRunner{})
 	if _, err := noHelper.ScrubGPUDetails(context.Background(), "0000:41:00.0", nil); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("no helper: %v, want ErrUnsupported", err)
+	}
+}
+
+// A step's min_coverage reaches the built-in scrubber and replaces the
+// host's hardware.gpu_scrub.min_coverage, whose default is the
+// scrubber's own.
+func TestRealScrubGPUMinCoverageFromTheStep(t *testing.T) {
+	if DefaultGPUMinCoverage != gpu.DefaultMinCoverage {
+		t.Errorf("hardware.gpu_scrub.min_coverage defaults to %v, the scrubber to %v", DefaultGPUMinCoverage, gpu.DefaultMinCoverage)
+	}
+	t.Setenv("SCOUR_FAKE_CUDA_FAULT", "alloc-limit=65011712") // 62 of 64 MiB: 96.9 %
+	b := gpuReal(t, "")
+	if _, err := b.ScrubGPUDetails(context.Background(), "0000:41:00.0", nil); err == nil || !strings.Contains(err.Error(), "below the minimum 97.00%") {
+		t.Fatalf("96.9 %% with the host's default: %v, want below the minimum", err)
+	}
+	d, err := b.ScrubGPUWith(context.Background(), "0000:41:00.0", GPUScrubOptions{MinCoverage: 0.95}, nil)
+	if err != nil || d["min_coverage"] != json.Number("0.95") || d["uncovered_bytes"] != json.Number("2097152") {
+		t.Fatalf("96.9 %% with the step's 0.95: %v, details %v", err, d)
 	}
 }

@@ -5,15 +5,18 @@
 // call that hangs can only be ended by killing the process, which scourd
 // does when the step's timeout passes.
 //
-//	scour-gpu-scrub [-min-coverage 0.95] [-cuda-library P] [-nvml-library P] <pci address>
+//	scour-gpu-scrub [-min-coverage 0.97] [-cuda-library P] [-nvml-library P] <pci address>
 //	scour-gpu-scrub -check     # only load the libraries
 //	scour-gpu-scrub -fill 0x5c <addr>      # proving only: leave a pattern in all free memory
 //	scour-gpu-scrub -residue 0x5c <addr>   # proving only: count it (and non-zero bytes) without writing
 //
 // It prints one JSON object, {"details": {...}, "error": "...", "class":
-// "..."}, and exits 0 when all memory was zeroed and verified, 2 when the
-// scrub is unsupported here (no driver libraries, GPU not visible), 3 when
-// memory read back non-zero or NVML's health gate failed, 1 otherwise.
+// "..."}, and exits 0 when all the memory it could allocate, at least
+// -min-coverage of what CUDA reports, was zeroed and verified (the details
+// say how much, and how much was not covered), 2 when the scrub is
+// unsupported here (no driver libraries, GPU not visible), 3 when memory
+// read back non-zero, NVML's health gate failed, or the memory CUDA shows
+// may be a slice of the GPU (MIG), 1 otherwise.
 package main
 
 import (
@@ -40,7 +43,7 @@ const (
 type output struct {
 	Details map[string]any `json:"details,omitempty"`
 	Error   string         `json:"error,omitempty"`
-	Class   string         `json:"class,omitempty"` // unsupported, not_zero, health
+	Class   string         `json:"class,omitempty"` // unsupported, not_zero, health, scope
 }
 
 func main() {
@@ -48,7 +51,7 @@ func main() {
 	check := flag.Bool("check", false, "only load the CUDA library; exit 0 when the built-in scrub can run here")
 	fill := flag.String("fill", "", "proving only: write this byte (e.g. 0x5c) into all free memory, as a tenant would leave it")
 	residue := flag.String("residue", "", "proving only: count bytes equal to this one, and non-zero bytes, in all free memory without writing it")
-	flag.Float64Var(&o.MinCoverage, "min-coverage", gpu.DefaultMinCoverage, "share of total memory that must be zeroed and verified")
+	flag.Float64Var(&o.MinCoverage, "min-coverage", gpu.DefaultMinCoverage, "share of the memory CUDA reports that must be zeroed and verified")
 	flag.StringVar(&o.CUDALibrary, "cuda-library", gpu.DefaultCUDALibrary, "CUDA driver library")
 	flag.StringVar(&o.NVMLLibrary, "nvml-library", gpu.DefaultNVMLLibrary, "NVML library")
 	flag.Parse()
@@ -96,6 +99,8 @@ func emit(out output, err error) int {
 			out.Class, code = "not_zero", exitPermanent
 		case errors.Is(err, gpu.ErrHealth):
 			out.Class, code = "health", exitPermanent
+		case errors.Is(err, gpu.ErrScope):
+			out.Class, code = "scope", exitPermanent
 		}
 		fmt.Fprintln(os.Stderr, "scour-gpu-scrub:", err)
 	}

@@ -7,8 +7,12 @@
 //
 //	NVML health gate (ECC, retired pages, remapped rows) + identity
 //	  -> cuDeviceGetByPCIBusId -> cuCtxCreate
-//	  -> cuMemAlloc all free memory in chunks (halving on out of memory)
-//	  -> coverage = allocated / total
+//	  -> NVML scope gate: MIG mode on (or unreadable) refuses (ErrScope)
+//	  -> cuMemAlloc until allocation fails: chunks of 256 MiB, halving on
+//	     out of memory down to 64 KiB fragments
+//	  -> CUDA's total far below NVML's installed memory refuses (ErrScope)
+//	  -> coverage = allocated / total (the rest, mostly the scrub's own
+//	     context, is neither written nor read; the report says how much)
 //	  -> cuMemsetD8 pattern, spot-check the pattern reached every chunk
 //	  -> cuMemsetD8 0 -> read every byte back (cuMemcpyDtoH) and count non-zero
 //	  -> free, cuCtxDestroy

@@ -22,6 +22,12 @@ var ErrNotZero = errors.New("GPU memory not zero after the scrub")
 // pending, pages pending retirement).
 var ErrHealth = errors.New("GPU memory health gate")
 
+// ErrScope: the memory the scrub would reach through CUDA may not be the
+// whole GPU's (MIG mode on, CUDA reporting much less memory than NVML
+// installed, NVML unable to say): nothing is written, and the device must
+// stay reserved until an operator looks.
+var ErrScope = errors.New("GPU memory scope check")
+
 // cuError is a CUDA driver API failure.
 type cuError struct {
 	call string

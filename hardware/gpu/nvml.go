@@ -15,7 +15,18 @@ type nvml struct {
 	eccMode       func(h uintptr, current, pending *int32) int32
 	retiredPend   func(h uintptr, pending *int32) int32
 	remappedRows  func(h uintptr, corr, unc, pending, failed *uint32) int32
+	memoryInfo    func(h uintptr, m *nvmlMemory) int32
+	// migMode is nil with a driver older than MIG (R450), which no
+	// MIG-capable GPU runs on.
+	migMode func(h uintptr, current, pending *uint32) int32
 }
+
+// nvmlMemory is nvmlMemory_t (nvmlDeviceGetMemoryInfo, version 1).
+type nvmlMemory struct {
+	Total, Free, Used uint64
+}
+
+const nvmlMIGEnabled = 1 // NVML_DEVICE_MIG_ENABLE
 
 const nvmlErrorNotSupported = 3
 
@@ -37,9 +48,13 @@ func loadNVML(path string) (*nvml, error) {
 		{"nvmlDeviceGetEccMode", &n.eccMode},
 		{"nvmlDeviceGetRetiredPagesPendingStatus", &n.retiredPend},
 		{"nvmlDeviceGetRemappedRows", &n.remappedRows},
+		{"nvmlDeviceGetMemoryInfo", &n.memoryInfo},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if bind(lib, path, []sym{{"nvmlDeviceGetMigMode", &n.migMode}}) != nil {
+		n.migMode = nil
 	}
 	return n, nil
 }
@@ -80,18 +95,31 @@ type Identity struct {
 	Model, Serial, VBIOS, Driver string
 }
 
-// query reads identity and health of busID. Identity strings NVML cannot
-// give stay empty; a device NVML does not know is ErrUnsupported.
-func (n *nvml) query(busID string) (Identity, Health, error) {
+// Scope is what NVML says about the whole GPU's memory, against which the
+// scrub's view through CUDA is checked: with MIG on, the CUDA device a bus
+// id resolves to is one instance, a slice of the memory, and a scrub
+// "covering" it would leave the rest as the last tenant left it.
+type Scope struct {
+	// NVMLTotalBytes is the installed memory (nvmlDeviceGetMemoryInfo).
+	NVMLTotalBytes uint64
+	// MIG is "enabled", "disabled" or "not supported" (a GPU without MIG,
+	// or a driver older than MIG); "unknown" when NVML failed to say.
+	MIG string
+}
+
+// query reads identity, health and scope of busID. Identity strings NVML
+// cannot give stay empty; a device NVML does not know is ErrUnsupported.
+func (n *nvml) query(busID string) (Identity, Health, Scope, error) {
 	var id Identity
 	var h Health
+	sc := Scope{MIG: "unknown"}
 	if err := n.check("nvmlInit_v2", n.init()); err != nil {
-		return id, h, fmt.Errorf("%v: %w", err, ErrUnsupported)
+		return id, h, sc, fmt.Errorf("%v: %w", err, ErrUnsupported)
 	}
 	defer n.shutdown()
 	var dev uintptr
 	if err := n.check("nvmlDeviceGetHandleByPciBusId_v2("+busID+")", n.handleByBusID(busID, &dev)); err != nil {
-		return id, h, fmt.Errorf("%v (is it bound to the nvidia driver?): %w", err, ErrUnsupported)
+		return id, h, sc, fmt.Errorf("%v (is it bound to the nvidia driver?): %w", err, ErrUnsupported)
 	}
 	buf := make([]byte, 96)
 	str := func(f func(*byte, uint32) int32) string {
@@ -105,7 +133,25 @@ func (n *nvml) query(busID string) (Identity, Health, error) {
 	id.Serial = str(func(b *byte, l uint32) int32 { return n.serial(dev, b, l) })
 	id.VBIOS = str(func(b *byte, l uint32) int32 { return n.vbios(dev, b, l) })
 	id.Driver = str(n.driverVersion)
-	return id, n.health(dev), nil
+	var m nvmlMemory
+	if err := n.check("nvmlDeviceGetMemoryInfo", n.memoryInfo(dev, &m)); err != nil {
+		return id, n.health(dev), sc, fmt.Errorf("GPU %s: %w: %v: the GPU's installed memory is unknown, so what a scrub covers cannot be checked against it", busID, ErrScope, err)
+	}
+	sc.NVMLTotalBytes = m.Total
+	sc.MIG = "not supported"
+	if n.migMode != nil {
+		var cur, pend uint32
+		switch code := n.migMode(dev, &cur, &pend); {
+		case code == 0 && cur == nvmlMIGEnabled:
+			sc.MIG = "enabled"
+		case code == 0:
+			sc.MIG = "disabled"
+		case code != nvmlErrorNotSupported:
+			sc.MIG = "unknown"
+			return id, n.health(dev), sc, fmt.Errorf("GPU %s: %w: %v", busID, ErrScope, n.check("nvmlDeviceGetMigMode", code))
+		}
+	}
+	return id, n.health(dev), sc, nil
 }
 
 func (n *nvml) health(dev uintptr) Health {

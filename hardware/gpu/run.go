@@ -12,13 +12,17 @@ func scrub(ctx context.Context, busID string, o Options, rep *Report, progress f
 	if err != nil {
 		return err
 	}
-	id, h, err := nv.query(busID)
-	rep.Identity, rep.Health = id, h
+	id, h, scope, err := nv.query(busID)
+	rep.Identity, rep.Health, rep.Scope = id, h, scope
 	if err != nil {
 		return err
 	}
 	if p := h.Problem(); p != "" {
 		return fmt.Errorf("GPU %s: %w: %s", busID, ErrHealth, p)
+	}
+	if scope.MIG == "enabled" {
+		return fmt.Errorf("GPU %s: %w: MIG mode is enabled: the CUDA device the bus id resolves to is one MIG instance, a slice of the memory, and the rest would keep what the last tenant left; nothing was written, the device stays reserved (quarantined): disable MIG (nvidia-smi -i %s -mig 0, then reset the GPU) and release it",
+			busID, ErrScope, busID)
 	}
 	err = session(ctx, busID, o, 0, func(s *sess) error {
 		var ver int32
@@ -31,6 +35,15 @@ func scrub(ctx context.Context, busID string, o Options, rep *Report, progress f
 		rep.FreeBytes, rep.Chunks = s.free, len(s.chunks)
 		for _, c := range s.chunks {
 			rep.CoveredBytes += c.n
+			if c.n < minChunk {
+				rep.Fragments++
+			}
+		}
+		// Before anything is written: the memory CUDA shows must be the
+		// GPU's, not a slice of it.
+		if n := scope.NVMLTotalBytes; float64(rep.TotalBytes) < (1-maxScopeGap)*float64(n) {
+			return fmt.Errorf("GPU %s: %w: CUDA reports %d bytes of device memory, NVML %d installed (CUDA sees %.1f%%, less than %.0f%% of it): the CUDA device may be a slice of the GPU (MIG, a partition), so a scrub of it would leave the rest as the last tenant left it; nothing was written, the device stays reserved (quarantined)",
+				busID, ErrScope, rep.TotalBytes, n, 100*float64(rep.TotalBytes)/float64(n), 100*(1-maxScopeGap))
 		}
 		return wipe(ctx, s.cu, s.chunks, o.Pattern, rep, progress)
 	})
@@ -38,27 +51,36 @@ func scrub(ctx context.Context, busID string, o Options, rep *Report, progress f
 		return err
 	}
 	if cov := rep.Coverage(); cov < o.MinCoverage {
-		return fmt.Errorf("GPU %s: scrubbed %d of %d bytes (%.2f%%), below the configured minimum %.2f%% (hardware.gpu_scrub.min_coverage): another process may hold GPU memory; the device stays reserved",
+		return fmt.Errorf("GPU %s: scrubbed %d of %d bytes (%.2f%%), below the minimum %.2f%% (the gpu-scrub step's min_coverage, else hardware.gpu_scrub.min_coverage): another process may hold GPU memory; the device stays reserved",
 			busID, rep.CoveredBytes, rep.TotalBytes, 100*cov, 100*o.MinCoverage)
 	}
 	return nil
 }
 
+// maxScopeGap is how much less memory CUDA may report than NVML says is
+// installed before the scrub refuses: the driver reserves some (public
+// figures: about 0.7 % on an H100 80GB, 0.8 % on an A100 80GB, 1.6 % on a
+// T4, up to some 2.5 % on 24 GB cards), while a MIG instance other than
+// the full one is at most half the memory. Not measured here: no GPU.
+const maxScopeGap = 0.05
+
 type chunk struct {
 	ptr, n uint64
 }
 
-// allocAll allocates free bytes in chunks of size, halving the chunk on
-// out of memory down to minChunk (the context and fragmentation leave less
-// than cuMemGetInfo says). Other allocation errors are failures.
-func allocAll(ctx context.Context, cu *cuda, free, size uint64) ([]chunk, error) {
+// allocAll allocates up to limit bytes in chunks of size, halving the
+// chunk on out of memory down to minFragment: after the large chunks,
+// smaller ones take the fragments between them and what cuMemGetInfo did
+// not count, until even minFragment no longer fits (each halving costs
+// one failed call). Other allocation errors are failures.
+func allocAll(ctx context.Context, cu *cuda, limit, size uint64) ([]chunk, error) {
 	var out []chunk
 	var got uint64
-	for got < free && size >= minChunk {
+	for got < limit && size >= minFragment {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		n := min(size, free-got)
+		n := min(size, limit-got)
 		var p uint64
 		code := cu.memAlloc(&p, n)
 		if code == cudaErrorOutOfMemory {

@@ -40,8 +40,10 @@ func TestScrubZeroesAndVerifiesAllFreeMemory(t *testing.T) {
 	if !r.Verified || r.NonZeroBytes != 0 || r.FirstNonZero != -1 || r.Pattern != 0xA5 || !r.PinnedReadBuffer {
 		t.Errorf("verified %v, non-zero %d at %d, pattern %#x", r.Verified, r.NonZeroBytes, r.FirstNonZero, r.Pattern)
 	}
-	if r.Chunks != 8 || last != 1 {
-		t.Errorf("chunks %d (want 8 of 8 MiB), last progress %v", r.Chunks, last)
+	// 7 of 8 MiB, then 4, 2 and 1 MiB as the allocation is tried until
+	// even the smallest fragment fails.
+	if r.Chunks != 10 || r.Fragments != 1 || last != 1 {
+		t.Errorf("chunks %d (want 10: 7 of 8 MiB, 4, 2, 1), fragments %d (want 1), last progress %v", r.Chunks, r.Fragments, last)
 	}
 	want := gpu.Identity{Model: "Stand-in GPU (host memory)", Serial: "STANDIN-0001", VBIOS: "00.00.00.00.00", Driver: "0.0-standin"}
 	if r.Identity != want || r.Health.ECC != "enabled" || r.CUDADriverVersion != 12040 {
@@ -78,7 +80,7 @@ func TestScrubFaultsFailClosed(t *testing.T) {
 		want       string
 		check      func(*testing.T, *gpu.Report)
 	}{
-		{cuda: "alloc-limit=33554432", want: "below the configured minimum 95.00%", check: func(t *testing.T, r *gpu.Report) {
+		{cuda: "alloc-limit=33554432", want: "below the minimum 97.00%", check: func(t *testing.T, r *gpu.Report) {
 			if r.CoveredBytes != 32*mib || !r.Verified {
 				t.Errorf("covered %d verified %v: the part it could allocate is still scrubbed", r.CoveredBytes, r.Verified)
 			}
@@ -89,9 +91,9 @@ func TestScrubFaultsFailClosed(t *testing.T) {
 				t.Error("verified after a failed memset")
 			}
 		}},
-		{cuda: "stuck-word", want: "64 bytes read back non-zero", check: func(t *testing.T, r *gpu.Report) {
-			// The stand-in keeps the middle word of each 8 MiB chunk.
-			if r.Verified || r.NonZeroBytes != 8*8 || r.FirstNonZero != 4*mib {
+		{cuda: "stuck-word", want: "80 bytes read back non-zero", check: func(t *testing.T, r *gpu.Report) {
+			// The stand-in keeps the middle word of each of the 10 chunks.
+			if r.Verified || r.NonZeroBytes != 10*8 || r.FirstNonZero != 4*mib {
 				t.Errorf("verified %v non-zero %d first %d", r.Verified, r.NonZeroBytes, r.FirstNonZero)
 			}
 		}},

@@ -14,9 +14,10 @@ type sess struct {
 	chunks []chunk
 }
 
-// session runs f with a context on busID and limit bytes (0: all free
-// memory) allocated in chunks, then frees everything. Errors finding the
-// GPU wrap ErrUnsupported: nothing was touched yet.
+// session runs f with a context on busID and limit bytes (0: all it can
+// allocate, until allocation fails) allocated in chunks, then frees
+// everything. Errors finding the GPU wrap ErrUnsupported: nothing was
+// touched yet.
 func session(ctx context.Context, busID string, o Options, limit uint64, f func(*sess) error) error {
 	o.setDefaults()
 	runtime.LockOSThread()
@@ -42,7 +43,9 @@ func session(ctx context.Context, busID string, o Options, limit uint64, f func(
 		return err
 	}
 	if limit == 0 {
-		limit = s.free
+		// Not only what cuMemGetInfo calls free: allocate until even the
+		// smallest fragment fails, bounded by the device's total.
+		limit = total
 	}
 	s.chunks, err = allocAll(ctx, cu, limit, o.ChunkBytes)
 	defer func() {

@@ -18,10 +18,10 @@ func init() {
 	register(Spec{
 		Name:        "gpu-scrub",
 		Destructive: true,
-		Does:        "zero all device memory and read it back (built-in NVIDIA scrubber over libcuda, or hardware.gpu_scrub_tool)",
+		Does:        "write, zero and read back all the GPU memory the built-in NVIDIA scrubber (over libcuda) can allocate, at least args.min_coverage (else hardware.gpu_scrub.min_coverage, default 0.97) of what CUDA reports, refusing a MIG slice; the record gives the bytes covered and not covered; or run hardware.gpu_scrub_tool",
 		Run:         gpuScrub,
 		Needs:       map[hardware.DeviceKind]string{hardware.KindGPU: "nvidia"},
-		CheckArgs:   func(a map[string]any) error { return onlyArgs(a) },
+		CheckArgs:   checkGPUScrubArgs,
 	})
 	register(Spec{
 		Name:        "pci-reset",

@@ -16,10 +16,19 @@
  *     alloc-error          cuMemAlloc fails with CUDA_ERROR_UNKNOWN
  *     memset-error         cuMemsetD8 fails with CUDA_ERROR_ILLEGAL_ADDRESS
  *     stuck-word           one 8-byte word in the middle keeps tenant data
+ *     free-low=<bytes>     cuMemGetInfo reports this much less free memory
+ *                          than can be allocated
  *     hang                 cuMemcpyDtoH never returns; it first creates the
  *                          file SCOUR_FAKE_GPU_HUNG names, if set, so a test
  *                          can end the deadline once the call hangs
  *   SCOUR_FAKE_NVML_FAULT=remap-pending | remap-failure | retired-pending
+ *                          | mig-enabled (nvmlDeviceGetMigMode: current 1)
+ *                          | mig-disabled (a MIG-capable GPU with MIG off;
+ *                            without either the GPU has no MIG: NOT_SUPPORTED)
+ *                          | mig-error (nvmlDeviceGetMigMode fails: UNKNOWN)
+ *   SCOUR_FAKE_NVML_MEM=<bytes>      installed memory NVML reports (default
+ *                                    SCOUR_FAKE_GPU_MEM's); set larger to model
+ *                                    a CUDA device that is a slice of the GPU
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,6 +85,10 @@ CUresult cuCtxSynchronize(void) { return 0; }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
 	*total = total_mem();
 	*free_ = *total - CTX_RESERVE - allocated;
+	if (fault("free-low=")) {
+		size_t low = strtoull(getenv("SCOUR_FAKE_CUDA_FAULT") + strlen("free-low="), 0, 10);
+		*free_ = *free_ > low ? *free_ - low : 0;
+	}
 	return 0;
 }
 /* The shared device memory of SCOUR_FAKE_GPU_MEMFILE, mapped once. */
@@ -188,6 +201,22 @@ nvmlReturn_t nvmlDeviceGetEccMode(void *h, int *cur, int *pend) { (void)h; *cur 
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(void *h, int *pending) {
 	(void)h;
 	*pending = nvml_fault("retired-pending");
+	return 0;
+}
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {
+	(void)h;
+	const char *s = getenv("SCOUR_FAKE_NVML_MEM");
+	m->total = s ? strtoull(s, 0, 10) : total_mem();
+	m->used = CTX_RESERVE + allocated;
+	m->free = m->total > m->used ? m->total - m->used : 0;
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pend) {
+	(void)h;
+	if (nvml_fault("mig-error")) return 999; /* NVML_ERROR_UNKNOWN */
+	if (!nvml_fault("mig-enabled") && !nvml_fault("mig-disabled")) return 3; /* NOT_SUPPORTED */
+	*cur = *pend = nvml_fault("mig-enabled");
 	return 0;
 }
 nvmlReturn_t nvmlDeviceGetRemappedRows(void *h, unsigned *corr, unsigned *unc, unsigned *pending, unsigned *failed) {
