@@ -267,14 +267,26 @@ type RecordReadback struct {
 	// Result is "passed", "failed" (a region reported another id, or
 	// none), or "not reported" (the step failed before reading back).
 	Result string `json:"result"`
+	// ProgrammingProven (fpga-program; absent before scour recorded it):
+	// every region reported another id before programming and the golden
+	// one after. False when a region reported the golden id already
+	// (Note says which): the read-back shows the golden image is there,
+	// not that programming wrote it.
+	ProgrammingProven *bool  `json:"programming_proven,omitempty"`
+	Note              string `json:"note,omitempty"`
 }
 
 // RecordRegionReadback is one region's read-back.
 type RecordRegionReadback struct {
-	Region   string `json:"region"`
+	Region string `json:"region"`
+	// Before is what the region reported before programming (fpga-program;
+	// "" when nothing could say), Change what before and after show:
+	// changed, unchanged, or before unknown.
+	Before   string `json:"before,omitempty"`
 	Reported string `json:"reported"`
 	Source   string `json:"source"`
 	Result   string `json:"result"`
+	Change   string `json:"change,omitempty"`
 }
 
 // imageOf reads a step's golden image and read-back (false when the step
@@ -298,6 +310,9 @@ func imageOf(st Step, outcome string) (RecordImage, bool) {
 		ri.Readback.Result = "not reported"
 	case outcome != string(StepOK) && ri.Readback.Result == "passed":
 		ri.Readback.Result = "failed" // the step's outcome decides, not its own word
+	}
+	if p := ri.Readback.ProgrammingProven; p != nil && *p && outcome != string(StepOK) {
+		ri.Readback.ProgrammingProven = new(bool) // nor does a failed step prove anything
 	}
 	return ri, true
 }

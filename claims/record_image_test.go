@@ -49,3 +49,37 @@ func TestRecordImagesSkipPlainImageNames(t *testing.T) {
 		t.Fatalf("images %+v, want only the Glance image of flash-glance", rec.Images)
 	}
 }
+
+// What fpga-program read before programming reaches the record's images:
+// each region's id before and whether it changed, and programming_proven,
+// false when a region reported the golden id already (its read-back
+// proves no write) or when the step failed.
+func TestRecordImageSaysWhetherProgrammingIsProven(t *testing.T) {
+	readback := func(proven bool, change string) map[string]any {
+		rb := map[string]any{"expected": "0x23", "result": "passed", "programming_proven": proven, "regions": []any{
+			map[string]any{"region": "region1", "before": "0xtenant", "reported": "0x23", "source": "sysfs", "result": "passed", "change": change}}}
+		if !proven {
+			rb["note"] = "unchanged: regions [region1] reported the golden id"
+		}
+		return rb
+	}
+	steps := []Step{
+		{Seq: 1, Name: "program", Outcome: StepOK, Details: map[string]any{"readback": readback(true, "changed")}},
+		{Seq: 2, Name: "program", Outcome: StepOK, Details: map[string]any{"readback": readback(false, "unchanged")}},
+		{Seq: 3, Name: "program", Outcome: StepFailed, Details: map[string]any{"readback": readback(true, "changed")}},
+	}
+	rec := buildRecord(Run{ID: "r1"}, steps)
+	if len(rec.Images) != 3 {
+		t.Fatalf("images %+v", rec.Images)
+	}
+	for i, want := range []struct {
+		proven bool
+		change string
+		note   bool
+	}{{true, "changed", false}, {false, "unchanged", true}, {false, "changed", false}} {
+		rb := rec.Images[i].Readback
+		if rb.ProgrammingProven == nil || *rb.ProgrammingProven != want.proven || rb.Regions[0].Before != "0xtenant" || rb.Regions[0].Change != want.change || (rb.Note != "") != want.note {
+			t.Errorf("image %d: readback %+v (proven %v), want proven %v, change %s", i, rb, rb.ProgrammingProven, want.proven, want.change)
+		}
+	}
+}

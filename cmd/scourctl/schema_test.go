@@ -110,9 +110,10 @@ func seedVerifications(t *testing.T) string {
 		err = s.StepFinished(ctx, run.ID, st.Seq, claims.StepResult{Outcome: claims.StepFailed, Code: 12, Details: map[string]any{
 			"image": map[string]any{"id": "8f1c6b2e-5d1a-4c43-9c35-0f6b1f7b8d21", "name": "n3000-golden", "hash_algo": "sha512",
 				"hash_value": strings.Repeat("cd", 64), "size": 4096, "source": "glance"},
-			"readback": map[string]any{"expected": "0x23000410010310", "result": "failed", "regions": []any{
-				map[string]any{"region": "region0", "reported": "0x23000410010310", "source": "sysfs", "result": "passed"},
-				map[string]any{"region": "region1", "reported": "", "source": "sysfs", "result": "not-reported"}}}}})
+			"readback": map[string]any{"expected": "0x23000410010310", "result": "failed", "programming_proven": false,
+				"note": "unchanged: regions [region0] reported the golden id before programming already", "regions": []any{
+					map[string]any{"region": "region0", "before": "0x23000410010310", "reported": "0x23000410010310", "source": "sysfs", "result": "passed", "change": "unchanged"},
+					map[string]any{"region": "region1", "reported": "", "source": "sysfs", "result": "not-reported", "change": "before unknown"}}}}})
 	}
 	if err == nil {
 		err = s.FinishRun(ctx, run.ID, claims.RunQuarantined, "read-back differs")
