@@ -52,6 +52,30 @@ func fpgaEngineOn(t *testing.T, cfg Config, s *sim.Simulator, pr PluginRunner, c
 	return e
 }
 
+// fpgaYAML is a configuration whose one profile, for FPGAs, runs steps
+// (YAML flow maps), with plugin_dirs [pluginDir].
+func fpgaYAML(steps ...string) []byte {
+	return []byte(`
+plugin_dirs: [` + pluginDir + `]
+profiles:
+  - name: fpga
+    match: {kinds: [fpga]}
+    pipeline:
+      name: fpga-golden
+      steps:
+        - ` + strings.Join(steps, "\n        - ") + "\n")
+}
+
+// fpgaConfig is fpgaYAML parsed.
+func fpgaConfig(t *testing.T, steps ...string) Config {
+	t.Helper()
+	cfg, err := ParseConfig(fpgaYAML(steps...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // The FPGA pipeline the shipped config carries, on the simulator: program
 // the golden image, reset, read back, clear the memory.
 func TestFPGAPipelineOnSimulator(t *testing.T) {
@@ -64,22 +88,8 @@ func TestFPGAPipelineOnSimulator(t *testing.T) {
 	}
 	good, goodSum := simBitstream(t, "0xgolden")
 	pipeline := func(path, sum string) Config {
-		cfg, err := ParseConfig([]byte(fmt.Sprintf(`
-profiles:
-  - name: fpga
-    match: {kinds: [fpga]}
-    pipeline:
-      name: fpga-golden
-      steps:
-        - {name: program, type: fpga-program, args: {image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
-        - {name: reset, type: pci-reset}
-        - {name: readback, type: fpga-readback}
-        - {name: clear-memory, type: fpga-clear-memory, on_unsupported: skip}
-`, path, sum)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return fpgaConfig(t, fmt.Sprintf(`{name: program, type: fpga-program, args: {image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}`, path, sum),
+			`{name: reset, type: pci-reset}`, `{name: readback, type: fpga-readback}`, `{name: clear-memory, type: fpga-clear-memory, on_unsupported: skip}`)
 	}
 	engine := func(cfg Config) *Engine { return fpgaEngine(t, cfg, s, nil) }
 	ctx := context.Background()
@@ -116,22 +126,13 @@ func TestFPGAProgrammerPluginRunsThroughTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, sum := simBitstream(t, "0xgolden")
-	text := func(programmer string) string {
-		return fmt.Sprintf(`
-plugin_dirs: [%s]
-profiles:
-  - name: fpga
-    match: {kinds: [fpga]}
-    pipeline:
-      name: fpga-golden
-      steps:
-        - {name: program, type: fpga-program, args: {programmer: %s, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
-`, pluginDir, programmer, good, sum)
+	text := func(programmer string) []byte {
+		return fpgaYAML(fmt.Sprintf(`{name: program, type: fpga-program, args: {programmer: %s, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}`, programmer, good, sum))
 	}
-	if _, err := ParseConfig([]byte(text("/usr/local/bin/xbmgmt-wrapper"))); err == nil || !strings.Contains(err.Error(), "args.programmer") {
+	if _, err := ParseConfig(text("/usr/local/bin/xbmgmt-wrapper")); err == nil || !strings.Contains(err.Error(), "args.programmer") {
 		t.Errorf("programmer outside plugin_dirs: %v, want an error naming args.programmer", err)
 	}
-	cfg, err := ParseConfig([]byte(text(pluginDir + "/fpga-tool")))
+	cfg, err := ParseConfig(text(pluginDir + "/fpga-tool"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,19 +172,7 @@ func TestFPGAUnsupportedOnAResumedStepIsNoSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, sum := simBitstream(t, "0xgolden")
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
-plugin_dirs: [%s]
-profiles:
-  - name: fpga
-    match: {kinds: [fpga]}
-    pipeline:
-      name: fpga-golden
-      steps:
-        - {name: program, type: fpga-program, on_unsupported: skip, args: {programmer: %s/fpga-tool, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}
-`, pluginDir, pluginDir, good, sum)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := fpgaConfig(t, fmt.Sprintf(`{name: program, type: fpga-program, on_unsupported: skip, args: {programmer: %s/fpga-tool, image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}`, pluginDir, good, sum))
 	cp := NewMemCheckpoints()
 	engine := func(pr PluginRunner) *Engine { return fpgaEngineOn(t, cfg, s, pr, cp) }
 	target := Target{Address: addr, RPUUID: "rp-fpga"}
@@ -226,14 +215,14 @@ profiles:
 // step's run go on to clean.)
 func TestFPGAReadbackFailureEndsTheRunEvenWhenOptional(t *testing.T) {
 	for _, tc := range []struct {
-		name, id, extra string
-		regions         int
-		want            Verdict
+		name, id, keys, args string
+		regions              int
+		want                 Verdict
 	}{
-		{"mismatch, required: false", "0xsomething-else", "required: false", 1, VerdictQuarantine},
-		{"mismatch, required: false, on_unsupported: skip", "0xsomething-else", "required: false, on_unsupported: skip", 1, VerdictQuarantine},
-		{"region left out, required: false", "0xgolden", "required: false, args: {regions: [region0]}", 2, VerdictRetryLater},
-		{"matching, required: false", "0xgolden", "required: false", 1, VerdictClean},
+		{"mismatch, required: false", "0xsomething-else", "required: false", "", 1, VerdictQuarantine},
+		{"mismatch, required: false, on_unsupported: skip", "0xsomething-else", "required: false, on_unsupported: skip", "", 1, VerdictQuarantine},
+		{"region left out, required: false", "0xgolden", "required: false", "regions: [region0], ", 2, VerdictRetryLater},
+		{"matching, required: false", "0xgolden", "required: false", "", 1, VerdictClean},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := sim.New(hardware.Config{Backend: hardware.BackendSimulated, Simulator: hardware.SimConfig{
@@ -242,26 +231,8 @@ func TestFPGAReadbackFailureEndsTheRunEvenWhenOptional(t *testing.T) {
 				t.Fatal(err)
 			}
 			path, sum := simBitstream(t, tc.id)
-			step := fmt.Sprintf(`{name: program, type: fpga-program, %s}`, tc.extra)
-			image := fmt.Sprintf(`image: {file: %q, sha256: %s, bitstream_id: "0xgolden"}`, path, sum)
-			if strings.Contains(step, "args: {") {
-				step = strings.Replace(step, "args: {", "args: {"+image+", ", 1)
-			} else {
-				step = strings.TrimSuffix(step, "}") + ", args: {" + image + "}}"
-			}
-			cfg, err := ParseConfig([]byte(fmt.Sprintf(`
-profiles:
-  - name: fpga
-    match: {kinds: [fpga]}
-    pipeline:
-      name: fpga-golden
-      steps:
-        - %s
-        - {name: reset, type: pci-reset}
-`, step)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := fpgaConfig(t, fmt.Sprintf(`{name: program, type: fpga-program, %s, args: {%simage: {file: %q, sha256: %s, bitstream_id: "0xgolden"}}}`, tc.keys, tc.args, path, sum),
+				`{name: reset, type: pci-reset}`)
 			res, err := fpgaEngine(t, cfg, s, nil).Clean(context.Background(), Target{Address: "0000:5e:00.0", RPUUID: "rp-fpga"})
 			if err != nil {
 				t.Fatal(err)

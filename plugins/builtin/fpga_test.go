@@ -96,11 +96,7 @@ func TestFPGAProgramPutsGoldenIntoEveryRegionAndReadsBack(t *testing.T) {
 		t.Errorf("readback in details: %v", rb)
 	}
 	// What fpga-readback finds in the stored (JSON) details of the step.
-	var stored map[string]any
-	b, _ := json.Marshal(res.Details)
-	if err := json.Unmarshal(b, &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := asStored(t, res.Details)
 	if _, err := fpgaStep(t, s, "fpga-readback", nil, nil, stored); err != nil {
 		t.Errorf("fpga-readback after fpga-program: %v", err)
 	}
@@ -117,6 +113,21 @@ func TestFPGAProgramPutsGoldenIntoEveryRegionAndReadsBack(t *testing.T) {
 	}
 }
 
+// asStored is details as the claims store gives them back (JSON).
+func asStored(t *testing.T, details map[string]any) map[string]any {
+	t.Helper()
+	var stored map[string]any
+	b, _ := json.Marshal(details)
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	return stored
+}
+
+// A read-back that does not pass is code 12 (quarantine) and a failed
+// verification in the step's details, so that the engine ends the run
+// even when the step is optional (found in review: the mismatch, stored
+// only under readback, let an optional step's run go on to clean).
 func TestFPGAProgramReadbackDiffersQuarantines(t *testing.T) {
 	s := fpgaSim(t)
 	// The image declares 0xgolden but carries another bitstream.
@@ -128,6 +139,10 @@ func TestFPGAProgramReadbackDiffersQuarantines(t *testing.T) {
 	rb, _ := pe.Details[ReadbackKey].(map[string]any)
 	if rb["result"] != "failed" || pe.Details[ImageKey] == nil || !strings.Contains(pe.Msg, `reports "0xwrong"`) {
 		t.Errorf("details %v, msg %q: want the failed read-back, the image and the id reported", pe.Details, pe.Msg)
+	}
+	v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
+	if v["result"] != plugins.VerifyFailed || !strings.Contains(fmt.Sprint(v["mismatch"]), `reports "0xwrong"`) {
+		t.Errorf("verification %v, want failed naming the id read", v)
 	}
 }
 
@@ -606,31 +621,16 @@ func TestFPGAProgramRecordsTheIDsBeforeProgramming(t *testing.T) {
 	}
 }
 
-// A read-back that does not pass is a failed verification in the step's
-// details (besides code 12), so that the engine ends the run, quarantined,
-// even when the step is optional (found in review: the mismatch, stored
-// only under readback, let an optional step's run go on to clean).
+// fpga-readback's and a not-reported read-back's failures are failed
+// verifications too (TestFPGAProgramReadbackDiffersQuarantines: a
+// mismatch); a passed read-back reports none.
 func TestFPGAReadbackMismatchIsAFailedVerification(t *testing.T) {
 	s := fpgaSim(t)
-	_, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xwrong", "0xgolden")}, nil)
-	var pe *plugins.Error
-	if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
-		t.Fatalf("err %v, want permanent", err)
-	}
-	v, _ := pe.Details[plugins.VerificationKey].(map[string]any)
-	if v["result"] != plugins.VerifyFailed || !strings.Contains(fmt.Sprint(v["mismatch"]), `reports "0xwrong"`) {
-		t.Errorf("verification %v, want failed naming the id read", v)
-	}
-	// fpga-readback after a tenant's reload: the same.
 	res, err := fpgaStep(t, s, "fpga-program", map[string]any{"image": golden(t, "0xgolden", "0xgolden")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored map[string]any
-	b, _ := json.Marshal(res.Details)
-	if err := json.Unmarshal(b, &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := asStored(t, res.Details)
 	if _, ok := stored[plugins.VerificationKey]; ok {
 		t.Errorf("a passed read-back reported a verification: %v (it must not count as a purge's verification)", stored)
 	}
@@ -638,6 +638,7 @@ func TestFPGAReadbackMismatchIsAFailedVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = fpgaStep(t, s, "fpga-readback", nil, nil, stored)
+	var pe *plugins.Error
 	if !errors.As(err, &pe) || pe.Code != plugins.CodePermanent {
 		t.Fatalf("fpga-readback: %v, want permanent", err)
 	}
