@@ -146,7 +146,7 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 	usedAfterClean := func(why string) {
 		if recorder {
 			if err := rr.RecordUsedAfterClean(ctx, res.RunID, d, why); err != nil {
-				log.Warn("the record does not say why the device was not returned, and its clean may still count as the device's last: should its fence be lifted before a new run cleans it, it is not fenced again", "error", err)
+				log.Warn("the record does not say why the device was not returned, and its clean may still count as the device's last: a scan that finds it un-fenced before a new run cleaned it does not fence it again", "error", err)
 			}
 		}
 		r.forgetTenant(d.RPUUID, d.Address)
@@ -193,14 +193,19 @@ func (r *Reconciler) unreserve(ctx context.Context, log *slog.Logger, d Device, 
 		return
 	case errors.Is(err, placement.ErrUnreservedElsewhere):
 		// In the pool, but not by scour: the record must not claim the
-		// un-reserve, and the operator must find the other actor.
+		// un-reserve, and the operator must find the other actor. Nova
+		// could have scheduled a tenant on it since the fence was lifted,
+		// mid-wipe, and that tenant may have come and gone unseen: the
+		// clean covers none of its data (usedAfterClean), so the scan
+		// that follows fences the device again and a new run cleans it,
+		// as when a scan caught the lifted fence during the run.
 		r.m.unreserves.WithLabelValues("elsewhere").Inc()
 		r.mu.Lock()
 		delete(r.backoff, d.RPUUID)
 		r.mu.Unlock()
-		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped", "error", err)
-		notReturned("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample)", true)
-		return
+		log.Warn("device un-reserved by someone else during cleaning: check for another cleaner, e.g. Nova's clean-on-delete sample; it was schedulable while being wiped and may have served a tenant since: the next scan fences it again and a new run cleans it", "error", err)
+		usedAfterClean("every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning, not by scour: it was schedulable while being wiped (check for another cleaner, e.g. Nova's clean-on-delete sample) and may have served a tenant since, so a scan fences it again and a new run cleans it")
+		return "un-reserved elsewhere during cleaning"
 	case errors.Is(err, claims.ErrQuarantineOpen):
 		// Retired (or quarantined) in the store during the run, and the
 		// retirement's Placement write did not land, so the generation

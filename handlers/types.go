@@ -301,17 +301,17 @@ type Cleaner interface {
 // ReturnRecorder is an optional Cleaner capability. A clean verdict's
 // record says "cleaned"; told once the device was un-reserved, the
 // recorder makes it "returned". Told why the un-reserve did not happen, it
-// notes it: final (the device got allocated, quarantined or un-reserved
-// by someone else meanwhile) closes the record as cleaned and not
-// returned; otherwise the record stays open and the
-// next clean of the device resumes it and retries the un-reserve.
-// RecordUsedAfterClean closes the record as a final RecordNotReturned
-// does, for a run whose device may have served a tenant after its clean
-// that the store never recorded (a stale return, a re-fence while it ran,
-// an allocation at the un-reserve): its clean then no longer counts as
-// the device's last (PreviousTenant names the tenant before it, or an
-// unknown one), so a scan that finds the device un-fenced before a later
-// run cleaned it fences it again.
+// notes it: final (the device got quarantined or retired meanwhile)
+// closes the record as cleaned and not returned; otherwise the record
+// stays open and the next clean of the device resumes it and retries the
+// un-reserve. RecordUsedAfterClean closes the record as a final
+// RecordNotReturned does, for a run whose device may have served a tenant
+// after its clean that the store never recorded (a stale return, a
+// re-fence while it ran, an allocation at the un-reserve, an un-reserve
+// by someone else): its clean then no longer counts as the device's last
+// (PreviousTenant names the tenant before it, or an unknown one), so a
+// scan that finds the device un-fenced before a later run cleaned it
+// fences it again.
 // UsedSinceStarted, asked before the un-reserve, says who the store saw
 // holding the device after the run started ("" nobody): then the run's
 // clean does not cover that tenant's data, and the device is not returned.
