@@ -47,8 +47,8 @@ type Tenant struct {
 // and went while scourd was down). A record then says "unknown" rather
 // than name a tenant whose data it did not erase. A run closed because
 // the device may have served a tenant after its clean (CloseCleanedUsed:
-// a stale return, a re-fence mid-run, an allocation at the un-reserve)
-// is no last clean: the consumer before it stays the previous tenant, and
+// a stale return, a re-fence mid-run, an allocation or an un-reserve by
+// someone else found at the un-reserve or the settle) is no last clean: the consumer before it stays the previous tenant, and
 // with none known the tenant is UnknownTenant (ok true): the device holds
 // data no clean covers.
 //

@@ -53,8 +53,9 @@ func (s *Store) NoteReturnPending(ctx context.Context, runID, why string) error 
 }
 
 // CloseCleaned seals a cleaned run that will not be returned by scour (the
-// device got un-reserved by someone else, or a new run supersedes it),
-// saying why. Closing a sealed run is a no-op.
+// device got retired or quarantined, or a new run supersedes it), saying
+// why; its clean still counts as the device's last. Closing a sealed run
+// is a no-op.
 func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 	return s.closeCleanedRun(ctx, runID, why, false)
 }
@@ -63,9 +64,10 @@ func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 // have served a tenant after the run's clean that the store never
 // recorded: its Placement generation moved since the run's all-clear
 // (placement.ErrStaleReturn), a scan fenced it again while the run went
-// on (someone had lifted the fence), or Placement showed it allocated at
-// the un-reserve (a consumer no scan may ever record, should it leave
-// before the next one). The run's clean then no longer counts as the
+// on, or the un-reserve or the settle found it un-reserved by someone
+// else (someone had lifted the fence, and Nova could schedule it), or
+// Placement showed it allocated at the un-reserve or the settle (a
+// consumer no scan may ever record, should it leave before the next one). The run's clean then no longer counts as the
 // device's last (used_after_clean; PreviousTenant): the tenant before it
 // stays the previous tenant, or an unknown one stands in, so a scan that
 // finds the device un-fenced before a later run cleaned it fences it
@@ -174,7 +176,7 @@ type DeviceNow struct {
 // Settled is what SettleReturns did.
 type Settled struct {
 	Returned  int // marked returned: a PUT of scour's may have landed
-	Closed    int // closed as cleaned, not returned by scour
+	Closed    int // closed as cleaned, not returned by scour, possibly used after the clean (CloseCleanedUsed)
 	Elsewhere int // of Closed: un-reserved by someone else, scour sent no PUT
 }
 
@@ -184,11 +186,15 @@ type Settled struct {
 // returned when the run's PUT journal holds a PUT that may have landed,
 // and closed as un-reserved by someone else when it holds none (scour
 // never sent one). One allocated is closed as cleaned, not returned by
-// scour, and its clean no longer counts (CloseCleanedUsed: the consumer
-// may leave before a scan records it). A device still reserved is left to the next clean, which resumes
-// the run (and, if the journal shows Placement moved on since a PUT that
-// may have landed, cleans it again: placement.ErrStaleReturn). look reads
-// the device; a failure leaves the run for the next settle.
+// scour. Either way its clean no longer counts (CloseCleanedUsed): the
+// consumer may leave before a scan records it, and a device someone else
+// put in the pool may have served a tenant that came and went unseen, so
+// the scan fences it again (PreviousTenant holds the tenant before, or an
+// unknown one) and a new run cleans it. A device still reserved is left
+// to the next clean, which resumes the run (and, if the journal shows
+// Placement moved on since a PUT that may have landed, cleans it again:
+// placement.ErrStaleReturn). look reads the device; a failure leaves the
+// run for the next settle.
 func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx context.Context, rp string) (DeviceNow, error)) (Settled, error) {
 	var done Settled
 	open, err := s.UnfinishedRuns(ctx, host)
@@ -221,8 +227,8 @@ func (s *Store) SettleReturns(ctx context.Context, host string, look func(ctx co
 			err = s.MarkReturned(ctx, r.ID, "cleaned and returned: Placement showed the device un-reserved and free, its un-reserve not yet recorded")
 			count = &done.Returned
 		default:
-			s.log.WarnContext(ctx, "device un-reserved by someone else: scour never sent its un-reserve; check for another cleaner, e.g. Nova's clean-on-delete sample", "run", r.ID, "rp", r.DeviceRP)
-			err = s.CloseCleaned(ctx, r.ID, "every required step succeeded, but the device was un-reserved in Placement by someone else before scour sent its un-reserve (check for another cleaner, e.g. Nova's clean-on-delete sample)")
+			s.log.WarnContext(ctx, "device un-reserved by someone else: scour never sent its un-reserve; check for another cleaner, e.g. Nova's clean-on-delete sample; it may have served a tenant since, so a scan fences it again and a new run cleans it", "run", r.ID, "rp", r.DeviceRP)
+			err = s.CloseCleanedUsed(ctx, r.ID, "every required step succeeded, but the device was un-reserved in Placement by someone else before scour sent its un-reserve (check for another cleaner, e.g. Nova's clean-on-delete sample), and may have served a tenant since, so a scan fences it again and a new run cleans it")
 			elsewhere = true
 		}
 		if err != nil {

@@ -375,7 +375,8 @@ var migrations = []migration{
 	// v8: used_after_clean, 1 on a cleaned run closed because its device
 	// may have served a tenant after the run's clean that the store never
 	// recorded (CloseCleanedUsed: a stale return, a re-fence while the run
-	// went on, an allocation at the un-reserve). Such a run is not the
+	// went on, an allocation or an un-reserve by someone else found at the
+	// un-reserve or the settle). Such a run is not the
 	// device's last clean for PreviousTenant. Runs stored before this
 	// version read 0 (their clean counts, as it did).
 	{table: "cleaning_runs", version: 8, stmts: []string{
