@@ -242,8 +242,9 @@ func (l *lifecycle) Rescan(reason string) { l.reconciler.Trigger(reason) }
 // (claims.Store.SettleReturns decides, from handlers.DeviceNow).
 func (l *lifecycle) settleReturns(ctx context.Context) {
 	n, err := l.store.SettleReturns(ctx, l.host, handlers.DeviceNow(l.placement.Device))
-	// Counted even when a later run failed: these were decided.
-	l.reconciler.CountUnreservedElsewhere(n.Elsewhere)
+	// Counted, and fenced again, even when a later run failed: these
+	// were decided.
+	l.reconciler.SettledReturns(n)
 	if err != nil && ctx.Err() == nil {
 		l.log.Warn("settling cleaned records waiting for their un-reserve failed; retried in an hour", "err", err)
 	} else if n.Returned+n.Closed > 0 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/hardware"
 )
 
@@ -140,14 +141,25 @@ func (r *Reconciler) RunMark(rp string) RunMark {
 	return m
 }
 
-// CountUnreservedElsewhere counts n cleaned devices found un-reserved by
-// someone else outside an un-reserve of scour's (claims.Store.SettleReturns:
-// scour never sent its PUT), on the counter the un-reserve itself uses
-// (unreserves_total{result="elsewhere"}), which ScourUnreservedElsewhere
-// alerts on.
-func (r *Reconciler) CountUnreservedElsewhere(n int) {
-	if n > 0 {
-		r.m.unreserves.WithLabelValues("elsewhere").Add(float64(n))
+// SettledReturns is told what claims.Store.SettleReturns did. The
+// devices it found un-reserved by someone else outside an un-reserve of
+// scour's (scour never sent its PUT) are counted on the counter the
+// un-reserve itself uses (unreserves_total{result="elsewhere"}), which
+// ScourUnreservedElsewhere alerts on. Every run it closed (those, and
+// devices it found allocated) was closed as possibly used after its
+// clean: a tenant may have come and gone unseen, and the clean no longer
+// counts. That is a tenant write this process did not make and cannot
+// name the devices of: every cached "not held" goes (tenantcache.go), and
+// a scan follows, which fences again such a device found free and
+// un-fenced, so that a new run cleans it (the hourly settle's case; at
+// start-up the first scan asks the store about every device anyway).
+func (r *Reconciler) SettledReturns(n claims.Settled) {
+	if n.Elsewhere > 0 {
+		r.m.unreserves.WithLabelValues("elsewhere").Add(float64(n.Elsewhere))
+	}
+	if n.Closed > 0 {
+		r.forgetAllTenants()
+		r.Trigger("cleaned records settled as possibly used")
 	}
 }
 

@@ -21,9 +21,10 @@ import (
 // (Reactivate, which re-dates its devices' tenancy), a provider seen at
 // the address (SawAddress, which changes whose history counts), or a
 // cleaned run closed as possibly used after its clean
-// (RecordUsedAfterClean, after which that clean no longer counts). This
-// process makes each of these writes through its handlers and
-// reconciler, and each drops the cache entries of the devices it
+// (RecordUsedAfterClean, or the settle's CloseCleanedUsed, after which
+// that clean no longer counts). This process makes each of these writes
+// through its handlers and reconciler (the settle tells it:
+// SettledReturns), and each drops the cache entries of the devices it
 // concerns, at the address too (forgetTenant), or all of them
 // (forgetAllTenants) when it cannot name them. A check that began before
 // such a write may have read the older answer: its entry is stored only

@@ -173,16 +173,30 @@ func TestStaleReturnCleansAgain(t *testing.T) {
 	e.wantDevice(1, placement.StateAvailable, 2, 1)
 }
 
-// Devices SettleReturns found un-reserved by someone else are counted
-// where the alert ScourUnreservedElsewhere looks.
-func TestCountUnreservedElsewhere(t *testing.T) {
+// What SettleReturns did is told to the reconciler: devices it found
+// un-reserved by someone else are counted where the alert
+// ScourUnreservedElsewhere looks. Each run it closed no longer counts as
+// a clean (a tenant may have used the device while it sat in the pool,
+// review M1), so the next scan, a triggered one too, fences such a
+// device again, though this process found it held by nobody before (the
+// hourly settle: the scan that cached that answer is not the first).
+func TestSettledReturnsCountsAndFencesAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1, nil)
-	e.r.CountUnreservedElsewhere(2)
-	e.r.CountUnreservedElsewhere(0)
-	if got := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "elsewhere"); got != 2 {
-		t.Errorf("unreserves_total{result=elsewhere} = %v, want 2", got)
+	e.c.Cleaned(rp(1)) // a cleaned run waiting for its un-reserve
+	e.reconcile()      // rp-1 un-reserved meanwhile, by someone else: held by nobody, cached
+	e.c.UsedAfterClean(rp(1))
+	e.r.SettledReturns(claims.Settled{Returned: 1, Closed: 2, Elsewhere: 1})
+	e.r.SettledReturns(claims.Settled{})
+	if got := metricValue(t, e, "scour_lifecycle_unreserves_total", "result", "elsewhere"); got != 1 {
+		t.Errorf("unreserves_total{result=elsewhere} = %v, want 1", got)
 	}
+	e.reconcile()
+	if d := e.w.Device(rp(1)); !d.Fenced() {
+		t.Fatalf("after the settle closed its run as possibly used, the device is %s (reserved %d/%d): schedulable with data no clean covers", d.State, d.Reserved, d.Total)
+	}
+	e.reconcile()
+	e.wantDevice(1, placement.StateAvailable, 1, 1)
 }
 
 // A device no profile matches stays no-profile in the devices gauge
