@@ -220,6 +220,18 @@ var mutations = []mutation{
 		"AND r.state IN ('cleaned', 'returned') AND r.used_after_clean = 0 AND",
 		"AND r.state IN ('cleaned', 'returned') AND",
 		"claims", "^TestAdoptHostMovesTenantsAStaleCleanDidNotCover$"},
+	{1, "device un-reserved by someone else during cleaning keeps its clean as its last", "handlers/clean.go",
+		"\t\tusedAfterClean(\"every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning",
+		"\t\tfunc(why string) { notReturned(why, true) }(\"every required step succeeded, but the device was un-reserved in Placement by someone else during cleaning",
+		"handlers", "^TestUnreservedElsewhereIsToldTruthfully$"},
+	{1, "settle's un-reserve by someone else keeps the clean as the device's last", "claims/returns.go",
+		"err = s.CloseCleanedUsed(ctx, r.ID, \"every required step succeeded, but the device was un-reserved",
+		"err = s.CloseCleaned(ctx, r.ID, \"every required step succeeded, but the device was un-reserved",
+		"claims", "^TestCleanUsedAfterItDoesNotCoverItsTenants$"},
+	{1, "settle's possibly used closes keep the re-fence cache", "handlers/reconciler.go",
+		"\t\tr.forgetAllTenants()\n",
+		"\n",
+		"handlers", "^TestSettledReturnsCountsAndFencesAgain$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
