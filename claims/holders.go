@@ -14,13 +14,27 @@ import (
 // again after the device's last clean (it got the device back) is dated
 // anew, since a clean ends what a holder held before it (PreviousTenant).
 func (s *Store) SawHolder(ctx context.Context, host, rpUUID, consumer string) error {
+	return s.SawHolderAt(ctx, host, rpUUID, consumer, time.Time{})
+}
+
+// SawHolderAt is SawHolder for a Placement read that began at at (zero,
+// or later than now: now): the consumer is dated by when it was seen,
+// not by when the record was written. A claim that read the instance
+// holding a device, and records it after the device was freed, its
+// release run begun since, names a tenant that run's erase covers: dated
+// at the write it would look like a holder who came during that run.
+func (s *Store) SawHolderAt(ctx context.Context, host, rpUUID, consumer string, at time.Time) error {
 	if consumer == "" {
 		return nil
+	}
+	seen := s.now()
+	if !at.IsZero() && at.Before(seen) {
+		seen = at
 	}
 	_, err := s.exec(ctx, `INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at
 		WHERE device_holders.consumer <> excluded.consumer
-		OR device_holders.seen_at <= COALESCE((`+lastCleanQuery+`), '')`, host, rpUUID, consumer, s.stamp(), host, rpUUID)
+		OR device_holders.seen_at <= COALESCE((`+lastCleanQuery+`), '')`, host, rpUUID, consumer, formatTS(seen), host, rpUUID)
 	if err != nil {
 		return fmt.Errorf("claims: record consumer %s holding device %s on host %s: %w", consumer, rpUUID, host, err)
 	}
@@ -48,9 +62,11 @@ type Tenant struct {
 // than name a tenant whose data it did not erase. A run closed because
 // the device may have served a tenant after its clean (CloseCleanedUsed:
 // a stale return, a re-fence mid-run, an allocation or an un-reserve by
-// someone else found at the un-reserve or the settle) is no last clean: the consumer before it stays the previous tenant, and
-// with none known the tenant is UnknownTenant (ok true): the device holds
-// data no clean covers.
+// someone else found at the un-reserve or the settle) erased what its
+// device held when it began, but may have been followed by a tenant
+// nobody recorded: with no consumer seen since it began, the tenant is
+// UnknownTenant (ok true): the device holds data no clean covers, and a
+// record names no tenant whose data that run erased.
 //
 // The device is every provider seen at its address on the host (aliases:
 // its provider may have been re-created): the last clean is the newest of
@@ -77,10 +93,17 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, q querier, host, rpU
 }
 
 // tenantSince is the last tenant known to hold the device (every provider
-// of rps) since after. With none, a run closed by CloseCleanedUsed that
-// began after it (used) stands for a tenant nobody recorded: that unseen
-// tenant is held, since that run began.
+// of rps) since after. A run closed by CloseCleanedUsed (used) erased,
+// like any clean, what the device held when it began: a tenant seen
+// before it is covered. What it leaves is a tenant nobody recorded, who
+// may have used the device since it began: with no tenant known since
+// then, and no plain clean after it, that unseen tenant is held
+// (UnknownTenant), since that run began. A record then says "unknown"
+// rather than name a tenant whose data that run erased.
 func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []string, after time.Time, used usedRun) (Tenant, bool, error) {
+	if used.At.After(after) {
+		after = used.At
+	}
 	var last Tenant
 	found := false
 	for _, rp := range rps {
@@ -93,7 +116,7 @@ func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []s
 			last.DeviceRP = rp
 		}
 	}
-	if !found && used.At.After(after) {
+	if !found && !used.At.IsZero() && !used.At.Before(after) {
 		return Tenant{Instance: UnknownTenant, Project: UnknownTenant, Since: used.At, DeviceRP: used.RP}, true, nil
 	}
 	return last, found, nil
@@ -111,8 +134,9 @@ func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []s
 // again by the scan if its fence is lifted). The verdict's own time
 // (cleaned_at) would hide that tenant. A cleaned run closed because the
 // device may have served a tenant after its clean that the store never
-// recorded (used_after_clean: CloseCleanedUsed) is no clean here: the
-// tenant before it stays the previous tenant.
+// recorded (used_after_clean: CloseCleanedUsed) is no clean here; it
+// covers the holders before it and leaves an unknown tenant held
+// (tenantSince).
 const lastCleanQuery = `SELECT MAX(started_at) FROM cleaning_runs
 	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned') AND used_after_clean = 0`
 

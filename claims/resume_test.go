@@ -136,3 +136,37 @@ func TestUsedSinceStartedForTheLiveUnreserve(t *testing.T) {
 		}
 	})
 }
+
+// A holder is dated by the Placement read that saw it (SawHolderAt), not
+// by the write: a claim that read the instance holding the device, and
+// records it only after the device was freed and its release run began,
+// names a tenant that run's erase covers, never one that came during it
+// (found by e2e TestBootDeleteCleansAndReturns/legacy: the run refused
+// its own un-reserve and the device was cleaned twice). A read time
+// later than the store's clock counts as now.
+func TestHolderDatedByTheReadThatSawIt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		readAt := clock.Now() // the claim's allocation read began
+		clock.Advance(time.Minute)
+		run, _, err := s.OpenRun(ctx, nvmeRun()) // the release run
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolderAt(ctx, "compute-1", "rp-nvme-0", "inst-1", readAt); err != nil {
+			t.Fatal(err)
+		}
+		if why, err := s.UsedSinceStarted(ctx, run.ID); err != nil || why != "" {
+			t.Fatalf("UsedSinceStarted with a holder read before the run = %q, %v; want nobody", why, err)
+		}
+		if err := s.SawHolderAt(ctx, "compute-1", "rp-nvme-0", "inst-2", clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if why, err := s.UsedSinceStarted(ctx, run.ID); err != nil || !strings.Contains(why, "inst-2") {
+			t.Fatalf("UsedSinceStarted with a holder dated in the future (taken as now) = %q, %v; want inst-2 named", why, err)
+		}
+	})
+}

@@ -68,8 +68,8 @@ func (s *Store) CloseCleaned(ctx context.Context, runID, why string) error {
 // else (someone had lifted the fence, and Nova could schedule it), or
 // Placement showed it allocated at the un-reserve or the settle (a
 // consumer no scan may ever record, should it leave before the next one). The run's clean then no longer counts as the
-// device's last (used_after_clean; PreviousTenant): the tenant before it
-// stays the previous tenant, or an unknown one stands in, so a scan that
+// device's last (used_after_clean; PreviousTenant): the device is held
+// by an unknown tenant (or one seen since the run began), so a scan that
 // finds the device un-fenced before a later run cleaned it fences it
 // again (docs/lifecycle.md), and a retirement wipes it.
 func (s *Store) CloseCleanedUsed(ctx context.Context, runID, why string) error {

@@ -360,10 +360,11 @@ func TestPreviousTenantTakesTheProjectOfTheHoldersClaim(t *testing.T) {
 // A cleaned run closed because its device may have served a tenant after
 // the clean that the store never recorded (CloseCleanedUsed: a stale
 // return, a re-fence mid-run, an allocation at the un-reserve, an
-// un-reserve by someone else) is no last clean: the tenant it cleaned for
-// stays the previous tenant, so a scan that finds the device un-fenced
-// before a later run cleaned it fences it again; with no tenant known an
-// unknown one stands in. A run closed otherwise (retired before its
+// un-reserve by someone else) leaves an unseen tenant held: the device
+// is held by UnknownTenant (not by the tenant the run erased, whose data
+// is gone), so a scan that finds the device un-fenced before a later run
+// cleaned it fences it again, and the next record says "unknown"; a
+// tenant seen after that run began is named. A run closed otherwise (retired before its
 // un-reserve) still counts, and a later clean that counts ends it all.
 // SettleReturns' closes are of the first kind: a device allocated, and
 // one someone else un-reserved before scour sent its PUT (review M1: it
@@ -405,8 +406,8 @@ func TestCleanUsedAfterItDoesNotCoverItsTenants(t *testing.T) {
 			held     bool
 			instance string
 		}{
-			"rp-stale":     {true, "inst-a"},
-			"rp-settled":   {true, "inst-a"},
+			"rp-stale":     {true, UnknownTenant},
+			"rp-settled":   {true, UnknownTenant},
 			"rp-nobody":    {true, UnknownTenant},
 			"rp-elsewhere": {true, UnknownTenant},
 			"rp-retired":   {false, ""},
@@ -419,7 +420,14 @@ func TestCleanUsedAfterItDoesNotCoverItsTenants(t *testing.T) {
 				t.Errorf("%s: run %s closed=%t; want cleaned, closed", rp, got.State, got.Closed())
 			}
 		}
-		for _, rp := range []string{"rp-nobody", "rp-elsewhere"} {
+		// A tenant seen after the run began is named.
+		if err := s.SawHolder(ctx, "compute-1", "rp-settled", "inst-b"); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-settled"); err != nil || !ok || p.Instance != "inst-b" {
+			t.Errorf("rp-settled after inst-b was seen: PreviousTenant = %+v held=%v err=%v; want held by inst-b", p, ok, err)
+		}
+		for _, rp := range []string{"rp-nobody", "rp-elsewhere", "rp-stale"} {
 			if p, _, _ := s.PreviousTenant(ctx, "compute-1", rp); p.DeviceRP != rp || p.Project != UnknownTenant {
 				t.Errorf("%s: unknown tenant = %+v; want project unknown, known under %s", rp, p, rp)
 			}

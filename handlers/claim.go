@@ -20,7 +20,9 @@ import (
 // burned, and the instance's claim records them. A late claim command for
 // an instance that holds nothing here any more records and burns nothing.
 func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Command) error {
+	began := h.now()
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
+	alloc.ReadAt = began
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
@@ -38,7 +40,7 @@ func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Comman
 		log.Info("instance's delete already handled on this host: nothing to claim")
 		errs := []error{h.endDeleted(ctx, log, c, fmt.Sprintf("%s of deleted instance %s", c.Kind, c.InstanceUUID))}
 		for _, d := range alloc.Devices {
-			errs = append(errs, h.sawFreedHolder(ctx, log, c, d))
+			errs = append(errs, h.sawFreedHolder(ctx, log, c, d, alloc.ReadAt))
 		}
 		if len(alloc.Devices) > 0 {
 			h.rec.Trigger(fmt.Sprintf("%s: device(s) of instance %s freed before their burn", c.EventType, c.InstanceUUID))
@@ -75,7 +77,7 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 			// (Nova does not burn it: Cyborg, or Nova before 2025.2).
 			// Recorded as its holder, the scan fences it again and
 			// cleans it (refence), rather than leave it in the pool.
-			errs = append(errs, h.sawFreedHolder(ctx, log, c, d))
+			errs = append(errs, h.sawFreedHolder(ctx, log, c, d, alloc.ReadAt))
 			freed++
 			continue
 		}
@@ -143,8 +145,14 @@ func (h *Handler) record(ctx context.Context, log *slog.Logger, c *command.Comma
 // tenant write: the re-fence cache's answer goes. A store that cannot
 // record it fails the command, which is retried (its allocation read then
 // finds nothing, and the scan must do without).
-func (h *Handler) sawFreedHolder(ctx context.Context, log *slog.Logger, c *command.Command, d Device) error {
-	err := h.c.SawHolder(ctx, d.RPUUID, c.InstanceUUID)
+//
+// The holder is dated by the allocation read that saw it (readAt; zero:
+// now), which came before the device was freed and so before the
+// release run that cleans it began: dated at this write, it would look
+// like a tenant who came during that run, and the run would not return
+// the device it cleaned.
+func (h *Handler) sawFreedHolder(ctx context.Context, log *slog.Logger, c *command.Command, d Device, readAt time.Time) error {
+	err := h.c.SawHolderAt(ctx, d.RPUUID, c.InstanceUUID, readAt)
 	h.rec.forgetTenant(d.RPUUID, d.Address)
 	if err != nil {
 		return fmt.Errorf("instance %s device %s: record the instance as the holder of the device freed before its burn: %w (retried; until then the device may stay in the pool uncleaned: check the claims database)", c.InstanceUUID, d.RPName, err)

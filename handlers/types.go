@@ -75,6 +75,9 @@ type InstanceAllocation struct {
 	// ConsumerType is Placement's consumer_type (1.38+): "INSTANCE",
 	// "MIGRATION", or "" when Placement does not say.
 	ConsumerType string
+	// ReadAt is when the read began, when the caller noted it (zero:
+	// unknown).
+	ReadAt time.Time
 }
 
 // Placement is the subset of the Placement gate the handlers use.
@@ -200,6 +203,10 @@ type Claims interface {
 	// SawHolder records that Placement showed consumer holding the device
 	// (scans and burns); the last one seen may be the previous tenant.
 	SawHolder(ctx context.Context, rpUUID, consumer string) error
+	// SawHolderAt is SawHolder for a Placement read that began at at: the
+	// consumer is dated by that read, not by the write (the store keeps
+	// the earlier of the two).
+	SawHolderAt(ctx context.Context, rpUUID, consumer string, at time.Time) error
 	// PreviousTenant names the last consumer known to hold the device:
 	// the newer of the last holder seen and the newest claim (for the
 	// cleaning record and the plugins). ok false: unknown.

@@ -5,6 +5,7 @@ package handlerstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/scour-project/scour/claims"
 	"github.com/scour-project/scour/handlers"
@@ -119,6 +120,11 @@ func (s *Claims) SweepOrphans(ctx context.Context, backed func(ctx context.Conte
 
 func (s *Claims) SawHolder(ctx context.Context, rpUUID, consumer string) error {
 	return s.Store.SawHolder(ctx, s.Host, rpUUID, consumer)
+}
+
+// SawHolderAt implements handlers.Claims.
+func (s *Claims) SawHolderAt(ctx context.Context, rpUUID, consumer string, at time.Time) error {
+	return s.Store.SawHolderAt(ctx, s.Host, rpUUID, consumer, at)
 }
 
 func (s *Claims) PreviousTenant(ctx context.Context, rpUUID string) (handlers.Tenant, bool, error) {

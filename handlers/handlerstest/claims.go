@@ -244,6 +244,12 @@ func (s *Claims) SweepOrphans(ctx context.Context, backed func(context.Context, 
 	return n, nil
 }
 
+// SawHolderAt is SawHolder: this fake orders holders by sequence, not
+// by time.
+func (s *Claims) SawHolderAt(ctx context.Context, rp, consumer string, _ time.Time) error {
+	return s.SawHolder(ctx, rp, consumer)
+}
+
 // SawHolder remembers the consumer last seen holding the device.
 func (s *Claims) SawHolder(ctx context.Context, rp, consumer string) error {
 	if err := s.fail("SawHolder"); err != nil {

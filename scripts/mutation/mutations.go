@@ -232,6 +232,14 @@ var mutations = []mutation{
 		"\t\tr.forgetAllTenants()\n",
 		"\n",
 		"handlers", "^TestSettledReturnsCountsAndFencesAgain$"},
+	{1, "holder dated by its write, not by the read that saw it", "claims/holders.go",
+		"\tif !at.IsZero() && at.Before(seen) {",
+		"\tif false && !at.IsZero() && at.Before(seen) {",
+		"claims", "^TestHolderDatedByTheReadThatSawIt$"},
+	{1, "a clean closed as possibly used still names the tenant it erased", "claims/holders.go",
+		"\tif used.At.After(after) {\n\t\tafter = used.At\n\t}",
+		"\tif false && used.At.After(after) {\n\t\tafter = used.At\n\t}",
+		"claims", "^TestCleanUsedAfterItDoesNotCoverItsTenants$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
