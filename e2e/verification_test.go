@@ -11,20 +11,32 @@ import (
 	"github.com/scour-project/scour/e2e/harness"
 )
 
-// lyingVerifier is a verifying plugin (docs/plugins.md, protocol 1.0)
-// that touches nothing and answers CLEAN with status ok and exit 0 while
-// its own verification says the check failed: the media still hold the
-// tenant's bytes.
-const lyingVerifier = `#!/bin/sh
+// touchesNothing is a plugin (docs/plugins.md, protocol 1.0) that
+// touches nothing and answers CHECK ok and CLEAN with status ok, exit 0
+// and details (a JSON object).
+func touchesNothing(details string) string {
+	return `#!/bin/sh
 case "${SCOUR_COMMAND:-}" in
 VERSION) echo '{"supported_versions":["1.0"]}'; exit 0 ;;
 esac
 cat >/dev/null
 case "$SCOUR_COMMAND" in
 CHECK) echo '{"status":"ok"}' ;;
-*) echo '{"status":"ok","details":{"verification":{"method":"read-back of 4 sampled blocks","bytes_read":16384,"expected":"every byte 0x00","result":"failed","mismatch":"byte at offset 0 is 0x5c"}}}' ;;
+*) echo '{"status":"ok","details":` + details + `}' ;;
 esac
 `
+}
+
+// lyingVerifier is a verifying plugin that answers CLEAN with status ok
+// and exit 0 while its own verification says the check failed: the media
+// still hold the tenant's bytes.
+var lyingVerifier = touchesNothing(`{"verification":{"method":"read-back of 4 sampled blocks","bytes_read":16384,"expected":"every byte 0x00","result":"failed","mismatch":"byte at offset 0 is 0x5c"}}`)
+
+// standInErase is a destructive plugin that answers CLEAN ok, reporting a
+// technique: the erasing step a pipeline must have (a verifying plugin
+// erases nothing), standing in for a real erase where a test needs the
+// tenant's bytes to stay on the media.
+var standInErase = touchesNothing(`{"technique":"none: an e2e stand-in for an erase, writes nothing"}`)
 
 // installPlugin writes a plugin script into a root-owned directory of
 // the test's own, as scour's plugin rules want, and returns its path.
@@ -55,17 +67,23 @@ func withNVMePipeline(path string, edit func(p map[string]any)) HostOption {
 	}
 }
 
-// withLyingVerifier replaces the NVMe pipeline's steps by one, the lying
-// verifier (verifies: true), claiming category (clear, or none when "").
-// The step is destructive (the plugins' default: it could erase), or the
-// configuration would be refused for a pipeline that erases nothing; the
-// plugin touches nothing all the same.
+// withLyingVerifier replaces the NVMe pipeline's steps by two: a stand-in
+// erase that writes nothing (a pipeline must have an erasing step, and a
+// verifying plugin is none), then the lying verifier (verifies: true),
+// claiming category (clear, or none when ""). Neither touches the media.
 func withLyingVerifier(t *testing.T, category string) HostOption {
 	t.Helper()
 	path := installPlugin(t, "check", lyingVerifier)
+	wipe := filepath.Join(filepath.Dir(path), "wipe")
+	if err := os.WriteFile(wipe, []byte(standInErase), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return withNVMePipeline(path, func(p map[string]any) {
 		p["name"], p["category"] = "nvme-liar", category
-		p["steps"] = []map[string]any{{"name": "check", "type": "plugin", "path": path, "verifies": true}}
+		p["steps"] = []map[string]any{
+			{"name": "wipe", "type": "plugin", "path": wipe},
+			{"name": "check", "type": "plugin", "path": path, "verifies": true},
+		}
 	})
 }
 

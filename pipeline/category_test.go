@@ -19,7 +19,7 @@ func TestPurgeCategoryNeedsAVerifyingStep(t *testing.T) {
 		wantErr  string
 	}{
 		{"purge with verify", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}, {Name: "check", Type: "verify"}}, ""},
-		{"purge with verifying plugin", CategoryPurge, []Step{{Name: "check", Type: TypePlugin, Path: "/p/check", Verifies: true}}, ""},
+		{"purge with verifying plugin", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}, {Name: "check", Type: TypePlugin, Path: "/p/check", Verifies: true}}, ""},
 		{"purge without", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}}, "category purge needs a required step that verifies"},
 		{"purge with optional verify", CategoryPurge, []Step{{Name: "wipe", Type: "overwrite"}, {Name: "check", Type: "verify", Required: &no}}, "category purge needs"},
 		{"clear without", CategoryClear, []Step{{Name: "wipe", Type: "overwrite"}}, ""},
@@ -51,13 +51,18 @@ func validateOne(category string, steps ...Step) error {
 // is refused unless it says category no-erase (a device that holds no
 // tenant data), which its records carry; clear and purge need a step that
 // reports its technique, as the claims store does; no-erase refuses a
-// built-in that erases (its records would deny the erase).
+// built-in that erases (its records would deny the erase). A verifying
+// plugin, destructive by default, erases nothing either: it counted as
+// the pipeline's erase, and a pipeline of only a read-back was accepted
+// and its runs came out clean (second review, M2).
 func TestPipelineWithoutAnEraseIsRefused(t *testing.T) {
 	no := false
 	wear := Step{Name: "wear", Type: "nvme-wear-check"}
 	reset := Step{Name: "reset", Type: "pci-reset"}
 	quietPlugin := Step{Name: "query", Type: TypePlugin, Path: "/p/query", Destructive: &no}
 	erasingPlugin := Step{Name: "wipe", Type: TypePlugin, Path: "/p/wipe"}
+	// Destructive by default, but it checks the result: it erases nothing.
+	verifyingPlugin := Step{Name: "check", Type: TypePlugin, Path: "/p/check", Verifies: true}
 	for _, c := range []struct {
 		name     string
 		category string
@@ -67,6 +72,10 @@ func TestPipelineWithoutAnEraseIsRefused(t *testing.T) {
 		{"no category, wear check only", "", []Step{wear}, "no step erases anything (steps: wear (nvme-wear-check))"},
 		{"no category, reset only", "", []Step{reset}, "say so with category: no-erase"},
 		{"no category, a non-destructive plugin only", "", []Step{quietPlugin}, "no step erases anything"},
+		{"no category, verifying plugin only", "", []Step{verifyingPlugin}, "no step erases anything (steps: check (plugin))"},
+		{"clear, verifying plugin only", CategoryClear, []Step{wear, verifyingPlugin}, "category clear needs a step that erases and reports the technique"},
+		{"purge, verifying plugin only", CategoryPurge, []Step{verifyingPlugin}, "category purge needs a step that erases"},
+		{"purge, an erasing and a verifying plugin", CategoryPurge, []Step{erasingPlugin, verifyingPlugin}, ""},
 		{"clear, wear check only", CategoryClear, []Step{wear, reset}, "category clear needs a step that erases and reports the technique"},
 		{"purge, verify only", CategoryPurge, []Step{{Name: "check", Type: "verify"}}, "category purge needs a step that erases"},
 		{"clear, gpu-scrub reports no technique", CategoryClear, []Step{{Name: "scrub", Type: "gpu-scrub"}}, "leave category empty"},

@@ -126,17 +126,21 @@ var (
 
 // erases reports whether the step may erase a tenant's data: an erasing
 // built-in, or a plugin that is destructive (one that is not must not
-// erase: Placement is not asked before it).
+// erase: Placement is not asked before it) and does not verify (a
+// verifying step checks the cleaning's result, it erases nothing, as
+// retire_wipe already says; plugins are destructive by default, so a
+// verifying plugin counted as the pipeline's erase and a run of only a
+// read-back came out clean).
 func (s *Step) erases() bool {
 	if s.Type == TypePlugin {
-		return s.Destructive == nil || *s.Destructive
+		return (s.Destructive == nil || *s.Destructive) && !s.Verifies
 	}
 	return slices.Contains(techniqueBuiltins, s.Type) || slices.Contains(otherErasingBuiltins, s.Type)
 }
 
 // reportsTechnique reports whether the step may erase and report the
 // technique it applied, as a clear or purge run needs: an erasing
-// built-in that does, or a destructive plugin (which must, docs/plugins.md).
+// built-in that does, or an erasing plugin (which must, docs/plugins.md).
 func (s *Step) reportsTechnique() bool {
 	if s.Type == TypePlugin {
 		return s.erases()
@@ -400,7 +404,7 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 	switch p.Category {
 	case "":
 		if !erasing && len(p.Steps) > 0 {
-			add("%s: no step erases anything (steps: %s), so a run would return the device with the last tenant's data on it: add an erasing step (%s, %s, or a plugin that is not destructive: false), or, for a device that holds no tenant data (a NIC cleaned by a reset), say so with category: %s, which its records then carry instead of an erase",
+			add("%s: no step erases anything (steps: %s), so a run would return the device with the last tenant's data on it: add an erasing step (%s, %s, or a plugin that is neither destructive: false nor verifies: true), or, for a device that holds no tenant data (a NIC cleaned by a reset), say so with category: %s, which its records then carry instead of an erase",
 				where, stepList(p.Steps), strings.Join(techniqueBuiltins, ", "), strings.Join(otherErasingBuiltins, ", "), CategoryNoErase)
 		}
 	case CategoryClear, CategoryPurge:

@@ -118,9 +118,12 @@ func TestPurgeWithoutPassedVerificationIsQuarantined(t *testing.T) {
 
 // A purge pipeline whose erasing step was skipped (on_unsupported: skip)
 // and whose verification then passed (a read-back of untouched media that
-// happened to match) gets no clean record: nothing was erased. The store
-// refuses it and the run is quarantined, saying why; a run in which the
-// erase ran and reported its technique is cleaned.
+// happened to match) gets no clean record: nothing was erased. The run is
+// quarantined, saying why; a run in which the erase ran and reported its
+// technique is cleaned. The engine refuses it now, before the store does
+// (claims TestPurgeNeedsAnEraseAndThenAPassedVerification): the verifying
+// plugin, destructive by default, counted as an erase that succeeded
+// (second review, M2).
 func TestPurgeWithEveryEraseSkippedIsQuarantined(t *testing.T) {
 	ctx := context.Background()
 	sanitize := step("sanitize", true)
@@ -137,8 +140,8 @@ func TestPurgeWithEveryEraseSkippedIsQuarantined(t *testing.T) {
 		},
 	}}
 	res, err := engine(t, cfg, s, pr).Clean(ctx, target)
-	if err == nil || !strings.Contains(err.Error(), "no erasing step") {
-		t.Fatalf("Clean = %+v, %v; want the clean verdict refused for want of an erase", res, err)
+	if err != nil || res.Verdict != pipeline.VerdictQuarantine || !strings.Contains(res.Reason, "no erasing step succeeded in this run (sanitize (skipped))") {
+		t.Fatalf("Clean = %+v, %v; want quarantine for want of an erase, the verifying plugin no erase", res, err)
 	}
 	runs, _ := s.ListRuns(ctx, claims.RunFilter{Device: target.RPUUID})
 	if len(runs) != 1 || runs[0].State != claims.RunQuarantined || !strings.Contains(runs[0].Summary, "no erasing step") {
