@@ -70,7 +70,7 @@ func TestPipelineWithoutAnEraseIsRefused(t *testing.T) {
 		wantErr  string
 	}{
 		{"no category, wear check only", "", []Step{wear}, "no step erases anything (steps: wear (nvme-wear-check))"},
-		{"no category, reset only", "", []Step{reset}, "say so with category: no-erase"},
+		{"no category, reset only", "", []Step{reset}, "may the pipeline say category: no-erase instead"},
 		{"no category, a non-destructive plugin only", "", []Step{quietPlugin}, "no step erases anything"},
 		{"no category, verifying plugin only", "", []Step{verifyingPlugin}, "no step erases anything (steps: check (plugin))"},
 		{"clear, verifying plugin only", CategoryClear, []Step{wear, verifyingPlugin}, "category clear needs a step that erases and reports the technique"},
@@ -187,5 +187,41 @@ func TestEveryBuiltinIsClassified(t *testing.T) {
 		if !spec.Destructive && !slices.Contains(nonErasingBuiltins, name) {
 			t.Errorf("built-in %s erases but is not destructive: Placement would not be asked before it", name)
 		}
+	}
+}
+
+// Second review, M4: category no-erase was accepted on any profile, and
+// the "no step erases" refusal offered it to every pipeline: an NVMe
+// profile of only a wear check, saying no-erase, validated and returned
+// drives unerased. no-erase is refused on a profile whose match.kinds
+// names a kind that holds tenant data (nvme, gpu, fpga), naming the
+// profile and the kind; it stands for a NIC. The refusal of a pipeline
+// without an erase offers no-erase only for devices that hold no tenant
+// data.
+func TestNoEraseRefusedForMediaKinds(t *testing.T) {
+	reset := Step{Name: "reset", Type: "pci-reset"}
+	wear := Step{Name: "wear", Type: "nvme-wear-check"}
+	validate := func(kinds []string, steps ...Step) error {
+		cfg := Config{Profiles: []Profile{{Name: "dev", Match: Match{Kinds: kinds},
+			Pipeline: Pipeline{Name: "p", Category: CategoryNoErase, Steps: steps}}}}
+		cfg.setDefaults()
+		return cfg.Validate()
+	}
+	for _, kinds := range [][]string{{"nvme"}, {"gpu"}, {"fpga"}, {"nic", "nvme"}} {
+		k := kinds[len(kinds)-1]
+		err := validate(kinds, wear, reset)
+		if err == nil || !strings.Contains(err.Error(), "pipelines.profiles[0] (dev): the pipeline says category no-erase, but match.kinds includes "+k+", a kind of device that holds tenant data") ||
+			!strings.Contains(err.Error(), "Give the pipeline an erasing step") {
+			t.Errorf("no-erase on kinds %v: Validate = %v; want it refused, naming the profile and %s", kinds, err, k)
+		}
+	}
+	if err := validate([]string{"nic"}, reset); err != nil {
+		t.Errorf("no-erase on kinds [nic]: %v", err)
+	}
+	// Without an erase and a category, the refusal offers no-erase only
+	// for devices that hold no tenant data.
+	err := validateOne("", wear)
+	if err == nil || !strings.Contains(err.Error(), "Only if the devices of this profile hold no tenant data") || !strings.Contains(err.Error(), "never an NVMe, a GPU or an FPGA") {
+		t.Errorf("Validate = %v; want no-erase offered only for devices that hold no tenant data", err)
 	}
 }

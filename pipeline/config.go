@@ -103,8 +103,35 @@ const (
 	// CategoryNoErase says the pipeline erases nothing: for a device
 	// class that holds no tenant data (a NIC whose cleaning is a reset or
 	// a firmware flash). Its records say so instead of claiming an erase.
+	// Never for tenantDataKinds.
 	CategoryNoErase = "no-erase"
 )
+
+// tenantDataKinds are the device kinds that hold a tenant's data (an
+// NVMe's media, a GPU's memory, an FPGA's memory and bitstream): a
+// pipeline for them must erase. Validate refuses category no-erase on a
+// profile whose match.kinds names one, and the engine refuses a no-erase
+// run a clean verdict on a device discovered as one (unerased), whatever
+// the profile matched it by (a resource class, a PCI class).
+var tenantDataKinds = []hardware.DeviceKind{hardware.KindNVMe, hardware.KindGPU, hardware.KindFPGA}
+
+// aKind names a device kind with its article, in messages ("an NVMe").
+func aKind(k hardware.DeviceKind) string {
+	switch k {
+	case hardware.KindNVMe:
+		return "an NVMe"
+	case hardware.KindGPU:
+		return "a GPU"
+	case hardware.KindFPGA:
+		return "an FPGA"
+	case hardware.KindNIC:
+		return "a NIC"
+	}
+	return "a " + string(k)
+}
+
+// noEraseFor says which devices category no-erase is for, in messages.
+const noEraseFor = "category no-erase is only for a device that holds no tenant data, such as a NIC cleaned by a reset or a firmware flash, never an NVMe, a GPU or an FPGA"
 
 // Built-in step types by what they do to the data a tenant left on the
 // device. Every built-in is in exactly one list
@@ -344,6 +371,14 @@ func (c *Config) Validate() error {
 			add("%s: max_concurrent must not be negative", where)
 		}
 		errs = append(errs, p.Match.validate(where)...)
+		if p.Pipeline.Category == CategoryNoErase {
+			for _, k := range p.Match.Kinds {
+				if slices.Contains(tenantDataKinds, hardware.DeviceKind(k)) {
+					add("%s: the pipeline says category %s, but match.kinds includes %s, a kind of device that holds tenant data: a run that erases nothing would return it with the last tenant's data on it. Give the pipeline an erasing step and claim clear, purge or no category; %s",
+						where, CategoryNoErase, k, noEraseFor)
+				}
+			}
+		}
 		errs = append(errs, p.Pipeline.validate(where, c.PluginDirs)...)
 	}
 	return errors.Join(errs...)
@@ -404,12 +439,12 @@ func (p *Pipeline) validate(where string, pluginDirs []string) []error {
 	switch p.Category {
 	case "":
 		if !erasing && len(p.Steps) > 0 {
-			add("%s: no step erases anything (steps: %s), so a run would return the device with the last tenant's data on it: add an erasing step (%s, %s, or a plugin that is neither destructive: false nor verifies: true), or, for a device that holds no tenant data (a NIC cleaned by a reset), say so with category: %s, which its records then carry instead of an erase",
+			add("%s: no step erases anything (steps: %s), so a run would return the device with the last tenant's data on it: add an erasing step (%s, %s, or a plugin that is neither destructive: false nor verifies: true). Only if the devices of this profile hold no tenant data (a NIC cleaned by a reset or a firmware flash; never an NVMe, a GPU or an FPGA) may the pipeline say category: %s instead, which its records then carry",
 				where, stepList(p.Steps), strings.Join(techniqueBuiltins, ", "), strings.Join(otherErasingBuiltins, ", "), CategoryNoErase)
 		}
 	case CategoryClear, CategoryPurge:
 		if len(p.Steps) > 0 && !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.reportsTechnique() }) {
-			add("%s: category %s needs a step that erases and reports the technique it applied (%s, or an erasing plugin reporting details.technique), and none does (steps: %s): the claims store would refuse every run a clean record. %s report no technique: leave category empty for a pipeline that relies on them; a device that holds no tenant data says category: %s",
+			add("%s: category %s needs a step that erases and reports the technique it applied (%s, or an erasing plugin reporting details.technique), and none does (steps: %s): the claims store would refuse every run a clean record. %s report no technique: leave category empty for a pipeline that relies on them (a GPU or an FPGA); only a device that holds no tenant data (a NIC) says category: %s",
 				where, p.Category, strings.Join(techniqueBuiltins, ", "), stepList(p.Steps), strings.Join(otherErasingBuiltins, ", "), CategoryNoErase)
 		}
 		if p.Category == CategoryPurge && !slices.ContainsFunc(p.Steps, func(s Step) bool { return s.verifies() && (s.Required == nil || *s.Required) }) {

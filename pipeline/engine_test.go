@@ -452,6 +452,7 @@ func TestAllocationCheckedBeforeEveryRetry(t *testing.T) {
 		h := newHarness(t, cfg, func(h *harness) {
 			h.alloc = func(context.Context, string) (bool, error) { asked++; return true, nil }
 		})
+		asKind(h, hardware.KindNIC) // no-erase is for a device that holds no tenant data
 		h.pr.clean["check"] = failN(2, plugins.CodeTryAgainLater)
 		if res := h.clean(t, target(1)); res.Verdict != VerdictClean || asked != 0 {
 			t.Fatalf("result %v, Placement asked %d times", res, asked)

@@ -110,15 +110,13 @@ profiles:
     match: {resource_classes: [CUSTOM_SHRED]}
     pipeline:
       name: shredded
-      category: no-erase
       retire_wipe: {name: shred, type: overwrite, args: {pattern: zero}}
-      steps: [{name: wear, type: nvme-wear-check, driver: nvme}]
+      steps: [{name: wear, type: nvme-wear-check, driver: nvme}, {name: erase, type: nvme-erase, driver: nvme}]
   - name: nvme
     match: {kinds: [nvme]}
     pipeline:
       name: nvme
-      category: no-erase
-      steps: [{name: wear, type: nvme-wear-check, driver: nvme}]
+      steps: [{name: wear, type: nvme-wear-check, driver: nvme}, {name: erase, type: nvme-erase, driver: nvme}]
   - name: gpu
     match: {kinds: [gpu]}
     pipeline: {name: gpu, steps: [{name: scrub, type: gpu-scrub}]}

@@ -301,6 +301,7 @@ func TestUnbindAskedAgainOnAnOldAnswer(t *testing.T) {
 				}
 			})
 			sim.install(h)
+			asKind(h, hardware.KindNIC) // no-erase is for a device that holds no tenant data
 			countBinds(h, "nvme", &binds, 0)
 			res := h.clean(t, target(1))
 			if res.Verdict != tc.want || asked != tc.asked {

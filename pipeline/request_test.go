@@ -81,9 +81,13 @@ func TestMediaErrorFailsPluginStep(t *testing.T) {
 		hmod     func(*harness)
 		want     Verdict
 		code     int
+		// ran: the step runs with no media and succeeds; the pipeline
+		// (no-erase, the step erasing nothing) is then refused clean on
+		// the NVMe (unerased), which is not this test's subject.
+		ran bool
 	}{
 		{name: "unsupported means no media on a GPU", mediaErr: hardware.ErrUnsupported, hmod: gpu, want: VerdictClean},
-		{name: "unsupported means no media for a step that touches none", mediaErr: hardware.ErrUnsupported, mods: []func(*Step){quiet}, want: VerdictClean},
+		{name: "unsupported means no media for a step that touches none", mediaErr: hardware.ErrUnsupported, mods: []func(*Step){quiet}, ran: true},
 		{name: "unsupported on an NVMe", mediaErr: hardware.ErrUnsupported, want: VerdictQuarantine, code: plugins.CodePermanent},
 		{name: "unsupported on an NVMe at CHECK, skip step", mediaErr: hardware.ErrUnsupported, mods: []func(*Step){skip}, hmod: withCheck, want: VerdictQuarantine, code: plugins.CodePermanent},
 		{name: "sysfs error at CLEAN", mediaErr: errBoom, want: VerdictRetryLater, code: plugins.CodeTryAgainLater},
@@ -98,6 +102,12 @@ func TestMediaErrorFailsPluginStep(t *testing.T) {
 			}
 			h.be.MediaF = func(context.Context, hardware.Address) ([]hardware.Media, error) { return nil, tc.mediaErr }
 			res := h.clean(t, target(1))
+			if tc.ran {
+				if states(res.Steps) != "a=succeeded" || !strings.Contains(res.Reason, "says category no-erase") {
+					t.Fatalf("steps %s, verdict %s (%s); want step a run and succeeded, then no-erase refused on the NVMe", states(res.Steps), res.Verdict, res.Reason)
+				}
+				return
+			}
 			if res.Verdict != tc.want {
 				t.Fatalf("verdict %s (%s, steps %s); want %s", res.Verdict, res.Reason, states(res.Steps), tc.want)
 			}

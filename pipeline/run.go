@@ -339,9 +339,16 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 // no category too. The verdict follows the last erasing step's failure
 // (retry-later while it is retryable and the run budget lasts), and is
 // quarantine when every erasing step was skipped: this pipeline cannot
-// erase the device.
+// erase the device. A no-erase run on a device discovered as a kind that
+// holds tenant data (tenantDataKinds: Validate refuses no-erase only on a
+// profile that names the kind, and one may match by resource or PCI
+// class) is quarantined, permanently: it erased nothing, by design.
 func (r *run) unerased() (step string, code int, verdict Verdict, why string) {
 	if r.prof.Pipeline.Category == CategoryNoErase {
+		if dev := cmp.Or(r.homeDev, r.dev); dev != nil && slices.Contains(tenantDataKinds, dev.Kind) {
+			return "", plugins.CodePermanent, VerdictQuarantine, fmt.Sprintf("refusing a clean verdict; device %s stays reserved: it is %s, a kind of device that holds tenant data, but profile %s's pipeline %s says category %s and erased nothing, so it may still hold the previous tenant's data. %s: give this device a profile whose pipeline erases it, then release it with scourctl placement unquarantine",
+				r.t.Address, aKind(dev.Kind), r.prof.Name, r.prof.Pipeline.Name, CategoryNoErase, noEraseFor)
+		}
 		return "", 0, "", ""
 	}
 	steps := r.prof.Pipeline.Steps

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/scour-project/scour/claims"
+	"github.com/scour-project/scour/hardware"
 	"github.com/scour-project/scour/pipeline"
 	"github.com/scour-project/scour/plugins"
 )
@@ -222,7 +223,7 @@ func TestClearWithoutASuccessfulEraseIsQuarantined(t *testing.T) {
 		}, true},
 		{"clear, erase reported no technique", pipeline.CategoryClear, step("sanitize", true), nil, true},
 		{"clear, erase succeeded", pipeline.CategoryClear, step("sanitize", true), erasing, false},
-		{"no-erase, nothing erased", pipeline.CategoryNoErase, step("reset", true), nil, false},
+		{"no-erase on a NIC, nothing erased", pipeline.CategoryNoErase, step("reset", true), nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config(tc.erase, step("reset2", true))
@@ -231,7 +232,16 @@ func TestClearWithoutASuccessfulEraseIsQuarantined(t *testing.T) {
 			pr := &fakePlugins{clean: map[string]func(context.Context) (*plugins.Result, error){"sanitize": tc.sanitize}}
 			dev := target
 			dev.RPUUID = fmt.Sprintf("rp-nvme-%d", i)
-			res, err := engine(t, cfg, s, pr).Clean(ctx, dev)
+			be := nvmeWithSerial("")
+			if tc.category == pipeline.CategoryNoErase { // for a device that holds no tenant data
+				nvme := be.DiscoverF
+				be.DiscoverF = func(ctx context.Context, a hardware.Address) (*hardware.Device, error) {
+					d, err := nvme(ctx, a)
+					d.Kind, d.Class = hardware.KindNIC, "0x020000"
+					return d, err
+				}
+			}
+			res, err := engineOn(t, cfg, s, pr, be).Clean(ctx, dev)
 			runs, _ := s.ListRuns(ctx, claims.RunFilter{Device: dev.RPUUID})
 			if !tc.refused {
 				if err != nil || res.Verdict != pipeline.VerdictClean || len(runs) != 1 || runs[0].State != claims.RunCleaned {
