@@ -303,7 +303,8 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 	switch run.Category {
 	case CategoryClear:
 		if !erasedBefore(last, math.MaxInt) {
-			return fmt.Errorf("%w: pipeline %s claims clear, but no erasing step (one that reports the technique it applied) succeeded in this run: every erase was skipped or failed, and a clear record would claim an erase that did not happen", ErrNotClean, run.Pipeline)
+			return fmt.Errorf("%w: pipeline %s claims clear, but no erasing step that reports the technique it applied (details.technique) succeeded in this run: %s", ErrNotClean, run.Pipeline,
+				whyUnerased(last, math.MaxInt, "a clear record would claim an erase that did not happen"))
 		}
 		return nil
 	case CategoryPurge:
@@ -315,7 +316,8 @@ func (s *Store) checkClean(ctx context.Context, tx *sql.Tx, run Run) error {
 		return fmt.Errorf("%w: pipeline %s claims purge, but no verification step passed in this run", ErrNotClean, run.Pipeline)
 	}
 	if !erasedBefore(last, verified) {
-		return fmt.Errorf("%w: pipeline %s claims purge, but no erasing step (one that reports the technique it applied) succeeded in this run before its passed verification: every erase was skipped or failed, and a read-back alone proves no erase", ErrNotClean, run.Pipeline)
+		return fmt.Errorf("%w: pipeline %s claims purge, but no erasing step that reports the technique it applied (details.technique) succeeded in this run before its passed verification: %s", ErrNotClean, run.Pipeline,
+			whyUnerased(last, verified, "a read-back alone proves no erase"))
 	}
 	return nil
 }
@@ -359,6 +361,44 @@ func verifiedIn(last map[string]Step) int {
 		}
 	}
 	return seq
+}
+
+// whyUnerased says what happened instead of an erase before seq in a
+// clear or purge run that has none (erasedBefore false). The store does
+// not know which step is the erase, so it names the steps, verifications
+// aside, that succeeded without reporting a technique (an erasing plugin
+// that reports none: its erase cannot count, and resuming or retrying
+// the run cannot change that) and those skipped or failed; without the
+// former, every erase was skipped or failed, and unclaimed says what a
+// clean record would then claim.
+func whyUnerased(last map[string]Step, seq int, unclaimed string) string {
+	var untold, undone []string
+	for _, st := range slices.SortedFunc(maps.Values(last), func(a, b Step) int { return a.Seq - b.Seq }) {
+		if st.Seq >= seq || st.Verification {
+			continue
+		}
+		switch st.Outcome {
+		case StepOK:
+			untold = append(untold, st.Name)
+		case StepSkipped, StepFailed:
+			undone = append(undone, fmt.Sprintf("%s (%s)", st.Name, st.Outcome))
+		}
+	}
+	switch {
+	case len(untold) == 0 && len(undone) == 0:
+		return "no step but a verification ran, and " + unclaimed
+	case len(untold) == 0:
+		return fmt.Sprintf("every erase was skipped or failed (%s), and %s", strings.Join(undone, ", "), unclaimed)
+	}
+	why := fmt.Sprintf("steps that succeeded without reporting a technique: %s. If one of them is the pipeline's erase (a plugin), "+
+		"the plugin must report details.technique, the technique it applied in words (\"overwrite, 1 pass of 0x00\", "+
+		"\"NVMe Sanitize, Crypto Erase\", as nvme-erase, nvme-sanitize, nvme-format and overwrite do), or its erase cannot count; "+
+		"update it (scourctl plugin test warns when CLEAN reports none), then release the device with scourctl placement unquarantine",
+		strings.Join(untold, ", "))
+	if len(undone) > 0 {
+		why += fmt.Sprintf("; skipped or failed: %s", strings.Join(undone, ", "))
+	}
+	return why
 }
 
 // erasedBefore reports whether the last attempt of some step that says

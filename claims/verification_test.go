@@ -91,6 +91,10 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 				if c.ok != (err == nil) || (!c.ok && !errors.Is(err, ErrNotClean)) {
 					t.Errorf("FinishRun(cleaned) = %v, want ok=%v", err, c.ok)
 				}
+				if c.name == "erasing step reports no technique" && (err == nil || !strings.Contains(err.Error(), "steps that succeeded without reporting a technique: sanitize.") ||
+					!strings.Contains(err.Error(), "must report details.technique")) {
+					t.Errorf("FinishRun(cleaned) = %v; want it to name sanitize as succeeded without details.technique", err)
+				}
 			})
 		})
 	}
@@ -101,22 +105,29 @@ func TestPurgeNeedsAnEraseAndThenAPassedVerification(t *testing.T) {
 // every erase skipped or failed (optional), or none reporting a
 // technique, and the record would claim an erase that did not happen. A
 // pipeline that erases nothing by design (no-erase) or claims nothing
-// ("") is not held to one here.
+// ("") is not held to one here. The refusal says what happened: every
+// erase skipped or failed, or (second review, M3) steps that succeeded
+// without reporting a technique, named, with what an erasing plugin
+// must report; it said "every erase was skipped or failed" for a plugin
+// that erased and reported no technique (the shipped examples did not).
 func TestClearNeedsAnErase(t *testing.T) {
 	erased := map[string]any{"technique": "NVMe Sanitize, Block Erase"}
+	untold := []string{"steps that succeeded without reporting a technique: sanitize, reset.", "must report details.technique", `"overwrite, 1 pass of 0x00"`}
 	for _, c := range []struct {
 		name     string
 		category string
 		outcome  StepOutcome
 		details  map[string]any
 		ok       bool
+		says     []string
 	}{
-		{"clear, erase succeeded", "clear", StepOK, erased, true},
-		{"clear, erase skipped", "clear", StepSkipped, nil, false},
-		{"clear, erase failed (optional)", "clear", StepFailed, erased, false},
-		{"clear, step reports no technique", "clear", StepOK, nil, false},
-		{"no-erase, nothing erased", "no-erase", StepOK, nil, true},
-		{"none claimed, nothing erased", "", StepOK, nil, true},
+		{"clear, erase succeeded", "clear", StepOK, erased, true, nil},
+		{"clear, erase skipped", "clear", StepSkipped, nil, false, []string{"without reporting a technique: reset.", "skipped or failed: sanitize (skipped)"}},
+		{"clear, erase failed (optional)", "clear", StepFailed, erased, false, []string{"skipped or failed: sanitize (failed)"}},
+		{"clear, step reports no technique", "clear", StepOK, nil, false, untold},
+		{"clear, step reports an empty technique", "clear", StepOK, map[string]any{"technique": ""}, false, untold},
+		{"no-erase, nothing erased", "no-erase", StepOK, nil, true, nil},
+		{"none claimed, nothing erased", "", StepOK, nil, true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, cfg Config) {
@@ -127,6 +138,14 @@ func TestClearNeedsAnErase(t *testing.T) {
 				err := s.FinishRun(context.Background(), run.ID, RunCleaned, "clean")
 				if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, ErrNotClean) || !strings.Contains(err.Error(), "claims clear, but no erasing step"))) {
 					t.Errorf("FinishRun(cleaned) = %v, want ok=%v", err, c.ok)
+				}
+				for _, frag := range c.says {
+					if err == nil || !strings.Contains(err.Error(), frag) {
+						t.Errorf("FinishRun(cleaned) = %v, want it to say %q", err, frag)
+					}
+				}
+				if err != nil && len(c.says) > 0 && c.says[0] == untold[0] && strings.Contains(err.Error(), "every erase was skipped or failed") {
+					t.Errorf("FinishRun(cleaned) = %v: says every erase was skipped or failed, but the erase succeeded without a technique", err)
 				}
 			})
 		})

@@ -255,6 +255,10 @@ func TestClearWithoutASuccessfulEraseIsQuarantined(t *testing.T) {
 			if len(runs) != 1 || runs[0].State != claims.RunQuarantined || !strings.Contains(runs[0].Summary, "no erasing step") {
 				t.Fatalf("runs = %+v; want one, quarantined, saying no erase succeeded", runs)
 			}
+			if tc.sanitize == nil && (!strings.Contains(runs[0].Summary, "steps that succeeded without reporting a technique: sanitize, reset2") ||
+				!strings.Contains(runs[0].Summary, "must report details.technique")) {
+				t.Fatalf("summary %q; want it to name the steps that reported no technique and what the plugin must report", runs[0].Summary)
+			}
 			if _, open, _ := s.ActiveQuarantine(ctx, "compute-1", dev.RPUUID); !open {
 				t.Fatal("no open quarantine: the device is not visibly held")
 			}

@@ -203,6 +203,7 @@ func (t *pluginTest) clean(ctx context.Context, r *runner.Runner, path, version 
 	}
 	t.pass("CLEAN: ok in %s, details %v", time.Since(start).Round(time.Millisecond), res.Details)
 	t.verification(res.Details, verifies)
+	t.technique(res.Details, verifies)
 	if len(progress) == 0 {
 		t.warn("CLEAN printed no progress lines ({\"progress\": 0.5} on stdout before the result)")
 	} else {
@@ -239,6 +240,22 @@ func (t *pluginTest) verification(details map[string]any, verifies bool) {
 	case present:
 		t.pass("CLEAN: verification %s", result)
 	}
+}
+
+// technique warns when CLEAN of a step that may be a pipeline's erase
+// (plugins are destructive by default; one with verifies: true erases
+// nothing) reports no details.technique: a clear or purge pipeline's run
+// counts the erase only with one, and is quarantined without another.
+func (t *pluginTest) technique(details map[string]any, verifies bool) {
+	if verifies {
+		return
+	}
+	if tech, _ := details[plugins.TechniqueKey].(string); tech != "" {
+		t.pass("CLEAN: reports details.technique %q", tech)
+		return
+	}
+	t.warn("CLEAN reports no details.technique: in a clear or purge pipeline this step's erase does not count without one, and a run with no other erase is quarantined; " +
+		`report the technique applied, in words ("overwrite, 1 pass of 0x00"), or, if the plugin erases nothing, configure its step with destructive: false`)
 }
 
 // codeRange warns about error codes in the reserved range that the

@@ -38,6 +38,9 @@ func TestPluginTestCommand(t *testing.T) {
 	os.WriteFile(good, sh, 0o755)
 	broken := filepath.Join(dir, "broken")
 	os.WriteFile(broken, []byte("#!/bin/sh\ncase $SCOUR_COMMAND in VERSION) echo '{\"supported_versions\":[\"1.0\"]}';; CHECK) echo '{\"status\":\"ok\"}';; *) echo 'wiping...'; exit 1;; esac\n"), 0o755)
+	untold := filepath.Join(dir, "untold") // erases (it could), reports no technique
+	os.WriteFile(untold, []byte("#!/bin/sh\ncase $SCOUR_COMMAND in VERSION) echo '{\"supported_versions\":[\"1.0\"]}'; exit 0;; esac\ncat >/dev/null\n"+
+		"case $SCOUR_COMMAND in CHECK) echo '{\"status\":\"ok\"}';; *) echo '{\"status\":\"ok\",\"details\":{\"bytes\":1}}';; esac\n"), 0o755)
 	loose := filepath.Join(dir, "loose")
 	os.WriteFile(loose, sh, 0o755)
 	os.Chmod(loose, 0o775)
@@ -52,7 +55,11 @@ func TestPluginTestCommand(t *testing.T) {
 		want []string
 	}{
 		{[]string{"plugin", "test", good, "--device", "0000:81:00.0", "--media", "2"}, 0, []string{
-			"PASS  VERSION: speaks protocol 1.0", "PASS  CHECK: ok", "PASS  CLEAN: ok", "is all zeros after CLEAN", "0 failed"}},
+			"PASS  VERSION: speaks protocol 1.0", "PASS  CHECK: ok", "PASS  CLEAN: ok", `PASS  CLEAN: reports details.technique "overwrite, 1 pass of 0x00 (dd, fsync)"`,
+			"is all zeros after CLEAN", "0 failed", "0 warnings"}},
+		// Second review, M3: a clear or purge pipeline's run does not count
+		// an erase that reports no technique; plugin test says so.
+		{[]string{"plugin", "test", untold, "--device", "0000:81:00.0"}, 0, []string{"WARN  CLEAN reports no details.technique", "destructive: false", "0 failed"}},
 		{[]string{"plugin", "test", "--device", "81:00.0", good, "--media", "0"}, 0, []string{"CHECK: answers unsupported (code 2)", "0 failed"}},
 		{[]string{"plugin", "test", broken, "--device", "0000:81:00.0"}, 1, []string{"FAIL  CLEAN", "exited with status 1 and printed no valid JSON"}},
 		{[]string{"plugin", "test", loose, "--device", "0000:81:00.0"}, 1, []string{"FAIL  permissions", "writable by group or others"}},

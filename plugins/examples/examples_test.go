@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scour-project/scour/plugins"
@@ -71,6 +72,13 @@ func TestExamplePlugins(t *testing.T) {
 			}
 			if len(progress) == 0 || progress[len(progress)-1] != 1 {
 				t.Errorf("progress %v does not end at 1", progress)
+			}
+			// An erase that reports no technique does not count in a clear
+			// or purge pipeline's run (the claims store refuses it clean):
+			// the examples did not, and such a pipeline quarantined every
+			// device (second review, M3).
+			if tech, _ := res.Details[plugins.TechniqueKey].(string); !strings.HasPrefix(tech, "overwrite, 1 pass of 0x00") {
+				t.Errorf("CLEAN details %v: technique %q, want the overwrite it applied", res.Details, tech)
 			}
 			for _, m := range ms {
 				b, _ := os.ReadFile(m.Path)

@@ -51,8 +51,13 @@ func clean(ctx context.Context, req *plugins.Request, progress skel.Progress) (*
 			return nil, err
 		}
 	}
-	return plugins.OK(map[string]any{"bytes": done}), nil
+	// The technique it applied: a clear or purge pipeline's run counts this
+	// erase only when its step reports one (docs/pipelines.md, Category).
+	return plugins.OK(map[string]any{"bytes": done, plugins.TechniqueKey: technique}), nil
 }
+
+// technique is what CLEAN reports under details.technique.
+const technique = "overwrite, 1 pass of 0x00 (fsync)"
 
 func zero(ctx context.Context, m plugins.Media, zeros []byte, wrote func(int64)) error {
 	f, err := os.OpenFile(m.Path, os.O_WRONLY, 0)
