@@ -71,7 +71,12 @@ type PlannedStep struct {
 	Destructive bool
 	Required    bool
 	Verifies    bool
-	Does        string
+	// Erases: the step counts as the pipeline's erase (Step.erases);
+	// Technique: one that reports the technique it applied, as a clear
+	// or purge run needs (Step.reportsTechnique).
+	Erases    bool
+	Technique bool
+	Does      string
 	// Warnings say why the step cannot succeed on the device as it is
 	// bound now, or what the plan cannot know before the step binds
 	// another driver.
@@ -137,7 +142,11 @@ func (p *Plan) Write(w io.Writer) {
 	case CategoryNoErase:
 		fmt.Fprintf(w, "category no-erase: the pipeline erases nothing (a device that holds no tenant data); its records say so\n")
 	case "":
-		fmt.Fprintf(w, "category: none claimed (set clear or purge; purge needs a verifying step)\n")
+		if slices.ContainsFunc(p.Steps, func(s PlannedStep) bool { return s.Technique }) {
+			fmt.Fprintf(w, "category: none claimed (clear or purge may be claimed; purge needs a verifying step)\n")
+		} else {
+			fmt.Fprintf(w, "category: none claimed (right for this pipeline: no step reports the technique it applied, %s report none, so clear or purge would be refused)\n", strings.Join(otherErasingBuiltins, ", "))
+		}
 	default:
 		fmt.Fprintf(w, "category %s\n", p.Category)
 	}
@@ -145,10 +154,43 @@ func (p *Plan) Write(w io.Writer) {
 		writeStep(w, strconv.Itoa(i+1), s)
 		if s.Action == "fail" {
 			fmt.Fprintf(w, "  the run would stop here and the device would be quarantined\n")
-			break
+			p.writeRetireWipe(w)
+			return
 		}
 	}
+	p.writeUnerased(w)
 	p.writeRetireWipe(w)
+}
+
+// writeUnerased predicts the verdicts of a run that would erase nothing
+// (run.unerased, the claims store's checkClean): every erasing step
+// planned skip (the device lacks what they need), every one reporting a
+// technique skipped in a clear or purge pipeline, or a no-erase pipeline
+// on a device that holds tenant data. Plugins' CHECK decides at run time:
+// a plugin step planned to run may still skip.
+func (p *Plan) writeUnerased(w io.Writer) {
+	var erasing, technique []string
+	erases, tells := false, false
+	for _, s := range p.Steps {
+		if s.Erases {
+			erasing = append(erasing, fmt.Sprintf("%s (%s)", s.Name, s.Action))
+			erases = erases || s.Action == "run"
+		}
+		if s.Technique {
+			technique = append(technique, fmt.Sprintf("%s (%s)", s.Name, s.Action))
+			tells = tells || s.Action == "run"
+		}
+	}
+	switch {
+	case p.Category == CategoryNoErase:
+		if slices.Contains(tenantDataKinds, p.Device.Kind) {
+			fmt.Fprintf(w, "verdict would be %s: the pipeline erases nothing (category %s), and %s holds tenant data; %s\n", VerdictQuarantine, CategoryNoErase, aKind(p.Device.Kind), noEraseFor)
+		}
+	case len(erasing) > 0 && !erases:
+		fmt.Fprintf(w, "verdict would be %s: no erasing step would run (%s), so the run erases nothing and is refused the clean verdict; this pipeline cannot erase this device\n", VerdictQuarantine, strings.Join(erasing, ", "))
+	case (p.Category == CategoryClear || p.Category == CategoryPurge) && len(technique) > 0 && !tells:
+		fmt.Fprintf(w, "verdict would be %s: no erasing step that reports the technique it applied would run (%s), so the claims store refuses a %s record the clean verdict\n", VerdictQuarantine, strings.Join(technique, ", "), p.Category)
+	}
 }
 
 // writeStep prints planned step s, numbered n.
@@ -212,7 +254,8 @@ func formatArgs(args map[string]any) string {
 // whatever keeps it from succeeding on the device as it is bound now.
 // It reads no flags and prints nothing: every CLI shape can use it.
 func planStep(s *Step, dev *hardware.Device, home string, prior *builtin.Erasure, priorKnown bool) PlannedStep {
-	ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required, Verifies: s.verifies()}
+	ps := PlannedStep{Name: s.Name, Type: s.Type, Action: "run", Destructive: *s.Destructive, Required: *s.Required, Verifies: s.verifies(),
+		Erases: s.erases(), Technique: s.reportsTechnique()}
 	spec, isBuiltin := lookupBuiltin(s.Type)
 	if isBuiltin {
 		ps.Does = spec.Does

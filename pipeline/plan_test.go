@@ -212,3 +212,64 @@ func TestDryRunUnreadableRequirementFails(t *testing.T) {
 		})
 	}
 }
+
+// Second review, L1: the dry run did not predict the verdict of a run
+// that would erase nothing (every erasing step planned SKIP: quarantine,
+// run.unerased), nor of a no-erase pipeline on a device that holds tenant
+// data; and its hint for a pipeline claiming no category, "set clear or
+// purge", contradicted Validate for a GPU or FPGA pipeline, whose steps
+// report no technique.
+func TestDryRunPredictsARunThatErasesNothing(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+profiles:
+  - name: gpu
+    match: {kinds: [gpu]}
+    pipeline:
+      name: gpu
+      steps: [{name: scrub, type: gpu-scrub, requires: {pci.sriov: true}, on_unsupported: skip}]
+  - name: by-class
+    match: {resource_classes: [CUSTOM_NIC_OR_NOT]}
+    pipeline: {name: by-class, category: no-erase, steps: [{name: reset, type: pci-reset}]}
+  - name: nvme
+    match: {kinds: [nvme]}
+    pipeline:
+      name: nvme
+      steps: [{name: wear, type: nvme-wear-check, driver: nvme}, {name: erase, type: nvme-erase, driver: nvme}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := simEngine(t, cfg, qemuNVMe("0000:81:00.0", "S1", 1), hardware.SimDevice{Address: "0000:41:00.0", Kind: hardware.KindGPU})
+
+	_, out := planText(t, e, "0000:41:00.0")
+	for _, want := range []string{
+		"SKIP scrub (gpu-scrub)",
+		"verdict would be quarantine: no erasing step would run (scrub (skip))",
+		"category: none claimed (right for this pipeline: no step reports the technique it applied",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("GPU dry run lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "set clear or purge") {
+		t.Errorf("GPU dry run advises a category Validate refuses for it:\n%s", out)
+	}
+
+	_, out = planText(t, e, "0000:81:00.0")
+	if strings.Contains(out, "verdict would be") || !strings.Contains(out, "category: none claimed (clear or purge may be claimed") {
+		t.Errorf("NVMe dry run (an erase runs) predicts a verdict or lacks the category hint:\n%s", out)
+	}
+
+	// A no-erase profile matched by resource class, on an NVMe.
+	tg := simTarget("0000:81:00.0")
+	tg.ResourceClass = "CUSTOM_NIC_OR_NOT"
+	p, err := e.Plan(context.Background(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	p.Write(&b)
+	if !strings.Contains(b.String(), "verdict would be quarantine: the pipeline erases nothing (category no-erase), and an NVMe holds tenant data") {
+		t.Errorf("no-erase dry run on an NVMe does not predict the quarantine:\n%s", b.String())
+	}
+}
