@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,12 @@ type HostOpen struct {
 	// Claims are live claims (active or dormant): tenants on the
 	// devices, whose cleaning records and re-fence name them.
 	Claims int
+	// Uncovered are devices whose last tenant under that name no clean
+	// covered (a live or released claim, a seen holder, or the unknown
+	// tenant a run closed as used after its clean stands for) and that
+	// the asking name neither knows held nor cleaned since: their
+	// re-fence and next record would miss that tenant.
+	Uncovered int
 	// Why says why the name is this scourd's own (the store is a sqlite
 	// file of this machine, or its claims name this scourd's node).
 	Why string
@@ -33,14 +40,22 @@ const openByHost = `SELECT h, SUM(q), SUM(r), SUM(c) FROM (
 		UNION ALL SELECT host, 0, 0, 1 FROM claims WHERE state IN ('active', 'dormant') AND host <> ?
 	) x GROUP BY h ORDER BY h`
 
+// tenantHosts lists the host names with a record of a device's tenant
+// (a seen holder, a claim, a run closed as used after its clean), three
+// parameters: the host to leave out.
+const tenantHosts = `SELECT host FROM device_holders WHERE host <> ?
+	UNION SELECT host FROM claim_devices WHERE host <> ?
+	UNION SELECT host FROM cleaning_runs WHERE used_after_clean = 1 AND host <> ? ORDER BY 1`
+
 // OpenUnderOtherNames lists the host names other than host that hold
-// open records (HostOpen) and are this machine's earlier names: every
-// one in a sqlite store (one scourd at a time uses a state_path, so
-// another name in it is one this state_path ran under), and in a
-// PostgreSQL store (shared by a fleet) a name whose claims were recorded
-// for one of nodes, the compute node this scourd's Placement tree is
-// under. A name with no claim at all is not found there: nothing in the
-// store ties its quarantines to a node.
+// open records (HostOpen: open quarantines, runs, live claims, and
+// devices whose tenant no clean covered that host does not know of) and
+// are this machine's earlier names: every one in a sqlite store (one
+// scourd at a time uses a state_path, so another name in it is one this
+// state_path ran under), and in a PostgreSQL store (shared by a fleet) a
+// name whose claims were recorded for one of nodes, the compute node
+// this scourd's Placement tree is under. A name with no claim at all is
+// not found there: nothing in the store ties its quarantines to a node.
 func (s *Store) OpenUnderOtherNames(ctx context.Context, host string, nodes []string) ([]HostOpen, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.rebind(openByHost), host, host, host)
 	if err != nil {
@@ -59,19 +74,36 @@ func (s *Store) OpenUnderOtherNames(ctx context.Context, host string, nodes []st
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claims: look for other host names' open records: %w", err)
 	}
+	tenants, err := column(ctx, s.r, s.d.rebind(tenantHosts), host, host, host)
+	if err != nil {
+		return nil, fmt.Errorf("claims: look for other host names' tenants: %w", err)
+	}
+	for _, t := range tenants {
+		if !slices.ContainsFunc(all, func(h HostOpen) bool { return h.Host == t }) {
+			all = append(all, HostOpen{Host: t})
+		}
+	}
+	slices.SortFunc(all, func(a, b HostOpen) int { return strings.Compare(a.Host, b.Host) })
 	var out []HostOpen
 	for _, h := range all {
 		if s.d.name == DriverSQLite {
 			h.Why = "the sqlite store " + s.cfg.SQLitePath() + " is this state_path's, so every host name in it is one scourd ran under here"
-			out = append(out, h)
-			continue
-		}
-		node, err := s.claimNode(ctx, h.Host, nodes)
-		if err != nil {
-			return nil, err
-		}
-		if node != "" {
+		} else {
+			node, err := s.claimNode(ctx, h.Host, nodes)
+			if err != nil {
+				return nil, err
+			}
+			if node == "" {
+				continue
+			}
 			h.Why = "its claims were recorded for Placement node " + node + ", this scourd's"
+		}
+		left, err := s.uncarried(ctx, s.r, h.Host, host)
+		if err != nil {
+			return nil, fmt.Errorf("claims: look for host %s's tenants no clean covered: %w", h.Host, err)
+		}
+		h.Uncovered = len(left)
+		if h.Quarantines+h.Runs+h.Claims+h.Uncovered > 0 {
 			out = append(out, h)
 		}
 	}
@@ -97,7 +129,9 @@ func (s *Store) claimNode(ctx context.Context, host string, nodes []string) (str
 	return "", nil
 }
 
-// Adopted is what AdoptHost moved.
+// Adopted is what AdoptHost moved (HostOpen: the open records moved,
+// Uncovered the devices whose tenant no move carried, recorded held
+// under the new name).
 type Adopted struct {
 	HostOpen
 	// Superseded are from's open quarantines of devices to already held
@@ -121,6 +155,13 @@ type Adopted struct {
 // quarantined already is closed under from (to's stands). It refuses,
 // moving nothing, when to has an open run of a device from has one of, or
 // a live claim of an instance from has one of.
+//
+// Last, a device whose tenant no clean of from's covers (PreviousTenant
+// under from: a claim or holder, or the unknown tenant a run closed as
+// used after its clean stands for) and that to neither knows held nor
+// cleaned since is recorded held under to by that tenant, since it was
+// known (uncarried): nothing from's tenants left on a device is lost to
+// the new name's re-fence and records.
 func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, error) {
 	if from == "" || to == "" || from == to {
 		return Adopted{}, fmt.Errorf("claims: adopt host %q as %q: two different host names needed", from, to)
@@ -201,12 +242,94 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 				*st.n = n
 			}
 		}
+		left, err := s.uncarried(ctx, tx, from, to)
+		if err != nil {
+			return err
+		}
+		for _, u := range left {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
+				ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at`),
+				to, u.DeviceRP, u.Instance, formatTS(u.Since)); err != nil {
+				return err
+			}
+		}
+		a.Uncovered = len(left)
 		return nil
 	})
 	if err != nil {
 		return Adopted{}, fmt.Errorf("claims: adopt host %s's open records as host %s: %w", from, to, err)
 	}
 	return a, nil
+}
+
+// uncarried lists the devices of host from whose last tenant no clean of
+// from's covers (PreviousTenant under from: a claim, a seen holder, or
+// the unknown tenant a run closed as used after its clean stands for)
+// and that host to neither knows held (PreviousTenant under to) nor
+// cleaned since that tenant was known: from's tenant, DeviceRP the
+// provider under which it was known. The device is every provider seen
+// at its address under from, and under to too: on one machine a PCI
+// address is one slot.
+func (s *Store) uncarried(ctx context.Context, q querier, from, to string) ([]Tenant, error) {
+	rps, err := column(ctx, q, s.d.rebind(`SELECT device_rp FROM device_holders WHERE host = ?
+		UNION SELECT device_rp FROM claim_devices WHERE host = ?
+		UNION SELECT device_rp FROM cleaning_runs WHERE host = ? AND used_after_clean = 1 ORDER BY 1`), from, from, from)
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	var out []Tenant
+	for _, rp := range rps {
+		if done[rp] {
+			continue
+		}
+		mine, err := s.aliases(ctx, q, from, rp)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range mine {
+			done[m] = true
+		}
+		last, used, err := s.lastCleanOf(ctx, q, from, mine)
+		if err != nil {
+			return nil, err
+		}
+		t, held, err := s.tenantSince(ctx, q, from, mine, last, used)
+		if err != nil || !held {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		theirs := slices.Clone(mine)
+		for _, m := range mine {
+			at, err := column(ctx, q, s.d.rebind(`SELECT b.device_rp FROM device_addresses a JOIN device_addresses b
+				ON b.host = ? AND b.address = a.address WHERE a.host IN (?, ?) AND a.device_rp = ? ORDER BY 1`), to, from, to, m)
+			if err != nil {
+				return nil, err
+			}
+			for _, b := range at {
+				if !slices.Contains(theirs, b) {
+					theirs = append(theirs, b)
+				}
+			}
+		}
+		last, used, err = s.lastCleanOf(ctx, q, to, theirs)
+		if err != nil {
+			return nil, err
+		}
+		if !t.Since.After(last) {
+			continue // to cleaned the device since
+		}
+		if _, held, err := s.tenantSince(ctx, q, to, theirs, last, used); err != nil || held {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func execN(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) {

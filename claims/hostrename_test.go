@@ -19,7 +19,8 @@ func claimOn(t *testing.T, s *Store, host, node, instance string, rps ...string)
 }
 
 // OpenUnderOtherNames counts each other host name's open quarantines,
-// open runs and live claims (released and closed ones not), and lists a
+// open runs, live claims and devices holding a tenant no clean covered
+// (released and closed ones, a tenant cleaned since, not), and lists a
 // name as this machine's: in a sqlite store every one; in PostgreSQL
 // (shared by a fleet) only one whose claims name this scourd's node.
 func TestOpenUnderOtherNames(t *testing.T) {
@@ -37,9 +38,19 @@ func TestOpenUnderOtherNames(t *testing.T) {
 		claimOn(t, s, "cmp-a", "node-1", "inst-1", "rp-3")
 		// Another machine's (PostgreSQL), or this state_path's (sqlite).
 		claimOn(t, s, "cmp-z", "node-9", "inst-9", "rp-9")
-		// Nothing open: a released claim, a released quarantine.
+		// Nothing open: a released claim whose device was cleaned since, a
+		// released quarantine.
 		claimOn(t, s, "cmp-old", "node-1", "inst-old", "rp-5")
 		if _, err := s.ReleaseInstance(ctx, "cmp-old", "inst-old", "deleted", "m"); err != nil {
+			t.Fatal(err)
+		}
+		rs.Host, rs.DeviceRP = "cmp-old", "rp-5"
+		cleaned, _, err := s.OpenRun(ctx, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runStep(t, s, cleaned.ID, "sanitize", false, StepOK, "")
+		if err := finish(ctx, s, cleaned.ID, RunReturned, "returned"); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := s.Retire(ctx, "cmp-old", "rp-6", "0000:86:00.0", "alice", "RMA", "", ""); err != nil {
@@ -55,9 +66,10 @@ func TestOpenUnderOtherNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]HostOpen{"cmp-a": {Host: "cmp-a", Quarantines: 1, Runs: 1, Claims: 1}}
+		// A live claim's device holds a tenant no clean covered too.
+		want := map[string]HostOpen{"cmp-a": {Host: "cmp-a", Quarantines: 1, Runs: 1, Claims: 1, Uncovered: 1}}
 		if cfg.Driver == DriverSQLite {
-			want["cmp-z"] = HostOpen{Host: "cmp-z", Claims: 1}
+			want["cmp-z"] = HostOpen{Host: "cmp-z", Claims: 1, Uncovered: 1}
 		}
 		if len(got) != len(want) {
 			t.Fatalf("got %+v, want %+v", got, want)
@@ -84,8 +96,9 @@ func TestOpenUnderOtherNames(t *testing.T) {
 // quarantine of a device the new name holds quarantined already is closed
 // under the old name. Afterwards nothing open is left under the old name,
 // and the new one holds the quarantines, resumes the run and knows the
-// tenants. A clash (open runs of one device, live claims of one instance
-// under both names) moves nothing.
+// tenants, by the names and projects their claims gave. A clash (open
+// runs of one device, live claims of one instance under both names)
+// moves nothing.
 func TestAdoptHost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -157,10 +170,11 @@ func TestAdoptHost(t *testing.T) {
 		if live, err := s.LiveClaims(ctx, "cmp-b"); err != nil || len(live) != 1 || live[0].InstanceUUID != "inst-live" {
 			t.Errorf("cmp-b's live claims: %+v, %v", live, err)
 		}
-		for rp, want := range map[string]string{"rp-4": "inst-live", "rp-5": "inst-gone", "rp-7": "inst-seen", "rp-6": ""} {
+		for rp, want := range map[string]Tenant{"rp-4": {Instance: "inst-live", Project: "proj-a"}, "rp-5": {Instance: "inst-gone", Project: "proj-a"},
+			"rp-7": {Instance: "inst-seen", Project: UnknownTenant}, "rp-6": {}} {
 			p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp)
-			if err != nil || ok != (want != "") || p.Instance != want {
-				t.Errorf("cmp-b's previous tenant of %s: %+v %v %v; want %q", rp, p, ok, err, want)
+			if err != nil || ok != (want.Instance != "") || p.Instance != want.Instance || p.Project != want.Project {
+				t.Errorf("cmp-b's previous tenant of %s: %+v %v %v; want %+v", rp, p, ok, err, want)
 			}
 		}
 		// Covered by its clean: stays with cmp-a's closed records.
@@ -210,10 +224,76 @@ func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
 		if _, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice"); err != nil {
 			t.Fatal(err)
 		}
-		for rp, want := range map[string]string{"rp-1": "inst-claimed", "rp-2": "inst-seen"} {
-			if p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp); err != nil || !ok || p.Instance != want {
-				t.Errorf("cmp-b's previous tenant of %s after a stale clean: %+v %v %v; want %s", rp, p, ok, err, want)
+		// Moved with its claim, the tenant keeps its project.
+		for rp, want := range map[string]Tenant{"rp-1": {Instance: "inst-claimed", Project: "proj-a"}, "rp-2": {Instance: "inst-seen", Project: UnknownTenant}} {
+			if p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp); err != nil || !ok || p.Instance != want.Instance || p.Project != want.Project {
+				t.Errorf("cmp-b's previous tenant of %s after a stale clean: %+v %v %v; want %+v", rp, p, ok, err, want)
 			}
+		}
+	})
+}
+
+// A device whose last clean under the old name was closed as possibly
+// used after it (CloseCleanedUsed: a stale return) holds data of a tenant
+// nobody recorded. That is all the old name has open, and it is enough:
+// scourd does not start under the new name over it, and AdoptHost
+// records the device held under the new name by an unknown tenant since
+// that run began, as PreviousTenant under the old name said. A device the
+// new name cleaned since is no such device.
+func TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		clean := func(host, rp string, used bool) Run {
+			t.Helper()
+			rs := nvmeRun()
+			rs.Host, rs.DeviceRP = host, rp
+			r, _, err := s.OpenRun(ctx, rs)
+			must(err)
+			runStep(t, s, r.ID, "sanitize", false, StepOK, "")
+			if !used {
+				must(finish(ctx, s, r.ID, RunReturned, "returned"))
+				return r
+			}
+			must(s.FinishRun(ctx, r.ID, RunCleaned, "clean"))
+			must(s.CloseCleanedUsed(ctx, r.ID, "the device may have served a tenant since (stale)"))
+			return r
+		}
+		// Ties cmp-a to node-1 on PostgreSQL; cleaned since, so nothing.
+		claimOn(t, s, "cmp-a", "node-1", "inst-old", "rp-9")
+		_, err := s.ReleaseInstance(ctx, "cmp-a", "inst-old", "deleted", "m1")
+		must(err)
+		clean("cmp-a", "rp-9", false)
+		used := clean("cmp-a", "rp-1", true)
+		clean("cmp-a", "rp-2", true)
+		clock.Advance(time.Minute)
+		clean("cmp-b", "rp-2", false) // the new name cleaned rp-2 since
+		clock.Advance(time.Minute)
+
+		left, err := s.OpenUnderOtherNames(ctx, "cmp-b", []string{"node-1"})
+		if err != nil || len(left) != 1 || left[0].Host != "cmp-a" || left[0].Uncovered != 1 || left[0].Quarantines+left[0].Runs+left[0].Claims != 0 {
+			t.Fatalf("open under other names than cmp-b: %+v, %v; want cmp-a with rp-1 uncovered", left, err)
+		}
+		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
+		must(err)
+		if got.Uncovered != 1 {
+			t.Errorf("adopted %+v; want rp-1 recorded held", got)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "cmp-b", "rp-1"); err != nil || !ok || p.Instance != UnknownTenant || !p.Since.Equal(used.StartedAt) {
+			t.Errorf("cmp-b's previous tenant of rp-1: %+v %v %v; want unknown since %s", p, ok, err, used.StartedAt)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "cmp-b", "rp-2"); err != nil || ok {
+			t.Errorf("cmp-b's previous tenant of rp-2, cleaned under cmp-b since: %+v %v %v; want none", p, ok, err)
+		}
+		if left, err := s.OpenUnderOtherNames(ctx, "cmp-b", []string{"node-1"}); err != nil || len(left) != 0 {
+			t.Errorf("open under other names than cmp-b after the adopt: %+v, %v", left, err)
 		}
 	})
 }

@@ -35,7 +35,7 @@ func (cfg *Config) CheckDefaultHost(ctx context.Context, store HostRecords) erro
 	return fmt.Errorf("%w: host: the claims store holds host %s's records and none of %s, the hostname that host now defaults to "+
 		"(scour's default host was the short hostname before scour 0.2); set host: %s in scour.yaml (or SCOUR_HOST=%s; "+
 		"it must equal nova-compute's [DEFAULT] host) to keep this host's claims, open runs, quarantines and record chain, "+
-		"or, only where nova-compute's host is %s, set host: %s and move %s's open records to it with scourctl host adopt %s (scourd refuses to start under %s while %s holds open quarantines, runs or claims); "+
+		"or, only where nova-compute's host is %s, set host: %s and move %s's open records to it with scourctl host adopt %s (scourd refuses to start under %s while %s holds open quarantines, runs or claims, or tenants no clean covered); "+
 		"on a claims database shared by many hosts, first make sure %s is not another machine's host name: taking it would take over that host's records",
 		ErrInvalid, short, cfg.Host, short, short, cfg.Host, cfg.Host, short, short, cfg.Host, short, short)
 }
@@ -55,9 +55,10 @@ type RenamedHosts interface {
 }
 
 // CheckRenamedHost refuses scourd's start under host when the claims
-// store holds open quarantines or retirements, open cleaning runs or live
-// claims under another host name that was this machine's (a sqlite store
-// of this state_path; on PostgreSQL, a name whose claims name this
+// store holds open quarantines or retirements, open cleaning runs, live
+// claims, or devices holding a tenant no clean covered (that host does
+// not know of) under another host name that was this machine's (a sqlite
+// store of this state_path; on PostgreSQL, a name whose claims name this
 // scourd's node): every row is keyed by host, so under the new name
 // scourd would not see them. Nova rewrites a device's traits to its own
 // set, and the store's quarantine is what puts the quarantine trait and
@@ -72,8 +73,8 @@ func (cfg *Config) CheckRenamedHost(ctx context.Context, store RenamedHosts) err
 	}
 	var held, names, adopt []string
 	for _, o := range others {
-		held = append(held, fmt.Sprintf("host %s (%s): %d open quarantines or retirements, %d open cleaning runs, %d live claims",
-			o.Host, o.Why, o.Quarantines, o.Runs, o.Claims))
+		held = append(held, fmt.Sprintf("host %s (%s): %d open quarantines or retirements, %d open cleaning runs, %d live claims, %d devices holding a tenant no clean covered",
+			o.Host, o.Why, o.Quarantines, o.Runs, o.Claims, o.Uncovered))
 		names = append(names, o.Host)
 		adopt = append(adopt, "scourctl host adopt "+o.Host)
 	}

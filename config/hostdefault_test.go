@@ -75,21 +75,22 @@ func (o *openElsewhere) OpenUnderOtherNames(_ context.Context, host string, node
 	return o.open, o.err
 }
 
-// A store holding open quarantines, runs or live claims under another
-// name of this machine stops the start with an ErrInvalid naming both
-// names, the counts and the two ways out; nothing open elsewhere starts;
-// a store that cannot answer stops the start with its error. The store
-// is asked about the node and Placement's node.
+// A store holding open quarantines, runs, live claims or devices with a
+// tenant no clean covered under another name of this machine stops the
+// start with an ErrInvalid naming both names, the counts and the two ways
+// out; nothing open elsewhere starts; a store that cannot answer stops
+// the start with its error. The store is asked about the node and
+// Placement's node.
 func TestCheckRenamedHost(t *testing.T) {
 	t.Parallel()
 	cfg := &Config{Host: "cmp-b", Node: "node-1"}
 	cfg.Placement.Node = "node-1.example.com"
-	store := &openElsewhere{open: []claims.HostOpen{{Host: "cmp-a", Quarantines: 2, Runs: 1, Claims: 3, Why: "its claims name node-1"}}}
+	store := &openElsewhere{open: []claims.HostOpen{{Host: "cmp-a", Quarantines: 2, Runs: 1, Claims: 3, Uncovered: 4, Why: "its claims name node-1"}}}
 	err := cfg.CheckRenamedHost(context.Background(), store)
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("got %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{"start as cmp-b", "host cmp-a (its claims name node-1): 2 open quarantines or retirements, 1 open cleaning runs, 3 live claims",
+	for _, want := range []string{"start as cmp-b", "host cmp-a (its claims name node-1): 2 open quarantines or retirements, 1 open cleaning runs, 3 live claims, 4 devices holding a tenant no clean covered",
 		"set host: cmp-a", "scourctl host adopt cmp-a", "moves those records to cmp-b"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)

@@ -83,7 +83,7 @@ func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer)
 		}
 	}
 	if found == nil {
-		return fmt.Errorf("host %s holds no open quarantine, run or claim that is this machine's (on PostgreSQL: none of its claims names node %s): nothing to adopt; refusing to take another machine's records",
+		return fmt.Errorf("host %s holds no open quarantine, run, claim or uncovered tenant that is this machine's (on PostgreSQL: none of its claims names node %s): nothing to adopt; refusing to take another machine's records",
 			old, cfg.Node)
 	}
 	a, err := store.AdoptHost(ctx, old, cfg.Host, operatorName())
@@ -92,6 +92,9 @@ func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer)
 	}
 	fmt.Fprintf(w, "moved from host %s to host %s: %d open quarantines or retirements, %d open cleaning runs, %d live claims, %d earlier claims of tenants no clean has covered",
 		old, cfg.Host, a.Quarantines, a.Runs, a.Claims, a.Tenants)
+	if a.Uncovered > 0 {
+		fmt.Fprintf(w, "; %d devices recorded held under %s by a tenant no clean of %s covered", a.Uncovered, cfg.Host, old)
+	}
 	if a.Superseded > 0 {
 		fmt.Fprintf(w, "; %d quarantines of devices %s holds quarantined already closed under %s", a.Superseded, cfg.Host, old)
 	}

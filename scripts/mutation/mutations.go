@@ -252,6 +252,14 @@ var mutations = []mutation{
 		"\tif used.At.After(after) {\n\t\tafter = used.At\n\t}",
 		"\tif false && used.At.After(after) {\n\t\tafter = used.At\n\t}",
 		"claims", "^TestCleanUsedAfterItDoesNotCoverItsTenants$"},
+	{1, "host adopt leaves a device's unknown tenant under the old name", "claims/hostrename.go",
+		"for _, u := range left {",
+		"for _, u := range left[:0] {",
+		"claims", "^TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt$"},
+	{1, "scourd starts under a new host name over the old name's tenants no clean covered", "claims/hostrename.go",
+		"h.Uncovered = len(left)",
+		"h.Uncovered = len(left[:0])",
+		"claims", "^TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
