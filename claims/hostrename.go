@@ -3,6 +3,8 @@ package claims
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -131,12 +133,21 @@ func (s *Store) claimNode(ctx context.Context, host string, nodes []string) (str
 
 // Adopted is what AdoptHost moved (HostOpen: the open records moved,
 // Uncovered the devices whose tenant no move carried, recorded held
-// under the new name).
+// under the new name) and what it resolved where both names held one.
 type Adopted struct {
 	HostOpen
 	// Superseded are from's open quarantines of devices to already held
-	// open: closed under from, to's stands.
+	// open: closed under from, to's stands and its reason says from's.
 	Superseded int
+	// RunsSuperseded are from's open runs of devices to has an open run
+	// of: closed under from, to's resumes. RunsUsed are those of them
+	// closed as possibly used after their clean (an un-reserve PUT of
+	// theirs may have landed: used_after_clean).
+	RunsSuperseded, RunsUsed int
+	// ClaimsMerged are from's live claims of instances to has a live
+	// claim of: to's took the devices and volumes it lacked, from's was
+	// released.
+	ClaimsMerged int
 	// Tenants are released claims and seen holders not covered by a clean
 	// since (previous tenants, for the next clean's record and the
 	// re-fence).
@@ -151,10 +162,22 @@ type Adopted struct {
 // clean covered, and every closed record with from's signed chain, stays
 // under from. It is for a host renamed (scourctl host adopt; scourd
 // stopped): scourd under to then keeps from's quarantines, resumes its
-// runs and knows its tenants. An open quarantine of a device to holds
-// quarantined already is closed under from (to's stands). It refuses,
-// moving nothing, when to has an open run of a device from has one of, or
-// a live claim of an instance from has one of.
+// runs and knows its tenants.
+//
+// Where scourd already ran under to (a rename from before the start-up
+// check), both names may hold one device or instance open; to's record
+// stands and from's is closed under from, saying so, with nothing it
+// kept lost:
+//   - an open quarantine of a device to holds quarantined: to's takes
+//     from's reason (said after its own) and, when it waits for no wipe,
+//     from's retirement wipe;
+//   - an open run of a device to has an open run of: from's ends
+//     (superseded; a cleaned one as cleaned, not returned), and when its
+//     PUT journal holds an un-reserve PUT that may have landed, as used
+//     after its clean (CloseCleanedUsed), so its clean covers no tenant;
+//   - a live claim of an instance to has a live claim of: to's takes the
+//     devices (held since they joined from's) and volumes it lacks, and
+//     from's is released.
 //
 // Last, a device whose tenant no clean of from's covers (PreviousTenant
 // under from: a claim or holder, or the unknown tenant a run closed as
@@ -169,36 +192,14 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 	var a Adopted
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		a = Adopted{HostOpen: HostOpen{Host: from}}
-		var clash []string
-		for _, c := range []struct{ what, q string }{
-			{"open cleaning runs of the same devices", `SELECT a.device_rp FROM cleaning_runs a JOIN cleaning_runs b ON b.device_rp = a.device_rp
-				WHERE a.host = ? AND b.host = ? AND a.ended_at IS NULL AND b.ended_at IS NULL`},
-			{"live claims of the same instances", `SELECT a.instance_uuid FROM claims a JOIN claims b
-				ON b.instance_uuid = a.instance_uuid AND b.resize_target = a.resize_target
-				WHERE a.host = ? AND b.host = ? AND a.state IN ('active', 'dormant') AND b.state IN ('active', 'dormant')`},
-		} {
-			ids, err := column(ctx, tx, s.d.rebind(c.q), from, to)
-			if err != nil {
-				return err
-			}
-			if len(ids) > 0 {
-				clash = append(clash, fmt.Sprintf("%s (%s)", c.what, strings.Join(ids, ", ")))
-			}
-		}
-		if len(clash) > 0 {
-			return fmt.Errorf("claims: host %s and host %s both hold %s: scourd ran under %s over them; nothing moved. "+
-				"Let scourd under %s finish its runs (scourctl status) and its instances go, then run this again",
-				from, to, strings.Join(clash, " and "), to, to)
-		}
 		now := s.stamp()
-		n, err := execN(ctx, tx, s.d.rebind(`UPDATE quarantines SET released_at = ?, released_by = ?,
-			release_reason = ? WHERE host = ? AND released_at IS NULL
-			AND device_rp IN (SELECT device_rp FROM quarantines WHERE host = ? AND released_at IS NULL)`),
-			now, by, "host "+from+" adopted as "+to+", which holds its own open quarantine of the device", from, to)
-		if err != nil {
+		var err error
+		if a.Superseded, err = s.supersedeQuarantines(ctx, tx, from, to, by, now); err != nil {
 			return err
 		}
-		a.Superseded = n
+		if a.RunsSuperseded, a.RunsUsed, err = s.supersedeRuns(ctx, tx, from, to, now); err != nil {
+			return err
+		}
 		// A clean covers a tenant known since before its run started
 		// (lastCleanQuery; a run closed as possibly used after its clean
 		// covers none); cleanAfter is "no clean of from's covers the
@@ -213,6 +214,10 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 			AND state NOT IN ('active', 'dormant') AND EXISTS (SELECT 1 FROM claim_devices cd WHERE cd.claim_id = claims.id
 			AND `+cleanAfter("cd.device_rp", `CASE WHEN claims.reactivated_at > cd.created_at THEN claims.reactivated_at ELSE cd.created_at END`)+`)`),
 			to, from, from); err != nil {
+			return err
+		}
+		// After the tenants: a claim released here stays under from.
+		if a.ClaimsMerged, err = s.mergeClaims(ctx, tx, from, to, now); err != nil {
 			return err
 		}
 		steps := []struct {
@@ -260,6 +265,152 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 		return Adopted{}, fmt.Errorf("claims: adopt host %s's open records as host %s: %w", from, to, err)
 	}
 	return a, nil
+}
+
+// supersedeQuarantines closes from's open quarantines of devices to
+// holds quarantined open: to's stands, its reason saying from's (kind,
+// since, reason) after its own, and it takes from's retirement wipe when
+// it waits for none. It returns how many it closed.
+func (s *Store) supersedeQuarantines(ctx context.Context, tx *sql.Tx, from, to, by, now string) (int, error) {
+	type old struct{ rp, run, reason, at, wipe string }
+	both, err := queryAll(ctx, tx, s.d.rebind(`SELECT f.device_rp, f.run_id, f.reason, f.quarantined_at, f.wipe FROM quarantines f
+		JOIN quarantines t ON t.device_rp = f.device_rp AND t.host = ? AND t.released_at IS NULL
+		WHERE f.host = ? AND f.released_at IS NULL ORDER BY f.device_rp`), func(sc scanner) (old, error) {
+		var o old
+		return o, sc.Scan(&o.rp, &o.run, &o.reason, &o.at, &o.wipe)
+	}, to, from)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range both {
+		kind := "retirement"
+		if o.run != "" {
+			kind = "quarantine (run " + o.run + ")"
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE quarantines SET reason = reason || ?,
+			wipe = CASE WHEN wipe = '' THEN ? ELSE wipe END WHERE host = ? AND device_rp = ? AND released_at IS NULL`),
+			boundOutput(fmt.Sprintf("; host %s's %s since %s, closed when %s adopted it: %s", from, kind, o.at, to, o.reason)),
+			o.wipe, to, o.rp); err != nil {
+			return 0, err
+		}
+	}
+	return execN(ctx, tx, s.d.rebind(`UPDATE quarantines SET released_at = ?, released_by = ?,
+		release_reason = ? WHERE host = ? AND released_at IS NULL
+		AND device_rp IN (SELECT device_rp FROM quarantines WHERE host = ? AND released_at IS NULL)`),
+		now, by, "host "+from+" adopted as "+to+", which holds its own open quarantine of the device (its reason now says this one's)", from, to)
+}
+
+// supersedeRuns closes, under from, from's open runs of devices to has
+// an open run of (to's resumes): a running one as failed, a cleaned one
+// as cleaned, not returned, and, when its PUT journal holds an un-reserve
+// PUT that may have landed (the device may have served a tenant since its
+// clean), as used after its clean (CloseCleanedUsed). It returns how
+// many it closed, and how many of them as used.
+func (s *Store) supersedeRuns(ctx context.Context, tx *sql.Tx, from, to, now string) (closed, used int, err error) {
+	theirs, err := s.queryRuns(ctx, tx, `host = ? AND ended_at IS NULL`, to)
+	if err != nil {
+		return 0, 0, err
+	}
+	open := map[string]string{}
+	for _, r := range theirs {
+		open[r.DeviceRP] = r.ID
+	}
+	mine, err := s.queryRuns(ctx, tx, `host = ? AND ended_at IS NULL ORDER BY device_rp`+s.d.forUpdate, from)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range mine {
+		stands, ok := open[r.DeviceRP]
+		if !ok {
+			continue
+		}
+		why := fmt.Sprintf("superseded: host %s adopted as %s, whose open run %s of the device stands", from, to, stands)
+		if !r.AwaitingReturn() {
+			err = s.closeRun(ctx, tx, r, RunFailed, why, now)
+		} else {
+			var pending bool
+			if _, pending, err = s.lastPut(ctx, tx, r.ID); err != nil {
+				return 0, 0, err
+			}
+			if pending {
+				why += "; the device may have served a tenant since its clean, so this clean covers none"
+				used++
+			}
+			err = s.closeCleanedUsed(ctx, tx, r, why, pending)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		closed++
+	}
+	return closed, used, nil
+}
+
+// mergeClaims resolves the instances both from and to hold a live claim
+// of (same resize side): to's claim takes the devices from's names and
+// it lacks (held since they joined from's claim) and the volumes it
+// lacks, and from's is released as superseded. It returns how many.
+func (s *Store) mergeClaims(ctx context.Context, tx *sql.Tx, from, to, now string) (int, error) {
+	mine, err := s.queryClaims(ctx, tx, `host = ? AND state IN ('active', 'dormant') AND EXISTS (SELECT 1 FROM claims t
+		WHERE t.host = ? AND t.instance_uuid = claims.instance_uuid AND t.resize_target = claims.resize_target
+		AND t.state IN ('active', 'dormant')) ORDER BY instance_uuid, resize_target`+s.d.forUpdate, from, to)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range mine {
+		theirs, err := s.queryClaims(ctx, tx, `host = ? AND instance_uuid = ? AND resize_target = ? AND state IN ('active', 'dormant')
+			ORDER BY created_at, id`+s.d.forUpdate, to, f.InstanceUUID, boolInt(f.ResizeTarget))
+		if err != nil {
+			return 0, err
+		}
+		if len(theirs) == 0 {
+			return 0, fmt.Errorf("host %s's live claim of instance %s went away meanwhile; retry", to, f.InstanceUUID)
+		}
+		t := theirs[0]
+		pci := t.PCI
+		for _, d := range f.PCI {
+			if t.HasDevice(d.RPUUID) {
+				continue
+			}
+			pci = append(pci, d)
+			added, err := s.deviceAddedAt(ctx, tx, f.ID, d.RPUUID)
+			if errors.Is(err, sql.ErrNoRows) {
+				added, err = f.CreatedAt, nil // not indexed: held since the claim
+			}
+			if err != nil {
+				return 0, fmt.Errorf("claim %s's device %s: %w", f.ID, d.RPUUID, err)
+			}
+			if err := s.indexDevices(ctx, tx, t.ID, to, formatTS(added), []PCIDevice{d}); err != nil {
+				return 0, err
+			}
+		}
+		vols := t.Volumes.Attached
+		for _, v := range f.Volumes.Attached {
+			if !slices.ContainsFunc(vols, func(w Volume) bool { return w.ID == v.ID }) {
+				vols = append(vols, v)
+			}
+		}
+		if pci == nil {
+			pci = []PCIDevice{}
+		}
+		if vols == nil {
+			vols = []Volume{}
+		}
+		pciJSON, _ := json.Marshal(pci)
+		volJSON, _ := json.Marshal(vols)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE claims SET pci = ?, volumes = ?,
+			project_id = CASE WHEN project_id = '' THEN ? ELSE project_id END,
+			user_id = CASE WHEN user_id = '' THEN ? ELSE user_id END, updated_at = ? WHERE id = ?`),
+			string(pciJSON), string(volJSON), f.ProjectID, f.UserID, now, t.ID); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE claims SET state = 'released', released_at = ?, release_reason = ?, updated_at = ?
+			WHERE id = ?`), now, fmt.Sprintf("superseded: host %s adopted as %s, whose live claim %s of the instance took its devices and volumes", from, to, t.ID),
+			now, f.ID); err != nil {
+			return 0, err
+		}
+	}
+	return len(mine), nil
 }
 
 // uncarried lists the devices of host from whose last tenant no clean of

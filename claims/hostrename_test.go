@@ -96,9 +96,9 @@ func TestOpenUnderOtherNames(t *testing.T) {
 // quarantine of a device the new name holds quarantined already is closed
 // under the old name. Afterwards nothing open is left under the old name,
 // and the new one holds the quarantines, resumes the run and knows the
-// tenants, by the names and projects their claims gave. A clash (open
-// runs of one device, live claims of one instance under both names)
-// moves nothing.
+// tenants, by the names and projects their claims gave
+// (TestAdoptHostResolvesClashes: both names holding one device or
+// instance open).
 func TestAdoptHost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -137,19 +137,6 @@ func TestAdoptHost(t *testing.T) {
 		runStep(t, s, clean.ID, "sanitize", false, StepOK, "")
 		must(finish(ctx, s, clean.ID, RunReturned, "returned"))
 		clock.Advance(time.Minute)
-
-		// A clash first: cmp-b cleaning rp-2 too.
-		rsB := nvmeRun()
-		rsB.Host, rsB.DeviceRP = "cmp-b", "rp-2"
-		clash, _, err := s.OpenRun(ctx, rsB)
-		must(err)
-		if _, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice"); err == nil || !strings.Contains(err.Error(), "open cleaning runs of the same devices (rp-2)") {
-			t.Fatalf("adopt with both names cleaning rp-2: %v", err)
-		}
-		if q, err := s.OpenQuarantines(ctx, "cmp-a"); err != nil || len(q) != 2 {
-			t.Fatalf("the refused adopt moved quarantines: %d left, %v", len(q), err)
-		}
-		must(s.FinishRun(ctx, clash.ID, RunAborted, "test"))
 
 		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
 		must(err)
@@ -229,6 +216,137 @@ func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
 			if p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp); err != nil || !ok || p.Instance != want.Instance || p.Project != want.Project {
 				t.Errorf("cmp-b's previous tenant of %s after a stale clean: %+v %v %v; want %+v", rp, p, ok, err, want)
 			}
+		}
+	})
+}
+
+// A host renamed before scourd checked for it: scourd ran under the new
+// name cmp-b over the devices and instances cmp-a still held open, so
+// both names hold an open run of one device, a live claim of one
+// instance, an open quarantine of one device, and scourd starts under
+// neither. AdoptHost resolves each, in one transaction, with nothing
+// lost: cmp-b's run of each device resumes and cmp-a's is closed (signed,
+// in cmp-a's chain), as used after its clean when its un-reserve PUT may
+// have landed, so the device stays held by an unknown tenant since that
+// run began; cmp-b's claim of the instance takes cmp-a's devices and
+// volumes, cmp-a's is released; cmp-b's quarantine stands, saying cmp-a's
+// reason and taking its pending retirement wipe. Afterwards nothing of
+// this machine is open under cmp-a, and each device and instance has one
+// open run or live claim.
+func TestAdoptHostResolvesClashes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		sg := testSigner(t)
+		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(sg))
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(s.RegisterKey(ctx, "cmp-a"))
+		open := func(host, rp string) Run {
+			t.Helper()
+			rs := nvmeRun()
+			rs.Host, rs.DeviceRP = host, rp
+			r, _, err := s.OpenRun(ctx, rs)
+			must(err)
+			return r
+		}
+		// cmp-a: a run of rp-1 under way; a run of rp-2 cleaned, its
+		// un-reserve PUT sent (it may have landed) and its answer lost.
+		running := open("cmp-a", "rp-1")
+		runStep(t, s, running.ID, "sanitize", false, StepOK, "")
+		sent := open("cmp-a", "rp-2")
+		runStep(t, s, sent.ID, "sanitize", false, StepOK, "")
+		must(s.FinishRun(ctx, sent.ID, RunCleaned, "clean"))
+		must(s.PutJournal(sent.ID).NotePut(ctx, 12))
+		_, _, err := s.Retire(ctx, "cmp-a", "rp-4", "0000:84:00.0", "alice", "RMA from cmp-a", WipePending, "")
+		must(err)
+		claimOn(t, s, "cmp-a", "node-1", "inst-1", "rp-5")
+		must(s.UpdateVolumes(ctx, "cmp-a", "inst-1", func(v *Volumes) error {
+			v.Attached = append(v.Attached, Volume{ID: "vol-a"})
+			return nil
+		}))
+		startedAt := sent.StartedAt
+		clock.Advance(time.Minute)
+
+		// scourd under cmp-b, over the same devices and instance.
+		keep := map[string]string{"rp-1": open("cmp-b", "rp-1").ID, "rp-2": open("cmp-b", "rp-2").ID}
+		_, _, err = s.Retire(ctx, "cmp-b", "rp-4", "0000:84:00.0", "bob", "RMA from cmp-b", "", "")
+		must(err)
+		claimOn(t, s, "cmp-b", "node-1", "inst-1", "rp-6")
+		must(s.UpdateVolumes(ctx, "cmp-b", "inst-1", func(v *Volumes) error {
+			v.Attached = append(v.Attached, Volume{ID: "vol-b"})
+			return nil
+		}))
+		clock.Advance(time.Minute)
+		for _, h := range [][2]string{{"cmp-a", "cmp-b"}, {"cmp-b", "cmp-a"}} {
+			if left, err := s.OpenUnderOtherNames(ctx, h[1], []string{"node-1"}); err != nil || len(left) != 1 {
+				t.Fatalf("start as %s over %s's records: %+v, %v; want refused", h[1], h[0], left, err)
+			}
+		}
+
+		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
+		must(err)
+		if want := (Adopted{HostOpen: HostOpen{Host: "cmp-a", Uncovered: 1}, Superseded: 1, RunsSuperseded: 2, RunsUsed: 1, ClaimsMerged: 1}); got != want {
+			t.Errorf("adopted %+v, want %+v", got, want)
+		}
+		if left, err := s.OpenUnderOtherNames(ctx, "cmp-b", []string{"node-1"}); err != nil || len(left) != 0 {
+			t.Errorf("open under another name than cmp-b after the adopt: %+v, %v", left, err)
+		}
+		for _, h := range []string{"cmp-a", "cmp-b"} {
+			runs, err := s.UnfinishedRuns(ctx, h)
+			must(err)
+			for _, r := range runs {
+				if h == "cmp-a" || keep[r.DeviceRP] != r.ID {
+					t.Errorf("open run %s of %s under %s after the adopt; want cmp-b's %v only", r.ID, r.DeviceRP, h, keep)
+				}
+				delete(keep, r.DeviceRP)
+			}
+		}
+		if len(keep) > 0 {
+			t.Errorf("cmp-b's runs not open after the adopt: %v", keep)
+		}
+		for _, c := range []struct {
+			run  Run
+			used bool
+		}{{running, false}, {sent, true}} {
+			r, err := s.GetRun(ctx, c.run.ID)
+			if err != nil || r.Host != "cmp-a" || !r.Closed() || !strings.Contains(r.Summary, "superseded: host cmp-a adopted as cmp-b") {
+				t.Errorf("cmp-a's run %s of %s after the adopt: %+v, %v; want closed under cmp-a as superseded", c.run.ID, c.run.DeviceRP, r, err)
+			}
+			if c.used && !strings.Contains(r.Summary, "may have returned it") {
+				t.Errorf("closed run %s does not say its un-reserve may have landed: %q", r.ID, r.Summary)
+			}
+		}
+		if rep, err := s.VerifyHost(ctx, "cmp-a", nil); err != nil || rep.Records != 2 || rep.Unsigned != 0 {
+			t.Errorf("cmp-a's records after the adopt closed its runs: %+v, %v; want 2 signed", rep, err)
+		}
+		// rp-2 may have served a tenant since cmp-a's clean: held, by an
+		// unknown one since that run began, under the new name.
+		if p, ok, err := s.PreviousTenant(ctx, "cmp-b", "rp-2"); err != nil || !ok || p.Instance != UnknownTenant || !p.Since.Equal(startedAt) {
+			t.Errorf("cmp-b's previous tenant of rp-2: %+v %v %v; want unknown since %s", p, ok, err, startedAt)
+		}
+		live, err := s.LiveClaims(ctx, "cmp-b")
+		must(err)
+		if len(live) != 1 || live[0].InstanceUUID != "inst-1" || !live[0].HasDevice("rp-5") || !live[0].HasDevice("rp-6") ||
+			len(live[0].Volumes.Attached) != 2 {
+			t.Errorf("cmp-b's live claims: %+v; want inst-1's with rp-5, rp-6, vol-a and vol-b", live)
+		}
+		for _, rp := range []string{"rp-5", "rp-6"} {
+			if c, ok, err := s.ActiveClaimForDevice(ctx, "cmp-b", rp); err != nil || !ok || c.InstanceUUID != "inst-1" {
+				t.Errorf("cmp-b's active claim of %s: %+v %v %v; want inst-1's (in use: nothing cleans it)", rp, c, ok, err)
+			}
+		}
+		if old, err := s.ClaimsForInstance(ctx, "cmp-a", "inst-1"); err != nil || len(old) != 1 || old[0].Live() ||
+			!strings.Contains(old[0].ReleaseReason, "superseded") {
+			t.Errorf("cmp-a's claims of inst-1: %+v, %v; want one, released as superseded", old, err)
+		}
+		q, ok, err := s.ActiveQuarantine(ctx, "cmp-b", "rp-4")
+		if err != nil || !ok || !strings.Contains(q.Reason, "RMA from cmp-b") || !strings.Contains(q.Reason, "RMA from cmp-a") || q.Wipe != WipePending {
+			t.Errorf("cmp-b's quarantine of rp-4: %+v %v %v; want its reason, cmp-a's, and cmp-a's pending wipe", q, ok, err)
 		}
 	})
 }

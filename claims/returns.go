@@ -85,18 +85,24 @@ func (s *Store) closeCleanedRun(ctx context.Context, runID, why string, used boo
 		if !run.AwaitingReturn() {
 			return fmt.Errorf("%w: it is %s", ErrNotCleaned, run.State)
 		}
-		if used {
-			// Before the close: a sealed row cannot be updated.
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET used_after_clean = 1 WHERE id = ?`), run.ID); err != nil {
-				return err
-			}
-		}
-		return s.closeCleaned(ctx, tx, run, why)
+		return s.closeCleanedUsed(ctx, tx, run, why, used)
 	})
 	if err != nil {
 		return fmt.Errorf("claims: close cleaning run %s as cleaned: %w", runID, err)
 	}
 	return nil
+}
+
+// closeCleanedUsed is closeCleaned, first marking the run used after its
+// clean when used (CloseCleanedUsed).
+func (s *Store) closeCleanedUsed(ctx context.Context, tx *sql.Tx, run Run, why string, used bool) error {
+	if used {
+		// Before the close: a sealed row cannot be updated.
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE cleaning_runs SET used_after_clean = 1 WHERE id = ?`), run.ID); err != nil {
+			return err
+		}
+	}
+	return s.closeCleaned(ctx, tx, run, why)
 }
 
 // closeCleaned seals a cleaned run that scour will not return, saying
