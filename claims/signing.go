@@ -185,6 +185,22 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// LoadKey reads the host's signing key from path as LoadOrCreateKey does,
+// for a tool that closes records with scourd stopped (scourctl host
+// adopt): it neither creates the key nor writes its public key file, and
+// ok is false when there is none (scourd creates it at its first start).
+func LoadKey(path string) (s *Signer, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("record signing key %s: %w", path, err)
+	}
+	s, err = loadKey(path, data)
+	return s, err == nil, err
+}
+
 func loadKey(path string, data []byte) (*Signer, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("record signing key %s has mode %04o: anyone who reads it can forge records; chmod 600 it (and consider it compromised)", path, fi.Mode().Perm())

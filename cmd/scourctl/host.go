@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -39,28 +40,54 @@ under a name that was this machine's (docs/operations.md, Renaming a host).
 
 host adopt OLD-HOST, run with scourd stopped and with the configuration it
 will start with (the new host), moves them to that host in one
-transaction: open quarantines and retirements (one of a device the new
-name holds quarantined already is closed, the new name's stands), open
-cleaning runs (resumed by scourd), live claims, and the previous tenants
-no clean has covered since (released claims, seen holders), with the
-devices' addresses, Cyborg ARQ records and delete tombstones. Closed
-records and OLD-HOST's signed record chain stay under OLD-HOST
-(scourctl records verify --host OLD-HOST). Nothing is written to Placement.
+transaction: open quarantines and retirements, open cleaning runs
+(resumed by scourd), live claims, and the previous tenants no clean has
+covered since (released claims, seen holders; a device whose run was
+closed as possibly used after its clean is recorded held by an unknown
+tenant), with the devices' addresses, Cyborg ARQ records and delete
+tombstones. Closed records and OLD-HOST's signed record chain stay under
+OLD-HOST (scourctl records verify --host OLD-HOST). Nothing is written to
+Placement.
+
+Where scourd already ran under the new name (a rename from before scourd
+checked for one), both names may hold one device or instance open; the
+new name's record stands and OLD-HOST's is closed, keeping what it held:
+a quarantine of a device the new name holds quarantined gives its reason
+(and a retirement's pending wipe) to the new name's; an open run of a
+device the new name cleans too ends as superseded (as possibly used
+after its clean when an un-reserve PUT of it may have landed, so the
+device stays held); a live claim of an instance the new name holds one of
+gives it the devices and volumes it lacks. Records it closes are signed
+with this host's record key (claims.signing_key) under OLD-HOST's chain.
 
 Only a name that was this machine's is adopted: any other name in a sqlite
 store (one scourd at a time uses a state_path), and on PostgreSQL a name
 whose claims were recorded for this host's node. It is refused while
-scourd runs (it takes this host's lock, on PostgreSQL OLD-HOST's too), and
-when both names hold an open cleaning run of one device or a live claim of
-one instance.`
+scourd runs (it takes this host's lock, on PostgreSQL OLD-HOST's too).`
 
 // hostAdopt moves old's open records to cfg.Host (claims.AdoptHost),
-// holding both names' locks, once the store says old was this machine's.
+// holding both names' locks, once the store says old was this machine's;
+// the records it closes are signed with the host's key when it has one.
 func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer) error {
 	if old == cfg.Host {
 		return usagef("OLD-HOST is this host's name (%s): give the name scourd ran under before", old)
 	}
-	store, err := claims.Open(ctx, cfg.Claims, claims.ReadOnlySchema(), claims.WithLogger(quietLog()), claims.WithHostLock(cfg.Host))
+	// Closing OLD-HOST's superseded runs seals their records: signed,
+	// as scourd would, so records verify finds no unsigned one after
+	// signing began.
+	opts := []claims.Option{claims.ReadOnlySchema(), claims.WithLogger(quietLog()), claims.WithHostLock(cfg.Host),
+		claims.WithChainHead(func(h claims.ChainHead) {
+			doc, _ := json.Marshal(h)
+			fmt.Fprintf(w, "record chain of host %s advanced (a superseded run closed): %s\n", h.Host, doc)
+		})}
+	signer, signs, err := claims.LoadKey(cfg.Claims.SigningKeyPath())
+	if err != nil {
+		return fmt.Errorf("%w (claims.signing_key)", err)
+	}
+	if signs {
+		opts = append(opts, claims.WithSigner(signer))
+	}
+	store, err := claims.Open(ctx, cfg.Claims, opts...)
 	if err != nil {
 		return fmt.Errorf("opening the claims store for host %s (stop scourd first): %w", cfg.Host, err)
 	}
@@ -96,7 +123,14 @@ func hostAdopt(ctx context.Context, cfg *config.Config, old string, w io.Writer)
 		fmt.Fprintf(w, "; %d devices recorded held under %s by a tenant no clean of %s covered", a.Uncovered, cfg.Host, old)
 	}
 	if a.Superseded > 0 {
-		fmt.Fprintf(w, "; %d quarantines of devices %s holds quarantined already closed under %s", a.Superseded, cfg.Host, old)
+		fmt.Fprintf(w, "; %d quarantines of devices %s holds quarantined already closed under %s (their reasons added to %s's)", a.Superseded, cfg.Host, old, cfg.Host)
+	}
+	if a.RunsSuperseded > 0 {
+		fmt.Fprintf(w, "; %d open runs of devices %s cleans too closed under %s as superseded (%d of them as possibly used after their clean: an un-reserve may have landed)",
+			a.RunsSuperseded, cfg.Host, old, a.RunsUsed)
+	}
+	if a.ClaimsMerged > 0 {
+		fmt.Fprintf(w, "; %d live claims of instances %s holds a claim of merged into %s's and released under %s", a.ClaimsMerged, cfg.Host, cfg.Host, old)
 	}
 	fmt.Fprintf(w, "\nclosed records and %s's record chain stay under %s; start scourd as %s\n", old, old, cfg.Host)
 	return nil

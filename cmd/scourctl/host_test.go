@@ -72,3 +72,64 @@ pipelines:
 		t.Errorf("cmp-b's retirement of rp-1 after the adopt: %v, %v", ok, err)
 	}
 }
+
+// Where scourd already ran under the new name, host adopt closes the old
+// name's run of a device the new name cleans too: sealed into the old
+// name's chain and signed with the host's record key, as scourd would,
+// so records verify of the old name still passes; the operator sees the
+// run superseded and the chain head it advanced to.
+func TestHostAdoptSignsTheRunsItCloses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ccfg := claims.Config{StatePath: dir, SigningKey: claims.DefaultSigningKey}
+	signer, _, err := claims.LoadOrCreateKey(ccfg.SigningKeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := claims.Open(ctx, ccfg, claims.WithLogger(quietLog()), claims.WithSigner(signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterKey(ctx, "cmp-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"cmp-a", "cmp-b"} {
+		if _, _, err := s.OpenRun(ctx, claims.RunStart{Host: h, DeviceRP: "rp-1", Address: "0000:81:00.0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	cfg := filepath.Join(t.TempDir(), "scour.yaml")
+	if err := os.WriteFile(cfg, []byte(`host: cmp-b
+claims:
+  state_path: `+dir+`
+pipelines:
+  profiles:
+    - name: nvme
+      match: {kinds: [nvme]}
+      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(configEnv, "")
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"host", "adopt", "cmp-a", "--config", cfg}, &out, &errb); code != 0 {
+		t.Fatalf("adopt cmp-a: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"1 open runs of devices cmp-b cleans too closed under cmp-a as superseded", "record chain of host cmp-a advanced"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output does not say %q:\n%s", want, out.String())
+		}
+	}
+	s, err = claims.Open(ctx, ccfg, claims.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rep, err := s.VerifyHost(ctx, "cmp-a", nil); err != nil || rep.Records != 1 {
+		t.Errorf("records verify --host cmp-a after the adopt: %+v, %v; want its closed run signed", rep, err)
+	}
+	if runs, err := s.UnfinishedRuns(ctx, "cmp-b"); err != nil || len(runs) != 1 {
+		t.Errorf("cmp-b's open runs: %+v, %v; want its own", runs, err)
+	}
+}
