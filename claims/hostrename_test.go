@@ -44,11 +44,7 @@ func TestOpenUnderOtherNames(t *testing.T) {
 		if _, err := s.ReleaseInstance(ctx, "cmp-old", "inst-old", "deleted", "m"); err != nil {
 			t.Fatal(err)
 		}
-		rs.Host, rs.DeviceRP = "cmp-old", "rp-5"
-		cleaned, _, err := s.OpenRun(ctx, rs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cleaned := runOn(t, s, "cmp-old", "rp-5")
 		runStep(t, s, cleaned.ID, "sanitize", false, StepOK, "")
 		if err := finish(ctx, s, cleaned.ID, RunReturned, "returned"); err != nil {
 			t.Fatal(err)
@@ -220,6 +216,24 @@ func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
 	})
 }
 
+// noErr fails the test on err.
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runOn opens a run of device rp under host.
+func runOn(t *testing.T, s *Store, host, rp string) Run {
+	t.Helper()
+	rs := nvmeRun()
+	rs.Host, rs.DeviceRP = host, rp
+	r, _, err := s.OpenRun(context.Background(), rs)
+	noErr(t, err)
+	return r
+}
+
 // A host renamed before scourd checked for it: scourd ran under the new
 // name cmp-b over the devices and instances cmp-a still held open, so
 // both names hold an open run of one device, a live claim of one
@@ -239,33 +253,19 @@ func TestAdoptHostResolvesClashes(t *testing.T) {
 		clock := newFakeClock()
 		sg := testSigner(t)
 		s := mustOpen(t, cfg, WithClock(clock.Now), WithSigner(sg))
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		must(s.RegisterKey(ctx, "cmp-a"))
-		open := func(host, rp string) Run {
-			t.Helper()
-			rs := nvmeRun()
-			rs.Host, rs.DeviceRP = host, rp
-			r, _, err := s.OpenRun(ctx, rs)
-			must(err)
-			return r
-		}
+		noErr(t, s.RegisterKey(ctx, "cmp-a"))
 		// cmp-a: a run of rp-1 under way; a run of rp-2 cleaned, its
 		// un-reserve PUT sent (it may have landed) and its answer lost.
-		running := open("cmp-a", "rp-1")
+		running := runOn(t, s, "cmp-a", "rp-1")
 		runStep(t, s, running.ID, "sanitize", false, StepOK, "")
-		sent := open("cmp-a", "rp-2")
+		sent := runOn(t, s, "cmp-a", "rp-2")
 		runStep(t, s, sent.ID, "sanitize", false, StepOK, "")
-		must(s.FinishRun(ctx, sent.ID, RunCleaned, "clean"))
-		must(s.PutJournal(sent.ID).NotePut(ctx, 12))
+		noErr(t, s.FinishRun(ctx, sent.ID, RunCleaned, "clean"))
+		noErr(t, s.PutJournal(sent.ID).NotePut(ctx, 12))
 		_, _, err := s.Retire(ctx, "cmp-a", "rp-4", "0000:84:00.0", "alice", "RMA from cmp-a", WipePending, "")
-		must(err)
+		noErr(t, err)
 		claimOn(t, s, "cmp-a", "node-1", "inst-1", "rp-5")
-		must(s.UpdateVolumes(ctx, "cmp-a", "inst-1", func(v *Volumes) error {
+		noErr(t, s.UpdateVolumes(ctx, "cmp-a", "inst-1", func(v *Volumes) error {
 			v.Attached = append(v.Attached, Volume{ID: "vol-a"})
 			return nil
 		}))
@@ -273,11 +273,11 @@ func TestAdoptHostResolvesClashes(t *testing.T) {
 		clock.Advance(time.Minute)
 
 		// scourd under cmp-b, over the same devices and instance.
-		keep := map[string]string{"rp-1": open("cmp-b", "rp-1").ID, "rp-2": open("cmp-b", "rp-2").ID}
+		keep := map[string]string{"rp-1": runOn(t, s, "cmp-b", "rp-1").ID, "rp-2": runOn(t, s, "cmp-b", "rp-2").ID}
 		_, _, err = s.Retire(ctx, "cmp-b", "rp-4", "0000:84:00.0", "bob", "RMA from cmp-b", "", "")
-		must(err)
+		noErr(t, err)
 		claimOn(t, s, "cmp-b", "node-1", "inst-1", "rp-6")
-		must(s.UpdateVolumes(ctx, "cmp-b", "inst-1", func(v *Volumes) error {
+		noErr(t, s.UpdateVolumes(ctx, "cmp-b", "inst-1", func(v *Volumes) error {
 			v.Attached = append(v.Attached, Volume{ID: "vol-b"})
 			return nil
 		}))
@@ -289,7 +289,7 @@ func TestAdoptHostResolvesClashes(t *testing.T) {
 		}
 
 		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
-		must(err)
+		noErr(t, err)
 		if want := (Adopted{HostOpen: HostOpen{Host: "cmp-a", Uncovered: 1}, Superseded: 1, RunsSuperseded: 2, RunsUsed: 1, ClaimsMerged: 1}); got != want {
 			t.Errorf("adopted %+v, want %+v", got, want)
 		}
@@ -298,7 +298,7 @@ func TestAdoptHostResolvesClashes(t *testing.T) {
 		}
 		for _, h := range []string{"cmp-a", "cmp-b"} {
 			runs, err := s.UnfinishedRuns(ctx, h)
-			must(err)
+			noErr(t, err)
 			for _, r := range runs {
 				if h == "cmp-a" || keep[r.DeviceRP] != r.ID {
 					t.Errorf("open run %s of %s under %s after the adopt; want cmp-b's %v only", r.ID, r.DeviceRP, h, keep)
@@ -330,7 +330,7 @@ func TestAdoptHostResolvesClashes(t *testing.T) {
 			t.Errorf("cmp-b's previous tenant of rp-2: %+v %v %v; want unknown since %s", p, ok, err, startedAt)
 		}
 		live, err := s.LiveClaims(ctx, "cmp-b")
-		must(err)
+		noErr(t, err)
 		if len(live) != 1 || live[0].InstanceUUID != "inst-1" || !live[0].HasDevice("rp-5") || !live[0].HasDevice("rp-6") ||
 			len(live[0].Volumes.Attached) != 2 {
 			t.Errorf("cmp-b's live claims: %+v; want inst-1's with rp-5, rp-6, vol-a and vol-b", live)
@@ -363,31 +363,22 @@ func TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt(t *testing.T) {
 		ctx := context.Background()
 		clock := newFakeClock()
 		s := mustOpen(t, cfg, WithClock(clock.Now))
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		clean := func(host, rp string, used bool) Run {
 			t.Helper()
-			rs := nvmeRun()
-			rs.Host, rs.DeviceRP = host, rp
-			r, _, err := s.OpenRun(ctx, rs)
-			must(err)
+			r := runOn(t, s, host, rp)
 			runStep(t, s, r.ID, "sanitize", false, StepOK, "")
 			if !used {
-				must(finish(ctx, s, r.ID, RunReturned, "returned"))
+				noErr(t, finish(ctx, s, r.ID, RunReturned, "returned"))
 				return r
 			}
-			must(s.FinishRun(ctx, r.ID, RunCleaned, "clean"))
-			must(s.CloseCleanedUsed(ctx, r.ID, "the device may have served a tenant since (stale)"))
+			noErr(t, s.FinishRun(ctx, r.ID, RunCleaned, "clean"))
+			noErr(t, s.CloseCleanedUsed(ctx, r.ID, "the device may have served a tenant since (stale)"))
 			return r
 		}
 		// Ties cmp-a to node-1 on PostgreSQL; cleaned since, so nothing.
 		claimOn(t, s, "cmp-a", "node-1", "inst-old", "rp-9")
 		_, err := s.ReleaseInstance(ctx, "cmp-a", "inst-old", "deleted", "m1")
-		must(err)
+		noErr(t, err)
 		clean("cmp-a", "rp-9", false)
 		used := clean("cmp-a", "rp-1", true)
 		clean("cmp-a", "rp-2", true)
@@ -400,7 +391,7 @@ func TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt(t *testing.T) {
 			t.Fatalf("open under other names than cmp-b: %+v, %v; want cmp-a with rp-1 uncovered", left, err)
 		}
 		got, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice")
-		must(err)
+		noErr(t, err)
 		if got.Uncovered != 1 {
 			t.Errorf("adopted %+v; want rp-1 recorded held", got)
 		}

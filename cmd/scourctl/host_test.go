@@ -26,19 +26,7 @@ func TestHostAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	cfg := filepath.Join(t.TempDir(), "scour.yaml")
-	if err := os.WriteFile(cfg, []byte(`host: cmp-b
-claims:
-  state_path: `+dir+`
-pipelines:
-  profiles:
-    - name: nvme
-      match: {kinds: [nvme]}
-      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(configEnv, "")
+	cfg := writeScourYAML(t, "cmp-b", dir)
 	adopt := func(old string) (int, string) {
 		var out, errb bytes.Buffer
 		code := run(ctx, []string{"host", "adopt", old, "--config", cfg}, &out, &errb)
@@ -99,19 +87,7 @@ func TestHostAdoptSignsTheRunsItCloses(t *testing.T) {
 		}
 	}
 	s.Close()
-	cfg := filepath.Join(t.TempDir(), "scour.yaml")
-	if err := os.WriteFile(cfg, []byte(`host: cmp-b
-claims:
-  state_path: `+dir+`
-pipelines:
-  profiles:
-    - name: nvme
-      match: {kinds: [nvme]}
-      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(configEnv, "")
+	cfg := writeScourYAML(t, "cmp-b", dir)
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"host", "adopt", "cmp-a", "--config", cfg}, &out, &errb); code != 0 {
 		t.Fatalf("adopt cmp-a: exit %d\n%s%s", code, out.String(), errb.String())
@@ -132,4 +108,24 @@ pipelines:
 	if runs, err := s.UnfinishedRuns(ctx, "cmp-b"); err != nil || len(runs) != 1 {
 		t.Errorf("cmp-b's open runs: %+v, %v; want its own", runs, err)
 	}
+}
+
+// writeScourYAML writes a scour.yaml of host over the sqlite store in
+// stateDir, one NVMe profile, and clears configEnv: --config names it.
+func writeScourYAML(t *testing.T, host, stateDir string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "scour.yaml")
+	if err := os.WriteFile(cfg, []byte(`host: `+host+`
+claims:
+  state_path: `+stateDir+`
+pipelines:
+  profiles:
+    - name: nvme
+      match: {kinds: [nvme]}
+      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(configEnv, "")
+	return cfg
 }

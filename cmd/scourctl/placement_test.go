@@ -51,19 +51,7 @@ func TestPlacementStatusArgumentErrors(t *testing.T) {
 // explicit store flags override it.
 func TestRecordsReadScourdConfig(t *testing.T) {
 	dir, newest := seedRecordsStore(t)
-	cfg := filepath.Join(t.TempDir(), "scour.yaml")
-	if err := os.WriteFile(cfg, []byte(`host: compute-1
-claims:
-  state_path: `+dir+`
-pipelines:
-  profiles:
-    - name: nvme
-      match: {kinds: [nvme]}
-      pipeline: {name: nvme, steps: [{name: sanitize, type: nvme-sanitize}]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(configEnv, "")
+	cfg := writeScourYAML(t, "compute-1", dir)
 	code, out, errs := recordsCLI("records", "export", "--config", cfg, "--device", "rp-nvme-0")
 	if rec, err := claims.ParseRecord([]byte(out)); code != 0 || err != nil || rec.RunID != newest {
 		t.Fatalf("export --config: exit %d, %v, stderr %s", code, err, errs)
