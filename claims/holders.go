@@ -134,11 +134,11 @@ func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []s
 // again by the scan if its fence is lifted). The verdict's own time
 // (cleaned_at) would hide that tenant. A cleaned run closed because the
 // device may have served a tenant after its clean that the store never
-// recorded (used_after_clean: CloseCleanedUsed) is no clean here; it
-// covers the holders before it and leaves an unknown tenant held
-// (tenantSince).
+// recorded (used_after_clean: CloseCleanedUsed) covers the holders before
+// it like any clean, and leaves an unknown tenant held (tenantSince); a
+// consumer seen again after it is dated anew (SawHolder).
 const lastCleanQuery = `SELECT MAX(started_at) FROM cleaning_runs
-	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned') AND used_after_clean = 0`
+	WHERE host = ? AND device_rp = ? AND state IN ('cleaned', 'returned')`
 
 // lastClean is when the device's last clean began (its newest cleaned or
 // returned run's start: lastCleanQuery); zero when it has none. usedAfter
