@@ -100,10 +100,10 @@ func (s *Store) previousTenantOfDevice(ctx context.Context, q querier, host, rpU
 // then, and no plain clean after it, that unseen tenant is held
 // (UnknownTenant), since that run began. A record then says "unknown"
 // rather than name a tenant whose data that run erased.
+//
+// after is never before used.At when it comes from lastCleanOf: the
+// last-clean query counts such a run (lastCleanQuery).
 func (s *Store) tenantSince(ctx context.Context, q querier, host string, rps []string, after time.Time, used usedRun) (Tenant, bool, error) {
-	if used.At.After(after) {
-		after = used.At
-	}
 	var last Tenant
 	found := false
 	for _, rp := range rps {
