@@ -22,7 +22,10 @@ func (s *Store) SawHolder(ctx context.Context, host, rpUUID, consumer string) er
 // not by when the record was written. A claim that read the instance
 // holding a device, and records it after the device was freed, its
 // release run begun since, names a tenant that run's erase covers: dated
-// at the write it would look like a holder who came during that run.
+// at the write it would look like a holder who came during that run. A
+// read older than the holder stored never replaces it unless a clean
+// covers the stored one: a slow claim must not hide a newer tenant no
+// clean erased.
 func (s *Store) SawHolderAt(ctx context.Context, host, rpUUID, consumer string, at time.Time) error {
 	if consumer == "" {
 		return nil
@@ -33,7 +36,7 @@ func (s *Store) SawHolderAt(ctx context.Context, host, rpUUID, consumer string, 
 	}
 	_, err := s.exec(ctx, `INSERT INTO device_holders (host, device_rp, consumer, seen_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (host, device_rp) DO UPDATE SET consumer = excluded.consumer, seen_at = excluded.seen_at
-		WHERE device_holders.consumer <> excluded.consumer
+		WHERE (device_holders.consumer <> excluded.consumer AND excluded.seen_at >= device_holders.seen_at)
 		OR device_holders.seen_at <= COALESCE((`+lastCleanQuery+`), '')`, host, rpUUID, consumer, formatTS(seen), host, rpUUID)
 	if err != nil {
 		return fmt.Errorf("claims: record consumer %s holding device %s on host %s: %w", consumer, rpUUID, host, err)

@@ -202,11 +202,12 @@ func (s *Store) AdoptHost(ctx context.Context, from, to, by string) (Adopted, er
 		}
 		// A clean covers a tenant known since before its run started
 		// (lastCleanQuery; a run closed as possibly used after its clean
-		// covers none); cleanAfter is "no clean of from's covers the
+		// too: the unknown tenant it leaves is carried by uncarried);
+		// cleanAfter is "no clean of from's covers the
 		// tenant known since the time in the column given".
 		cleanAfter := func(device, since string) string {
 			return `NOT EXISTS (SELECT 1 FROM cleaning_runs r WHERE r.host = ? AND r.device_rp = ` + device +
-				` AND r.state IN ('cleaned', 'returned') AND r.used_after_clean = 0 AND r.started_at >= ` + since + `)`
+				` AND r.state IN ('cleaned', 'returned') AND r.started_at >= ` + since + `)`
 		}
 		// Claims first: which ones move is read from claim_devices,
 		// moved after them.

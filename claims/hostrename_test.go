@@ -173,8 +173,10 @@ func TestAdoptHost(t *testing.T) {
 // A host adopted under its new name takes the tenants no clean of the
 // old name covers: a cleaned run closed because its device may have
 // served a tenant after its clean (CloseCleanedUsed: a stale return)
-// covers none, as for PreviousTenant, so its tenant moves and stays the
-// device's previous tenant under the new name (review rev5 F3).
+// covers the tenants before it, as for PreviousTenant, and leaves an
+// unknown tenant held, which the adopt carries: under the new name the
+// device is held by that unknown tenant, not named after the tenant the
+// run erased (review rev5 F3, rev7 F2).
 func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, cfg Config) {
 		ctx := context.Background()
@@ -207,8 +209,7 @@ func TestAdoptHostMovesTenantsAStaleCleanDidNotCover(t *testing.T) {
 		if _, err := s.AdoptHost(ctx, "cmp-a", "cmp-b", "alice"); err != nil {
 			t.Fatal(err)
 		}
-		// Moved with its claim, the tenant keeps its project.
-		for rp, want := range map[string]Tenant{"rp-1": {Instance: "inst-claimed", Project: "proj-a"}, "rp-2": {Instance: "inst-seen", Project: UnknownTenant}} {
+		for rp, want := range map[string]Tenant{"rp-1": {Instance: UnknownTenant, Project: UnknownTenant}, "rp-2": {Instance: UnknownTenant, Project: UnknownTenant}} {
 			if p, ok, err := s.PreviousTenant(ctx, "cmp-b", rp); err != nil || !ok || p.Instance != want.Instance || p.Project != want.Project {
 				t.Errorf("cmp-b's previous tenant of %s after a stale clean: %+v %v %v; want %+v", rp, p, ok, err, want)
 			}

@@ -170,3 +170,30 @@ func TestHolderDatedByTheReadThatSawIt(t *testing.T) {
 		}
 	})
 }
+
+// A holder read before a newer one was recorded never replaces it while
+// no clean covers the newer one: a slow claim whose instance was freed
+// meanwhile (its holder dated by its old read, SawHolderAt) must not hide
+// a tenant that came after the device's last clean (review rev7 F1: the
+// device read "not held", and the scan's re-fence would miss it).
+func TestOlderReadDoesNotHideANewerHolder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, cfg Config) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		s := mustOpen(t, cfg, WithClock(clock.Now))
+		readAt := clock.Now() // the slow claim read inst-x holding the device
+		clock.Advance(time.Minute)
+		cleanedRun(t, s, "rp-nvme-0") // inst-x freed, the device cleaned
+		clock.Advance(time.Minute)
+		if err := s.SawHolder(ctx, "compute-1", "rp-nvme-0", "inst-y"); err != nil { // a tenant since
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		if err := s.SawHolderAt(ctx, "compute-1", "rp-nvme-0", "inst-x", readAt); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok, err := s.PreviousTenant(ctx, "compute-1", "rp-nvme-0"); err != nil || !ok || p.Instance != "inst-y" {
+			t.Fatalf("PreviousTenant after a late write of an older read = %+v held=%v err=%v; want inst-y held", p, ok, err)
+		}
+	})
+}

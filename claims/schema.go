@@ -376,9 +376,10 @@ var migrations = []migration{
 	// may have served a tenant after the run's clean that the store never
 	// recorded (CloseCleanedUsed: a stale return, a re-fence while the run
 	// went on, an allocation or an un-reserve by someone else found at the
-	// un-reserve or the settle). Such a run is not the
-	// device's last clean for PreviousTenant. Runs stored before this
-	// version read 0 (their clean counts, as it did).
+	// un-reserve or the settle). Such a run covers the holders seen
+	// before it, as any clean, and leaves an unknown tenant held for
+	// PreviousTenant. Runs stored before this version read 0 (their clean
+	// counts, as it did).
 	{table: "cleaning_runs", version: 8, stmts: []string{
 		`ALTER TABLE cleaning_runs ADD COLUMN used_after_clean INTEGER NOT NULL DEFAULT 0`,
 	}},

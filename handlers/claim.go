@@ -20,9 +20,11 @@ import (
 // burned, and the instance's claim records them. A late claim command for
 // an instance that holds nothing here any more records and burns nothing.
 func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Command) error {
-	began := h.now()
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
-	alloc.ReadAt = began
+	// Dated when the answer came: Placement showed the holder no later
+	// than that (dating it by the request's start could make a run begun
+	// while the read was in flight cover a holder it did not).
+	alloc.ReadAt = h.now()
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}

@@ -315,8 +315,8 @@ type Cleaner interface {
 // RecordNotReturned does, for a run whose device may have served a tenant
 // after its clean that the store never recorded (a stale return, a
 // re-fence while it ran, an allocation at the un-reserve, an un-reserve
-// by someone else): its clean then no longer counts as the device's last
-// (PreviousTenant names the tenant before it, or an unknown one), so a
+// by someone else): its clean then leaves an unknown tenant held
+// (PreviousTenant names it, or a tenant seen since the run began), so a
 // scan that finds the device un-fenced before a later run cleaned it
 // fences it again.
 // UsedSinceStarted, asked before the un-reserve, says who the store saw

@@ -345,7 +345,10 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 // class) is quarantined, permanently: it erased nothing, by design.
 func (r *run) unerased() (step string, code int, verdict Verdict, why string) {
 	if r.prof.Pipeline.Category == CategoryNoErase {
-		if dev := cmp.Or(r.homeDev, r.dev); dev != nil && slices.Contains(tenantDataKinds, dev.Kind) {
+		if dev := cmp.Or(r.homeDev, r.dev); dev == nil {
+			return "", plugins.CodeTryAgainLater, VerdictRetryLater, fmt.Sprintf("refusing a clean verdict; device %s stays reserved: profile %s's pipeline %s says category %s, but the device's kind is not known in this run (no discovery), so it may hold tenant data; it is retried",
+				r.t.Address, r.prof.Name, r.prof.Pipeline.Name, CategoryNoErase)
+		} else if slices.Contains(tenantDataKinds, dev.Kind) {
 			return "", plugins.CodePermanent, VerdictQuarantine, fmt.Sprintf("refusing a clean verdict; device %s stays reserved: it is %s, a kind of device that holds tenant data, but profile %s's pipeline %s says category %s and erased nothing, so it may still hold the previous tenant's data. %s: give this device a profile whose pipeline erases it, then release it with scourctl placement unquarantine",
 				r.t.Address, aKind(dev.Kind), r.prof.Name, r.prof.Pipeline.Name, CategoryNoErase, noEraseFor)
 		}

@@ -264,6 +264,10 @@ var mutations = []mutation{
 		"h.Uncovered = len(left)",
 		"h.Uncovered = len(left[:0])",
 		"claims", "^TestAdoptHostCarriesTheTenantOfACleanUsedAfterIt$"},
+	{1, "an older read replaces a newer holder no clean covered", "claims/holders.go",
+		"WHERE (device_holders.consumer <> excluded.consumer AND excluded.seen_at >= device_holders.seen_at)",
+		"WHERE (device_holders.consumer <> excluded.consumer)",
+		"claims", "^TestOlderReadDoesNotHideANewerHolder$"},
 	// Rule 2: nothing destructive runs, and no un-reserve happens, while
 	// Placement shows an allocation on the device.
 	{2, "dropped allocation check in the dirty predicate", "placement/gate.go",
