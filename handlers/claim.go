@@ -20,11 +20,16 @@ import (
 // burned, and the instance's claim records them. A late claim command for
 // an instance that holds nothing here any more records and burns nothing.
 func (h *Handler) claim(ctx context.Context, log *slog.Logger, c *command.Command) error {
+	began := h.now()
 	alloc, err := h.p.InstanceAllocations(ctx, c.InstanceUUID)
-	// Dated when the answer came: Placement showed the holder no later
-	// than that (dating it by the request's start could make a run begun
-	// while the read was in flight cover a holder it did not).
-	alloc.ReadAt = h.now()
+	// Dated by the request's start: the read showed the instance holding
+	// a device before its delete freed it, and so before any run that
+	// cleans it began; the answer may come after such a run began
+	// (e2e TestKeystoneDownMidRun: dated by the answer, the run refused
+	// its own un-reserve). A tenant that came during a run behind a
+	// lifted fence moved the generation, which the run's un-reserve
+	// refuses anyway (ErrStaleReturn).
+	alloc.ReadAt = began
 	if err != nil {
 		return fmt.Errorf("instance %s: read allocations from Placement: %w (retried; check Placement is reachable)", c.InstanceUUID, err)
 	}
