@@ -493,20 +493,10 @@ func execN(ctx context.Context, tx *sql.Tx, q string, args ...any) (int, error) 
 	return int(n), err
 }
 
-// column returns the one column of q's rows.
+// column returns the one (text) column of q's rows (queryAll).
 func column(ctx context.Context, db querier, q string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return queryAll(ctx, db, q, func(sc scanner) (string, error) {
 		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		return v, sc.Scan(&v)
+	}, args...)
 }
